@@ -1,0 +1,441 @@
+// Package config turns the TOML file, the environment and command-line flags
+// into plain structs, in that order of precedence (flags win), and validates
+// the result. No other package reads the environment.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Config is vera's whole configuration. The TOML keys are part of the
+// product contract (SPEC §2); a Vera-AI config.toml decodes into it as is.
+type Config struct {
+	General General `toml:"general"`
+	Server  Server  `toml:"server"`
+	Layers  Layers  `toml:"layers"`
+	Memory  Memory  `toml:"memory"`
+	Curator Curator `toml:"curator"`
+	Prompts Prompts `toml:"prompts"`
+	Cloud   Cloud   `toml:"cloud"`
+	Routing Routing `toml:"routing"`
+	VRAM    VRAM    `toml:"vram"`
+
+	// Path is the file the config was read from; empty when none existed.
+	Path string `toml:"-"`
+	// Warnings are non-fatal remarks about the input (keys accepted for
+	// Vera-AI compatibility but ignored, sections not active yet).
+	Warnings []string `toml:"-"`
+}
+
+// General holds the upstreams and process-wide switches.
+type General struct {
+	OllamaHost       string `toml:"ollama_host"`
+	QdrantHost       string `toml:"qdrant_host"`
+	QdrantCollection string `toml:"qdrant_collection"`
+	EmbeddingModel   string `toml:"embedding_model"`
+	LogDir           string `toml:"log_dir"`
+	Debug            bool   `toml:"debug"`
+	// ResponseHeaderTimeout bounds the wait for Ollama's response headers.
+	// Ollama sends them only once the model is loaded (its own load timeout
+	// is 5 minutes), so this must be generous; streams themselves have no
+	// time limit.
+	ResponseHeaderTimeout Duration `toml:"response_header_timeout"`
+}
+
+// Server is vera's own listener.
+type Server struct {
+	Listen          string   `toml:"listen"`
+	AdminToken      string   `toml:"admin_token"`
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+}
+
+// Layers are the token budgets of the injected context (SPEC §4).
+type Layers struct {
+	SemanticTokenBudget    int     `toml:"semantic_token_budget"`
+	ContextTokenBudget     int     `toml:"context_token_budget"`
+	SemanticScoreThreshold float64 `toml:"semantic_score_threshold"`
+	RecentTurns            int     `toml:"recent_turns"`
+
+	// Vera-AI keys: accepted so its config loads, ignored with a warning.
+	SemanticSearchTurns *int `toml:"semantic_search_turns"`
+	SystemTokenBudget   *int `toml:"system_token_budget"`
+}
+
+// Memory scopes and stores what vera remembers.
+type Memory struct {
+	Enabled         bool   `toml:"enabled"`
+	NamespaceHeader string `toml:"namespace_header"`
+	DataDir         string `toml:"data_dir"`
+}
+
+// Curator schedules the distillation of raw turns.
+type Curator struct {
+	RunTime      string `toml:"run_time"`
+	Schedule     string `toml:"schedule"`
+	CuratorModel string `toml:"curator_model"`
+	Timezone     string `toml:"timezone"`
+
+	// Vera-AI keys: vera runs the monthly pass on the 1st at run_time.
+	FullRunTime *string `toml:"full_run_time"`
+	FullRunDay  *int    `toml:"full_run_day"`
+}
+
+// Prompts locates the system and curator prompt files.
+type Prompts struct {
+	Dir string `toml:"dir"`
+}
+
+// Cloud is an OpenAI-compatible upstream for some model names.
+type Cloud struct {
+	Enabled   bool              `toml:"enabled"`
+	APIBase   string            `toml:"api_base"`
+	APIKeyEnv string            `toml:"api_key_env"`
+	Models    map[string]string `toml:"models"`
+}
+
+// Routing maps a virtual model name to light, medium or complex tiers.
+type Routing struct {
+	Enabled      bool   `toml:"enabled"`
+	VirtualModel string `toml:"virtual_model"`
+	DeepModel    string `toml:"deep_model"`
+	Light        string `toml:"light"`
+	Medium       string `toml:"medium"`
+	Complex      string `toml:"complex"`
+	AutoComplex  bool   `toml:"auto_complex"`
+	StripThink   bool   `toml:"strip_think"`
+}
+
+// VRAM manages a small GPU's memory around large models.
+type VRAM struct {
+	Enabled             bool     `toml:"enabled"`
+	LargeModels         []string `toml:"large_models"`
+	TotalMB             int      `toml:"total_mb"`
+	FlushTimeout        Duration `toml:"flush_timeout"`
+	PollInterval        Duration `toml:"poll_interval"`
+	Prewarm             bool     `toml:"prewarm"`
+	MaxLargeConcurrency int      `toml:"max_large_concurrency"`
+}
+
+// Duration is a time.Duration written in TOML as a string such as "15s".
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"15s\", \"250ms\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Default returns the built-in defaults (SPEC §2).
+func Default() Config {
+	return Config{
+		General: General{
+			OllamaHost:            "http://127.0.0.1:11435",
+			QdrantCollection:      "memories",
+			EmbeddingModel:        "nomic-embed-text",
+			LogDir:                "./logs",
+			ResponseHeaderTimeout: Duration{10 * time.Minute},
+		},
+		Server: Server{
+			Listen:          "127.0.0.1:11434",
+			ShutdownTimeout: Duration{30 * time.Second},
+		},
+		Layers: Layers{
+			SemanticTokenBudget:    1500,
+			ContextTokenBudget:     1500,
+			SemanticScoreThreshold: 0.5,
+			RecentTurns:            10,
+		},
+		Memory: Memory{
+			Enabled:         true,
+			NamespaceHeader: "X-OpenWebUI-User-Id",
+			DataDir:         "./data",
+		},
+		Curator: Curator{
+			RunTime:      "02:00",
+			CuratorModel: "llama3.1:8b",
+		},
+		Prompts: Prompts{Dir: "./prompts"},
+		Cloud:   Cloud{APIKeyEnv: "OPENROUTER_API_KEY"},
+		Routing: Routing{
+			VirtualModel: "vera",
+			DeepModel:    "vera-deep",
+			AutoComplex:  true,
+		},
+		VRAM: VRAM{
+			TotalMB:             8192,
+			FlushTimeout:        Duration{15 * time.Second},
+			PollInterval:        Duration{250 * time.Millisecond},
+			Prewarm:             true,
+			MaxLargeConcurrency: 1,
+		},
+	}
+}
+
+// Flags are the command-line settings that override everything else. An
+// empty field leaves the value alone.
+type Flags struct {
+	ConfigPath string
+	Listen     string
+	OllamaURL  string
+	DataDir    string
+	Debug      bool
+}
+
+// Load reads the config file (flags.ConfigPath, else
+// $VERA_CONFIG_DIR/config.toml, else ./config.toml; a missing file means
+// defaults), applies the environment through getenv, then the flags, and
+// validates the result.
+func Load(flags Flags, getenv func(string) string) (Config, error) {
+	cfg := Default()
+	path, explicit := flags.ConfigPath, flags.ConfigPath != ""
+	if !explicit {
+		dir := getenv("VERA_CONFIG_DIR")
+		if dir == "" {
+			dir = "."
+		}
+		path = filepath.Join(dir, "config.toml")
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := decode(data, &cfg); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		cfg.Path = path
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+		// No file: defaults.
+	default:
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := applyEnv(&cfg, getenv); err != nil {
+		return Config{}, err
+	}
+	applyFlags(&cfg, flags)
+	cfg.Warnings = append(cfg.Warnings, cfg.compatWarnings()...)
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// Parse decodes TOML text over the defaults without touching the
+// environment. It is Load's decoding step, exposed for tests and tools.
+func Parse(data []byte) (Config, error) {
+	cfg := Default()
+	if err := decode(data, &cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.Warnings = cfg.compatWarnings()
+	return cfg, nil
+}
+
+func decode(data []byte, cfg *Config) error {
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(cfg)
+	if err == nil {
+		return nil
+	}
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		msgs := make([]string, 0, len(strict.Errors))
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			msgs = append(msgs, fmt.Sprintf("unknown key %q at line %d", strings.Join(e.Key(), "."), row))
+		}
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key == "" {
+			return fmt.Errorf("line %d: %s", row, de.Error())
+		}
+		return fmt.Errorf("key %q at line %d: %s", key, row, de.Error())
+	}
+	return err
+}
+
+func applyEnv(cfg *Config, getenv func(string) string) error {
+	str := map[string]*string{
+		"VERA_LISTEN":            &cfg.Server.Listen,
+		"VERA_OLLAMA_URL":        &cfg.General.OllamaHost,
+		"VERA_QDRANT_URL":        &cfg.General.QdrantHost,
+		"VERA_QDRANT_COLLECTION": &cfg.General.QdrantCollection,
+		"VERA_EMBEDDING_MODEL":   &cfg.General.EmbeddingModel,
+		"VERA_DATA_DIR":          &cfg.Memory.DataDir,
+		"VERA_PROMPTS_DIR":       &cfg.Prompts.Dir,
+		"VERA_LOG_DIR":           &cfg.General.LogDir,
+		"VERA_ADMIN_TOKEN":       &cfg.Server.AdminToken,
+	}
+	for name, dst := range str {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	if v := getenv("VERA_DEBUG"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("VERA_DEBUG=%q: want true or false", v)
+		}
+		cfg.General.Debug = b
+	}
+	return nil
+}
+
+func applyFlags(cfg *Config, f Flags) {
+	if f.Listen != "" {
+		cfg.Server.Listen = f.Listen
+	}
+	if f.OllamaURL != "" {
+		cfg.General.OllamaHost = f.OllamaURL
+	}
+	if f.DataDir != "" {
+		cfg.Memory.DataDir = f.DataDir
+	}
+	if f.Debug {
+		cfg.General.Debug = true
+	}
+}
+
+func (c *Config) compatWarnings() []string {
+	var w []string
+	if c.Layers.SemanticSearchTurns != nil {
+		w = append(w, "layers.semantic_search_turns is a Vera-AI key; vera ignores it (the semantic query always uses the last few messages)")
+	}
+	if c.Layers.SystemTokenBudget != nil {
+		w = append(w, "layers.system_token_budget is a Vera-AI key; vera ignores it (the system layer is never truncated)")
+	}
+	if c.Curator.FullRunTime != nil || c.Curator.FullRunDay != nil {
+		w = append(w, "curator.full_run_time and curator.full_run_day are Vera-AI keys; vera ignores them (the monthly pass runs on the 1st at curator.run_time)")
+	}
+	for name, on := range map[string]bool{"cloud": c.Cloud.Enabled, "routing": c.Routing.Enabled, "vram": c.VRAM.Enabled} {
+		if on {
+			w = append(w, fmt.Sprintf("[%s] enabled = true, but this version of vera does not implement %s yet; the section is ignored", name, name))
+		}
+	}
+	return w
+}
+
+// Validate reports the first setting that vera cannot run with.
+func (c *Config) Validate() error {
+	if err := validateHostPort(c.Server.Listen); err != nil {
+		return fmt.Errorf("server.listen: %w", err)
+	}
+	if _, err := ParseUpstream(c.General.OllamaHost, "11434"); err != nil {
+		return fmt.Errorf("general.ollama_host: %w", err)
+	}
+	if c.General.QdrantHost != "" {
+		if _, err := ParseUpstream(c.General.QdrantHost, "6334"); err != nil {
+			return fmt.Errorf("general.qdrant_host: %w", err)
+		}
+	}
+	if c.General.QdrantCollection == "" {
+		return errors.New("general.qdrant_collection: must not be empty")
+	}
+	if c.General.ResponseHeaderTimeout.Duration <= 0 {
+		return errors.New("general.response_header_timeout: must be positive")
+	}
+	if c.Server.ShutdownTimeout.Duration < 0 {
+		return errors.New("server.shutdown_timeout: must not be negative")
+	}
+	for key, v := range map[string]int{
+		"layers.semantic_token_budget": c.Layers.SemanticTokenBudget,
+		"layers.context_token_budget":  c.Layers.ContextTokenBudget,
+		"layers.recent_turns":          c.Layers.RecentTurns,
+	} {
+		if v < 0 {
+			return fmt.Errorf("%s: must not be negative, got %d", key, v)
+		}
+	}
+	if t := c.Layers.SemanticScoreThreshold; t < 0 || t > 1 {
+		return fmt.Errorf("layers.semantic_score_threshold: must be between 0 and 1, got %g", t)
+	}
+	if c.Memory.NamespaceHeader == "" {
+		return errors.New("memory.namespace_header: must not be empty")
+	}
+	if _, err := ParseClock(c.Curator.RunTime); err != nil {
+		return fmt.Errorf("curator.run_time: %w", err)
+	}
+	if c.Curator.Timezone != "" {
+		if _, err := time.LoadLocation(c.Curator.Timezone); err != nil {
+			return fmt.Errorf("curator.timezone: %w", err)
+		}
+	}
+	if c.VRAM.TotalMB <= 0 {
+		return fmt.Errorf("vram.total_mb: must be positive, got %d", c.VRAM.TotalMB)
+	}
+	if c.VRAM.FlushTimeout.Duration <= 0 || c.VRAM.PollInterval.Duration <= 0 {
+		return errors.New("vram.flush_timeout and vram.poll_interval: must be positive")
+	}
+	if c.VRAM.MaxLargeConcurrency < 1 {
+		return fmt.Errorf("vram.max_large_concurrency: must be at least 1, got %d", c.VRAM.MaxLargeConcurrency)
+	}
+	return nil
+}
+
+// ParseClock parses "HH:MM" (24-hour) into hours and minutes since midnight.
+func ParseClock(s string) (time.Duration, error) {
+	t, err := time.Parse("15:04", s)
+	if err != nil {
+		return 0, fmt.Errorf("want HH:MM (24-hour), got %q", s)
+	}
+	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
+}
+
+// ParseUpstream parses an upstream address. A bare "host:port" is taken as
+// http; a missing port gets defaultPort.
+func ParseUpstream(raw, defaultPort string) (*url.URL, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return nil, errors.New("must not be empty")
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("invalid URL %q: scheme must be http or https", raw)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("invalid URL %q: no host", raw)
+	}
+	if u.Port() == "" {
+		u.Host = net.JoinHostPort(u.Hostname(), defaultPort)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u, nil
+}
+
+func validateHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port, got %q", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("invalid port in %q", s)
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeFile(t *testing.T, dir, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, "config.toml")
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}
+
+func TestLoadDefaultsWhenNoFile(t *testing.T) {
+	cfg, err := Load(Flags{}, envOf(map[string]string{"VERA_CONFIG_DIR": t.TempDir()}))
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Path)
+	assert.Equal(t, "127.0.0.1:11434", cfg.Server.Listen)
+	assert.Equal(t, "http://127.0.0.1:11435", cfg.General.OllamaHost)
+	assert.Equal(t, "", cfg.General.QdrantHost)
+	assert.Equal(t, "memories", cfg.General.QdrantCollection)
+	assert.Equal(t, "nomic-embed-text", cfg.General.EmbeddingModel)
+	assert.Equal(t, "./data", cfg.Memory.DataDir)
+	assert.Equal(t, "./prompts", cfg.Prompts.Dir)
+	assert.Equal(t, "./logs", cfg.General.LogDir)
+	assert.False(t, cfg.General.Debug)
+	assert.Equal(t, "", cfg.Server.AdminToken)
+	assert.Equal(t, "X-OpenWebUI-User-Id", cfg.Memory.NamespaceHeader)
+	assert.Equal(t, 1500, cfg.Layers.SemanticTokenBudget)
+	assert.Equal(t, 1500, cfg.Layers.ContextTokenBudget)
+	assert.Equal(t, 0.5, cfg.Layers.SemanticScoreThreshold)
+	assert.Equal(t, "02:00", cfg.Curator.RunTime)
+	assert.Equal(t, "vera", cfg.Routing.VirtualModel)
+	assert.Equal(t, "vera-deep", cfg.Routing.DeepModel)
+	assert.True(t, cfg.Routing.AutoComplex)
+	assert.Equal(t, 8192, cfg.VRAM.TotalMB)
+	assert.Equal(t, 15*time.Second, cfg.VRAM.FlushTimeout.Duration)
+	assert.Equal(t, 250*time.Millisecond, cfg.VRAM.PollInterval.Duration)
+	assert.True(t, cfg.VRAM.Prewarm)
+	assert.Equal(t, 1, cfg.VRAM.MaxLargeConcurrency)
+	assert.Empty(t, cfg.Warnings)
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, `
+[server]
+listen = "127.0.0.1:9000"
+[general]
+ollama_host = "http://file:1"
+embedding_model = "from-file"
+debug = false
+[memory]
+data_dir = "/file/data"
+`)
+	tests := []struct {
+		name       string
+		env        map[string]string
+		flags      Flags
+		listen     string
+		ollama     string
+		embedModel string
+		dataDir    string
+		debug      bool
+	}{
+		{
+			name:   "file over defaults",
+			env:    map[string]string{"VERA_CONFIG_DIR": dir},
+			listen: "127.0.0.1:9000", ollama: "http://file:1", embedModel: "from-file", dataDir: "/file/data",
+		},
+		{
+			name: "env over file",
+			env: map[string]string{
+				"VERA_CONFIG_DIR": dir, "VERA_LISTEN": "127.0.0.1:9001", "VERA_OLLAMA_URL": "http://env:2",
+				"VERA_EMBEDDING_MODEL": "from-env", "VERA_DATA_DIR": "/env/data", "VERA_DEBUG": "true",
+			},
+			listen: "127.0.0.1:9001", ollama: "http://env:2", embedModel: "from-env", dataDir: "/env/data", debug: true,
+		},
+		{
+			name: "flags over env",
+			env: map[string]string{
+				"VERA_CONFIG_DIR": dir, "VERA_LISTEN": "127.0.0.1:9001", "VERA_OLLAMA_URL": "http://env:2",
+				"VERA_DATA_DIR": "/env/data",
+			},
+			flags:  Flags{Listen: "127.0.0.1:9002", OllamaURL: "http://flag:3", DataDir: "/flag/data", Debug: true},
+			listen: "127.0.0.1:9002", ollama: "http://flag:3", embedModel: "from-file", dataDir: "/flag/data", debug: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(tt.flags, envOf(tt.env))
+			require.NoError(t, err)
+			assert.Equal(t, filepath.Join(dir, "config.toml"), cfg.Path)
+			assert.Equal(t, tt.listen, cfg.Server.Listen)
+			assert.Equal(t, tt.ollama, cfg.General.OllamaHost)
+			assert.Equal(t, tt.embedModel, cfg.General.EmbeddingModel)
+			assert.Equal(t, tt.dataDir, cfg.Memory.DataDir)
+			assert.Equal(t, tt.debug, cfg.General.Debug)
+		})
+	}
+}
+
+func TestLoadEveryEnvVariable(t *testing.T) {
+	env := map[string]string{
+		"VERA_CONFIG_DIR":        t.TempDir(),
+		"VERA_LISTEN":            "0.0.0.0:1",
+		"VERA_OLLAMA_URL":        "http://o:2",
+		"VERA_QDRANT_URL":        "http://q:6333",
+		"VERA_QDRANT_COLLECTION": "c",
+		"VERA_EMBEDDING_MODEL":   "e",
+		"VERA_DATA_DIR":          "/d",
+		"VERA_PROMPTS_DIR":       "/p",
+		"VERA_LOG_DIR":           "/l",
+		"VERA_DEBUG":             "1",
+		"VERA_ADMIN_TOKEN":       "tok",
+	}
+	cfg, err := Load(Flags{}, envOf(env))
+	require.NoError(t, err)
+	assert.Equal(t, "0.0.0.0:1", cfg.Server.Listen)
+	assert.Equal(t, "http://o:2", cfg.General.OllamaHost)
+	assert.Equal(t, "http://q:6333", cfg.General.QdrantHost)
+	assert.Equal(t, "c", cfg.General.QdrantCollection)
+	assert.Equal(t, "e", cfg.General.EmbeddingModel)
+	assert.Equal(t, "/d", cfg.Memory.DataDir)
+	assert.Equal(t, "/p", cfg.Prompts.Dir)
+	assert.Equal(t, "/l", cfg.General.LogDir)
+	assert.True(t, cfg.General.Debug)
+	assert.Equal(t, "tok", cfg.Server.AdminToken)
+}
+
+func TestLoadExplicitPathMustExist(t *testing.T) {
+	_, err := Load(Flags{ConfigPath: filepath.Join(t.TempDir(), "nope.toml")}, envOf(nil))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "nope.toml")
+}
+
+// A Vera-AI config.toml, exactly as that project ships it, must load.
+func TestParseVeraAIConfig(t *testing.T) {
+	cfg, err := Parse([]byte(`[general]
+ollama_host = "http://10.0.0.10:11434"
+qdrant_host = "http://10.0.0.22:6333"
+qdrant_collection = "memories"
+embedding_model = "mxbai-embed-large"
+debug = false
+
+[layers]
+semantic_token_budget = 25000
+context_token_budget = 22000
+semantic_search_turns = 2
+semantic_score_threshold = 0.3
+system_token_budget = 4000
+
+[curator]
+run_time = "02:00"
+full_run_time = "03:00"
+full_run_day = 1
+curator_model = "gpt-oss:120b"
+
+[cloud]
+enabled = false
+api_base = "https://openrouter.ai/api/v1"
+api_key_env = "OPENROUTER_API_KEY"
+
+[cloud.models]
+"gpt-oss:120b" = "openai/gpt-oss-120b"
+`))
+	require.NoError(t, err)
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, "http://10.0.0.10:11434", cfg.General.OllamaHost)
+	assert.Equal(t, "http://10.0.0.22:6333", cfg.General.QdrantHost)
+	assert.Equal(t, "mxbai-embed-large", cfg.General.EmbeddingModel)
+	assert.Equal(t, 25000, cfg.Layers.SemanticTokenBudget)
+	assert.Equal(t, 22000, cfg.Layers.ContextTokenBudget)
+	assert.Equal(t, 0.3, cfg.Layers.SemanticScoreThreshold)
+	assert.Equal(t, "gpt-oss:120b", cfg.Curator.CuratorModel)
+	assert.Equal(t, map[string]string{"gpt-oss:120b": "openai/gpt-oss-120b"}, cfg.Cloud.Models)
+	require.Len(t, cfg.Warnings, 3)
+	assert.Contains(t, cfg.Warnings[0], "semantic_search_turns")
+	assert.Contains(t, cfg.Warnings[1], "system_token_budget")
+	assert.Contains(t, cfg.Warnings[2], "full_run_time")
+}
+
+func TestParseErrorsNameKeyAndLine(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"unknown key", "[general]\ndebug = true\nollama_hots = \"x\"\n", []string{`"general.ollama_hots"`, "line 3"}},
+		{"unknown section", "[server]\nlisten = \"127.0.0.1:1\"\n\n[nope]\nx = 1\n", []string{`"nope`, "line 4"}},
+		{"wrong type", "[layers]\n\nsemantic_token_budget = \"lots\"\n", []string{"semantic_token_budget", "line 3"}},
+		{"bad duration", "[vram]\nflush_timeout = \"soon\"\n", []string{"flush_timeout", "line 2", "invalid duration"}},
+		{"syntax", "[general\n", []string{"line 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.text))
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestLoadReportsFileInError(t *testing.T) {
+	dir := t.TempDir()
+	p := writeFile(t, dir, "[general]\nbogus = 1\n")
+	_, err := Load(Flags{}, envOf(map[string]string{"VERA_CONFIG_DIR": dir}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), p)
+	assert.Contains(t, err.Error(), `"general.bogus" at line 2`)
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"listen without port", func(c *Config) { c.Server.Listen = "localhost" }, "server.listen"},
+		{"ollama scheme", func(c *Config) { c.General.OllamaHost = "ftp://x" }, "general.ollama_host"},
+		{"negative budget", func(c *Config) { c.Layers.SemanticTokenBudget = -1 }, "layers.semantic_token_budget"},
+		{"threshold range", func(c *Config) { c.Layers.SemanticScoreThreshold = 1.5 }, "semantic_score_threshold"},
+		{"run time", func(c *Config) { c.Curator.RunTime = "25:00" }, "curator.run_time"},
+		{"timezone", func(c *Config) { c.Curator.Timezone = "Mars/Olympus" }, "curator.timezone"},
+		{"empty namespace header", func(c *Config) { c.Memory.NamespaceHeader = "" }, "memory.namespace_header"},
+		{"vram concurrency", func(c *Config) { c.VRAM.MaxLargeConcurrency = 0 }, "vram.max_large_concurrency"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Default()
+			tt.mutate(&cfg)
+			err := cfg.Validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+	cfg := Default()
+	require.NoError(t, cfg.Validate())
+}
+
+func TestLoadBadDebugEnv(t *testing.T) {
+	_, err := Load(Flags{}, envOf(map[string]string{"VERA_CONFIG_DIR": t.TempDir(), "VERA_DEBUG": "maybe"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "VERA_DEBUG")
+}
+
+func TestParseUpstream(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"http://127.0.0.1:11435", "http://127.0.0.1:11435"},
+		{"127.0.0.1:11435", "http://127.0.0.1:11435"},
+		{"http://ollama", "http://ollama:11434"},
+		{"https://host:1/base/", "https://host:1/base"},
+	}
+	for _, tt := range tests {
+		u, err := ParseUpstream(tt.in, "11434")
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, u.String())
+	}
+}

@@ -1,0 +1,180 @@
+// Command vera is a transparent, Ollama-compatible memory proxy: it sits
+// where Ollama used to listen, forwards every request to Ollama, and gives
+// every chat a long-term memory.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+	_ "time/tzdata" // curator.timezone must resolve in a scratch container too
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/proxy"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+const usage = `vera — a transparent, Ollama-compatible memory proxy
+
+Usage:
+  vera [serve] [flags]   run the proxy (default)
+  vera check [flags]     validate the config and reach Ollama; exit 1 on failure
+  vera help              show this help
+  vera --version         print the version
+
+Flags:
+  --config PATH      config file (default $VERA_CONFIG_DIR/config.toml, else ./config.toml)
+  --listen ADDR      listen address (VERA_LISTEN, server.listen; default 127.0.0.1:11434)
+  --ollama-url URL   Ollama's address (VERA_OLLAMA_URL, general.ollama_host; default http://127.0.0.1:11435)
+  --data-dir DIR     data directory (VERA_DATA_DIR, memory.data_dir; default ./data)
+  --debug            debug logging (VERA_DEBUG, general.debug)
+`
+
+// usageError is a command line vera does not understand: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "vera: %s\n\n%s", ue.msg, usage)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "vera: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: main and the end-to-end tests both call it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "version":
+		fmt.Fprintf(stdout, "vera %s\n", version)
+		return nil
+	case "serve", "check":
+	default:
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
+
+	fs := flag.NewFlagSet("vera "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var flags config.Flags
+	showVersion := fs.Bool("version", false, "")
+	fs.StringVar(&flags.ConfigPath, "config", "", "")
+	fs.StringVar(&flags.Listen, "listen", "", "")
+	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	fs.StringVar(&flags.DataDir, "data-dir", "", "")
+	fs.BoolVar(&flags.Debug, "debug", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "vera %s\n", version)
+		return nil
+	}
+
+	cfg, err := config.Load(flags, getenv)
+	if cmd == "check" {
+		return check(ctx, cfg, err, stdout)
+	}
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stderr)
+}
+
+func newLogger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// serve runs the proxy until ctx is cancelled, then stops accepting and lets
+// running requests (streams included) finish within the shutdown grace
+// period.
+func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	logger := newLogger(stderr, cfg.General.Debug)
+	for _, w := range cfg.Warnings {
+		logger.Warn("config", slog.String("warning", w))
+	}
+	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
+	if err != nil {
+		return err
+	}
+	gin.SetMode(gin.ReleaseMode)
+	srv := proxy.New(upstream, proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration), logger)
+	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
+	srv.Version = version
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("ollama", upstream.String()),
+		slog.String("version", version), slog.String("config", cfg.Path))
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	grace := cfg.Server.ShutdownTimeout.Duration
+	logger.Info("shutting down", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		logger.Warn("grace period over, closing open connections", slog.Any("error", err))
+		_ = hs.Close()
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// OllamaHealth is Ollama's part of /healthz and of `vera check`.
+type OllamaHealth struct {
+	OK        bool    `json:"ok"`
+	URL       string  `json:"url"`
+	Version   string  `json:"version,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// Health is the /healthz document (SPEC §3).
+type Health struct {
+	Status  string       `json:"status"` // ok | degraded
+	Version string       `json:"version"`
+	Ollama  OllamaHealth `json:"ollama"`
+}
+
+// healthz reports whether vera and what it depends on are working. Ollama
+// being down makes vera degraded, not dead: vera still answers its own
+// routes and reports the error of every forwarded one.
+func (s *Server) healthz(c *gin.Context) error {
+	h := Health{Status: "ok", Version: s.Version, Ollama: s.CheckOllama(c.Request.Context())}
+	if !h.Ollama.OK {
+		h.Status = "degraded"
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, h)
+	return nil
+}
+
+// CheckOllama asks Ollama for its version, with a short timeout.
+func (s *Server) CheckOllama(ctx context.Context) OllamaHealth {
+	h := OllamaHealth{URL: s.upstream.String()}
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, upstreamURL(s.upstream, "/api/version"), nil)
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	res, err := s.probe.Do(req)
+	h.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	defer res.Body.Close()
+	var v struct {
+		Version string `json:"version"`
+	}
+	if res.StatusCode != http.StatusOK {
+		h.Error = fmt.Sprintf("GET /api/version: %s", res.Status)
+		return h
+	}
+	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+		h.Error = fmt.Sprintf("GET /api/version: %v", err)
+		return h
+	}
+	h.OK, h.Version = true, v.Version
+	return h
+}
+
+// newRequestID returns a short random id for correlating log lines.
+func newRequestID() string {
+	return fmt.Sprintf("%016x", rand.Uint64())
+}

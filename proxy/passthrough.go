@@ -1,0 +1,190 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// NewTransport returns the transport vera uses to reach Ollama. It limits
+// only how long connecting and waiting for response headers may take: a
+// model load or a stream may last as long as it needs. Compression is off so
+// that bytes pass through exactly as Ollama sent them.
+func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// newReverseProxy builds the one httputil.ReverseProxy behind every
+// forwarded request, intercepted or not.
+func (s *Server) newReverseProxy(transport http.RoundTripper) *httputil.ReverseProxy {
+	base := s.upstream.String()
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
+			pr.SetURL(s.upstream)
+		},
+		Transport:     transport,
+		FlushInterval: -1, // every write reaches the client at once
+		BufferPool:    &bufferPool{},
+		ErrorLog:      slogAdapter(s.log),
+		ModifyResponse: func(res *http.Response) error {
+			body := res.Body
+			if tee := teeFrom(res.Request.Context()); tee != nil {
+				body = tee.wrap(res, body)
+			}
+			res.Body = guardStream(res, body)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, r, upstreamError(r.Context(), base, err))
+		},
+	}
+}
+
+// passthrough forwards a request vera does not own.
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+	enableFullDuplex(w, r)
+	s.rp.ServeHTTP(w, r)
+}
+
+// enableFullDuplex stops net/http from draining and closing the request
+// body when the response header is written. By default an HTTP/1 server does
+// that (so simple handlers cannot deadlock a client), but in a proxy the
+// Transport's write loop may still be reading the same body: after copying
+// Content-Length bytes it reads once more to check for EOF. If the upstream
+// answers within that window, the server closes the body under it, the read
+// fails with "invalid Read on closed Body", and the Transport tears down the
+// upstream connection in the middle of the streamed response (golang/go#40747).
+// vera reads every body to its end through the Transport, so full duplex is
+// both safe and what a proxy means.
+func enableFullDuplex(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 && r.ProtoMajor == 1 {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
+}
+
+// streamKind tells how a response body is framed, so that a failure in the
+// middle can be signalled in the body's own format.
+type streamKind int
+
+const (
+	streamNone   streamKind = iota // a sized body: only an aborted connection can signal
+	streamNDJSON                   // Ollama's streams
+	streamSSE                      // OpenAI-compatible streams
+)
+
+func kindOf(res *http.Response) streamKind {
+	if res.ContentLength >= 0 {
+		return streamNone
+	}
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	switch mt {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl":
+		return streamNDJSON
+	case "text/event-stream":
+		return streamSSE
+	}
+	return streamNone
+}
+
+// guardStream wraps an upstream body so that, if the upstream fails in the
+// middle of a stream, the client receives a last error record before the
+// ReverseProxy aborts the connection. Ollama itself ends a failed NDJSON
+// stream with {"error":"..."}; line-parsing clients such as the official Go
+// client only notice a failure that way, since they treat a bare cut as a
+// normal end.
+func guardStream(res *http.Response, body io.ReadCloser) io.ReadCloser {
+	kind := kindOf(res)
+	if kind == streamNone {
+		return body
+	}
+	return &guardedBody{ReadCloser: body, kind: kind}
+}
+
+type guardedBody struct {
+	io.ReadCloser
+	kind    streamKind
+	last    byte   // last byte passed on, to know whether a record is open
+	pending []byte // the error record still to deliver
+	err     error  // the upstream's error, returned after pending
+}
+
+func (g *guardedBody) Read(p []byte) (int, error) {
+	if g.err != nil {
+		n := copy(p, g.pending)
+		g.pending = g.pending[n:]
+		if len(g.pending) > 0 {
+			return n, nil
+		}
+		return n, g.err
+	}
+	n, err := g.ReadCloser.Read(p)
+	if n > 0 {
+		g.last = p[n-1]
+	}
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	g.err = err
+	g.pending = errorRecord(g.kind, g.last, "ollama stream interrupted: "+err.Error())
+	return n, nil
+}
+
+// errorRecord renders msg as the stream's final record, starting on a fresh
+// line (or event) even if the upstream died in the middle of one.
+func errorRecord(kind streamKind, last byte, msg string) []byte {
+	var rec []byte
+	if kind == streamSSE {
+		line, _ := json.Marshal(map[string]any{"error": map[string]string{"message": msg, "type": "api_error"}})
+		if last != 0 && last != '\n' {
+			rec = append(rec, '\n', '\n')
+		} else if last == '\n' {
+			rec = append(rec, '\n')
+		}
+		rec = append(rec, "data: "...)
+		rec = append(rec, line...)
+		return append(rec, '\n', '\n')
+	}
+	line, _ := json.Marshal(map[string]string{"error": msg})
+	if last != 0 && last != '\n' {
+		rec = append(rec, '\n')
+	}
+	rec = append(rec, line...)
+	return append(rec, '\n')
+}
+
+// bufferPool recycles the ReverseProxy's 32 KiB copy buffers across
+// requests, so a streamed answer costs no allocation per request for them.
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32*1024)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
+// upstreamURL joins the upstream base with a path, for vera's own calls.
+func upstreamURL(base *url.URL, path string) string {
+	return base.JoinPath(path).String()
+}
