@@ -61,24 +61,36 @@ func (s *Server) newReverseProxy(transport http.RoundTripper) *httputil.ReverseP
 
 // passthrough forwards a request vera does not own.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
-	enableFullDuplex(w, r)
+	if enableFullDuplex(w, r) {
+		// With full duplex on, net/http drains an unread body only after the
+		// handler returns, and that drain restarts the connection's
+		// background read just when the server goes on to read the next
+		// request: "invalid concurrent Body.Read call" (golang/go#68560). It
+		// happens whenever Ollama cannot be reached, since nothing then
+		// reads the body. Closing it here, before the handler returns, takes
+		// that drain out of the server's way. ReverseProxy never closes the
+		// inbound body itself: it hands the Transport a no-op-close wrapper.
+		defer r.Body.Close()
+	}
 	s.rp.ServeHTTP(w, r)
 }
 
 // enableFullDuplex stops net/http from draining and closing the request
-// body when the response header is written. By default an HTTP/1 server does
-// that (so simple handlers cannot deadlock a client), but in a proxy the
-// Transport's write loop may still be reading the same body: after copying
-// Content-Length bytes it reads once more to check for EOF. If the upstream
-// answers within that window, the server closes the body under it, the read
-// fails with "invalid Read on closed Body", and the Transport tears down the
-// upstream connection in the middle of the streamed response (golang/go#40747).
-// vera reads every body to its end through the Transport, so full duplex is
-// both safe and what a proxy means.
-func enableFullDuplex(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 && r.ProtoMajor == 1 {
-		_ = http.NewResponseController(w).EnableFullDuplex()
+// body when the response header is written, and reports whether it did. By
+// default an HTTP/1 server does that (so simple handlers cannot deadlock a
+// client), but in a proxy the Transport's write loop may still be reading
+// the same body: after copying Content-Length bytes it reads once more to
+// check for EOF. If the upstream answers within that window, the server
+// closes the body under it, the read fails with "invalid Read on closed
+// Body", and the Transport tears down the upstream connection in the middle
+// of the streamed response (golang/go#40747; about 1 stream in 1000 here).
+// vera lets the Transport read every body to its end, so full duplex is both
+// safe and what a proxy means.
+func enableFullDuplex(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength == 0 || r.ProtoMajor != 1 {
+		return false
 	}
+	return http.NewResponseController(w).EnableFullDuplex() == nil
 }
 
 // streamKind tells how a response body is framed, so that a failure in the
