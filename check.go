@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -89,4 +90,34 @@ func listModels(ctx context.Context, url string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// healthcheck asks the vera listening on server.listen for /healthz and
+// fails unless it answers 200 (ok or degraded). Container images have no
+// curl, so the binary checks itself.
+func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
+	host, port, err := net.SplitHostPort(cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	res, err := (&http.Client{Transport: proxy.NewTransport(5 * time.Second)}).Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	fmt.Fprintf(out, "%s", body)
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s", res.Status)
+	}
+	return nil
 }

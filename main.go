@@ -33,6 +33,7 @@ const usage = `vera — a transparent, Ollama-compatible memory proxy
 Usage:
   vera [serve] [flags]   run the proxy (default)
   vera check [flags]     validate the config and reach Ollama; exit 1 on failure
+  vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera help              show this help
   vera --version         print the version
 
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "version":
 		fmt.Fprintf(stdout, "vera %s\n", version)
 		return nil
-	case "serve", "check":
+	case "serve", "check", "healthcheck":
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
@@ -112,11 +113,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	cfg, err := config.Load(flags, getenv)
-	if cmd == "check" {
+	switch {
+	case cmd == "check":
 		return check(ctx, cfg, err, stdout)
-	}
-	if err != nil {
+	case err != nil:
 		return err
+	case cmd == "healthcheck":
+		return healthcheck(ctx, cfg, stdout)
 	}
 	return serve(ctx, cfg, stderr)
 }

@@ -269,3 +269,15 @@ func TestParseUpstream(t *testing.T) {
 		assert.Equal(t, tt.want, u.String())
 	}
 }
+
+// config.example.toml documents every key with its default: it must parse,
+// and parse to exactly the built-in defaults.
+func TestExampleFileIsTheDefaults(t *testing.T) {
+	data, err := os.ReadFile("../config.example.toml")
+	require.NoError(t, err)
+	cfg, err := Parse(data)
+	require.NoError(t, err)
+	want := Default()
+	want.VRAM.LargeModels = []string{}
+	assert.Equal(t, want, cfg)
+}

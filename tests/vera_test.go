@@ -1,0 +1,303 @@
+// Package tests holds vera's end-to-end tests: the real binary, started on
+// 127.0.0.1:0 against fake upstreams that speak Ollama's wire format, driven
+// by the official Ollama Go client.
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// veraBin is the binary under test, built once by TestMain.
+var veraBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "vera-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	veraBin = filepath.Join(dir, "vera")
+	args := []string{"build", "-o", veraBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "..")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building vera:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fakeOllama streams chat answers; a test can hold a stream open with gate.
+type fakeOllama struct {
+	*httptest.Server
+	gate    chan struct{}
+	started chan struct{}
+}
+
+func newFakeOllama(t *testing.T) *fakeOllama {
+	f := &fakeOllama{started: make(chan struct{}, 16)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"version":"0.12.3"}`)
+	})
+	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest"}]}`)
+	})
+	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for i, tok := range []string{"Hello", " from", " Ollama"} {
+			fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
+			w.(http.Flusher).Flush()
+			if i == 0 && f.gate != nil {
+				f.started <- struct{}{}
+				<-f.gate
+			}
+		}
+		io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+	})
+	f.Server = httptest.NewServer(mux)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// proc is a running vera.
+type proc struct {
+	cmd    *exec.Cmd
+	addr   string
+	mu     sync.Mutex
+	stderr strings.Builder
+	exited chan error
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+var listenRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// startVera runs `vera serve` with env (plus a private config dir and
+// VERA_LISTEN=127.0.0.1:0) and waits until it listens.
+func startVera(t *testing.T, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(veraBin, "serve")
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"VERA_CONFIG_DIR=" + t.TempDir(),
+		"VERA_DATA_DIR=" + t.TempDir(),
+		"VERA_LISTEN=127.0.0.1:0",
+	}, env...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, exited: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.stderr.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listenRe.FindStringSubmatch(line); m != nil {
+				addr <- m[1]
+			}
+		}
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("vera's log:\n%s", p.logs())
+		}
+	})
+	select {
+	case p.addr = <-addr:
+	case err := <-p.exited:
+		t.Fatalf("vera exited before listening: %v\n%s", err, p.logs())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("vera did not start:\n%s", p.logs())
+	}
+	return p
+}
+
+func (p *proc) client(t *testing.T) *api.Client {
+	u, err := url.Parse("http://" + p.addr)
+	require.NoError(t, err)
+	return api.NewClient(u, &http.Client{Transport: &http.Transport{}})
+}
+
+func TestServeChatAndGracefulShutdown(t *testing.T) {
+	up := newFakeOllama(t)
+	up.gate = make(chan struct{})
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
+	client := p.client(t)
+
+	// A chat is held open upstream while vera is told to stop.
+	var got strings.Builder
+	chatErr := make(chan error, 1)
+	done := false
+	go func() {
+		chatErr <- client.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2",
+			Messages: []api.Message{{Role: "user", Content: "hi"}}},
+			func(r api.ChatResponse) error { got.WriteString(r.Message.Content); done = r.Done; return nil })
+	}()
+	select {
+	case <-up.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the chat never reached the upstream")
+	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { return strings.Contains(p.logs(), "shutting down") }, 10*time.Second, 10*time.Millisecond)
+
+	// New connections are refused while the running stream goes on.
+	_, err := http.Get("http://" + p.addr + "/healthz")
+	require.Error(t, err, "vera stopped accepting")
+
+	close(up.gate)
+	select {
+	case err := <-chatErr:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running chat did not finish")
+	}
+	assert.Equal(t, "Hello from Ollama", got.String())
+	assert.True(t, done, "the stream ended with done:true")
+
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err, "vera exits 0 after a graceful shutdown")
+	case <-time.After(10 * time.Second):
+		t.Fatal("vera did not exit")
+	}
+	logs := p.logs()
+	assert.Contains(t, logs, "msg=request method=POST path=/api/chat status=200")
+	assert.Regexp(t, `request_id=[0-9a-f]{16}`, logs)
+	assert.Contains(t, logs, "msg=stopped")
+}
+
+func TestHealthzThroughBinary(t *testing.T) {
+	up := newFakeOllama(t)
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
+	res, err := http.Get("http://" + p.addr + "/healthz")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var h struct {
+		Status  string `json:"status"`
+		Version string `json:"version"`
+		Ollama  struct {
+			OK      bool   `json:"ok"`
+			Version string `json:"version"`
+		} `json:"ollama"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
+	assert.Equal(t, "ok", h.Status)
+	assert.NotEmpty(t, h.Version)
+	assert.True(t, h.Ollama.OK)
+	assert.Equal(t, "0.12.3", h.Ollama.Version)
+
+	// The container health check command reaches the same endpoint.
+	code, out, _ := runVera(t, []string{"VERA_LISTEN=0.0.0.0:" + p.addr[strings.LastIndex(p.addr, ":")+1:]}, "healthcheck")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, `"status":"ok"`)
+	up.Close()
+	p.cmd.Process.Kill()
+	<-p.exited
+	code, _, _ = runVera(t, []string{"VERA_LISTEN=" + p.addr}, "healthcheck")
+	assert.Equal(t, 1, code, "nothing listens any more")
+}
+
+func TestVersionPassesThrough(t *testing.T) {
+	up := newFakeOllama(t)
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
+	v, err := p.client(t).Version(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "0.12.3", v, "/api/version is Ollama's, passed through")
+}
+
+// runVera runs a one-shot vera command and returns its exit code and output.
+func runVera(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(veraBin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "VERA_CONFIG_DIR=" + t.TempDir()}, env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func TestCommandLine(t *testing.T) {
+	code, out, _ := runVera(t, nil, "--version")
+	assert.Equal(t, 0, code)
+	assert.Regexp(t, `^vera \S+\n$`, out)
+
+	code, out, _ = runVera(t, nil, "help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "vera check")
+
+	code, _, errOut := runVera(t, nil, "frobnicate")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `unknown command "frobnicate"`)
+	assert.Contains(t, errOut, "Usage:")
+
+	code, _, errOut = runVera(t, nil, "serve", "--no-such-flag")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "no-such-flag")
+
+	// A config error names the key and line, and vera does not start.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte("[general]\n\nollama_hots = \"x\"\n"), 0o600))
+	code, _, errOut = runVera(t, []string{"VERA_CONFIG_DIR=" + dir}, "serve")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `unknown key "general.ollama_hots" at line 3`)
+}
+
+func TestCheck(t *testing.T) {
+	up := newFakeOllama(t)
+	code, out, _ := runVera(t, []string{"VERA_OLLAMA_URL=" + up.URL}, "check")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "ok   ollama: "+up.URL+", version 0.12.3")
+	assert.Contains(t, out, "llama3.2:latest, nomic-embed-text:latest")
+
+	up.Close()
+	code, out, _ = runVera(t, []string{"VERA_OLLAMA_URL=" + up.URL}, "check")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "FAIL ollama: "+up.URL+" unreachable")
+
+	code, out, _ = runVera(t, []string{"VERA_LISTEN=nonsense"}, "check")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "FAIL config: server.listen")
+}
