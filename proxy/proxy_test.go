@@ -480,7 +480,18 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 				tt.setup(up)
 			}
 			rec := &recorder{}
-			base := startVera(t, up.srv.URL, func(s *Server) { s.Recorder = rec })
+			s := New(mustURL(t, up.srv.URL), NewTransport(time.Minute), nil)
+			s.Recorder = rec
+			// Record runs after the answer went out, so a client reading a
+			// sized answer may finish first: wait for the handler itself.
+			served := make(chan struct{}, 1)
+			h := s.Handler()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer func() { served <- struct{}{} }()
+				h.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			base := srv.URL
 			req, _ := http.NewRequest(http.MethodPost, base+"/api/chat", strings.NewReader(tt.body))
 			for k, v := range tt.header {
 				req.Header[k] = v
@@ -494,8 +505,7 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 			} else {
 				require.NoError(t, readErr)
 			}
-			// Record runs before the handler returns, which is before the
-			// response ends; no waiting needed.
+			waitFor(t, served, "the handler to return")
 			turns := rec.all()
 			require.Len(t, turns, len(tt.want))
 			for i, answer := range tt.want {
