@@ -40,15 +40,15 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	srv := proxy.New(upstream, proxy.NewTransport(5*time.Second), nil)
-	h := srv.CheckOllama(ctx)
+	client := &http.Client{Transport: proxy.NewTransport(5 * time.Second)}
+	h := proxy.ProbeOllama(ctx, client, upstream)
 	if !h.OK {
 		fmt.Fprintf(out, "FAIL ollama: %s unreachable: %s\n", h.URL, h.Error)
 		return errors.New("check failed")
 	}
 	fmt.Fprintf(out, "ok   ollama: %s, version %s (%.1f ms)\n", h.URL, h.Version, h.LatencyMS)
 
-	models, err := listModels(ctx, upstream.JoinPath("/api/tags").String())
+	models, err := listModels(ctx, client, upstream.JoinPath("/api/tags").String())
 	if err != nil {
 		fmt.Fprintf(out, "FAIL ollama models: %v\n", err)
 		return errors.New("check failed")
@@ -62,12 +62,11 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	return nil
 }
 
-func listModels(ctx context.Context, url string) ([]string, error) {
+func listModels(ctx context.Context, client *http.Client, url string) ([]string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{Transport: proxy.NewTransport(5 * time.Second)}
 	res, err := client.Do(req)
 	if err != nil {
 		return nil, err

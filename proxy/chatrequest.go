@@ -25,9 +25,6 @@ type Message struct {
 	Extra   map[string]json.RawMessage
 }
 
-// Streaming reports whether the answer will be an NDJSON stream.
-func (r *ChatRequest) Streaming() bool { return r.Stream == nil || *r.Stream }
-
 // ParseChatRequest decodes an /api/chat body. The error is meant for the
 // client: it says what is wrong with the body.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {

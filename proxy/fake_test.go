@@ -264,7 +264,11 @@ func (f *fakeOllama) openAIChat(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", s)
 		w.(http.Flusher).Flush()
 		if i == 0 && f.gate != nil {
-			<-f.gate
+			select {
+			case <-f.gate:
+			case <-r.Context().Done():
+				return
+			}
 		}
 	}
 	io.WriteString(w, "data: [DONE]\n\n")

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -42,14 +42,19 @@ func (s *Server) healthz(c *gin.Context) error {
 
 // CheckOllama asks Ollama for its version, with a short timeout.
 func (s *Server) CheckOllama(ctx context.Context) OllamaHealth {
-	h := OllamaHealth{URL: s.upstream.String()}
+	return ProbeOllama(ctx, s.probe, s.upstream)
+}
+
+// ProbeOllama asks the Ollama at base for its version through client.
+func ProbeOllama(ctx context.Context, client *http.Client, base *url.URL) OllamaHealth {
+	h := OllamaHealth{URL: base.String()}
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, upstreamURL(s.upstream, "/api/version"), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/api/version").String(), nil)
 	if err != nil {
 		h.Error = err.Error()
 		return h
 	}
-	res, err := s.probe.Do(req)
+	res, err := client.Do(req)
 	h.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		h.Error = err.Error()
@@ -69,9 +74,4 @@ func (s *Server) CheckOllama(ctx context.Context) OllamaHealth {
 	}
 	h.OK, h.Version = true, v.Version
 	return h
-}
-
-// newRequestID returns a short random id for correlating log lines.
-func newRequestID() string {
-	return fmt.Sprintf("%016x", rand.Uint64())
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"sync"
 	"time"
 )
@@ -195,8 +194,3 @@ func (p *bufferPool) Get() []byte {
 }
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
-
-// upstreamURL joins the upstream base with a path, for vera's own calls.
-func upstreamURL(base *url.URL, path string) string {
-	return base.JoinPath(path).String()
-}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -223,6 +224,11 @@ func (s *Server) recoverPanics(c *gin.Context) {
 		writeError(c.Writer, c.Request, httpError(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", v), nil))
 	}()
 	c.Next()
+}
+
+// newRequestID returns a short random id for correlating log lines.
+func newRequestID() string {
+	return fmt.Sprintf("%016x", rand.Uint64())
 }
 
 // slogAdapter routes the ReverseProxy's own log lines (mostly clients

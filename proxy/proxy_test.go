@@ -45,6 +45,9 @@ func TestChatStreamsEachChunkAsItComes(t *testing.T) {
 			up.gate = make(chan struct{})
 			client := newClient(t, startVera(t, up.srv.URL, nil))
 
+			// Cancelled when the test ends, so a failure cannot hang it.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			first := make(chan string, 1)
 			var got []string
 			done := make(chan error, 1)
@@ -56,11 +59,11 @@ func TestChatStreamsEachChunkAsItComes(t *testing.T) {
 					got = append(got, text)
 				}
 				if route == "chat" {
-					done <- client.Chat(context.Background(), &api.ChatRequest{
+					done <- client.Chat(ctx, &api.ChatRequest{
 						Model: "llama3.2", Messages: []api.Message{{Role: "user", Content: "hi"}},
 					}, func(r api.ChatResponse) error { onChunk(r.Message.Content, r.Done); return nil })
 				} else {
-					done <- client.Generate(context.Background(), &api.GenerateRequest{Model: "llama3.2", Prompt: "hi"},
+					done <- client.Generate(ctx, &api.GenerateRequest{Model: "llama3.2", Prompt: "hi"},
 						func(r api.GenerateResponse) error { onChunk(r.Response, r.Done); return nil })
 				}
 			}()
@@ -202,14 +205,25 @@ func TestSSEPassesThroughEventByEvent(t *testing.T) {
 	up.gate = make(chan struct{})
 	base := startVera(t, up.srv.URL, nil)
 
-	res, err := http.Post(base+"/v1/chat/completions", "application/json",
+	// Bounded, so that a vera that held the stream back fails the test
+	// instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
 		strings.NewReader(`{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
 	assert.Equal(t, "text/event-stream", res.Header.Get("Content-Type"))
 	r := bufio.NewReader(res.Body)
-	line, err := r.ReadString('\n')
-	require.NoError(t, err)
+	// Read the first event while the upstream is parked: if vera buffered,
+	// this would wait for the gate, so it must arrive within the bound.
+	firstLine := make(chan string, 1)
+	go func() {
+		l, _ := r.ReadString('\n')
+		firstLine <- l
+	}()
+	line := waitFor(t, firstLine, "the first SSE event")
 	assert.Equal(t, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"}}]}`+"\n", line)
 	close(up.gate) // the first event arrived while the upstream was parked
 	rest, err := io.ReadAll(r)
