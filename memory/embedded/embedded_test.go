@@ -1,0 +1,90 @@
+package embedded
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/storetest"
+)
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) memory.Store {
+		db, err := Open(context.Background(), t.TempDir())
+		require.NoError(t, err)
+		return db
+	})
+}
+
+func TestReopenRebuildsIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
+	require.NoError(t, err)
+	m := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: my cat is Miso\nAssistant: ok", Time: time.Now(), Vector: []float32{1, 0, 0}}
+	require.NoError(t, db.Upsert(ctx, m))
+	require.NoError(t, db.Enqueue(ctx, memory.Memory{ID: "q1", Namespace: "a", Type: memory.Raw, Text: "queued", Time: time.Now()}))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, dir)
+	require.NoError(t, err)
+	defer db.Close()
+	hits, err := db.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "Miso", Vector: []float32{1, 0.1, 0}, Threshold: 0.5, Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	assert.Greater(t, hits[0].Cosine, 0.9)
+	assert.Greater(t, hits[0].Lexical, 0.0)
+	pending, err := db.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, "queued", pending[0].Text)
+	require.NoError(t, db.Done(ctx, "q1"))
+	pending, err = db.Pending(ctx, 10)
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+}
+
+func TestSecondOpenIsRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = Open(ctx, dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "in use by another process")
+}
+
+func TestVectorSpaceChangeDropsOldVectors(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer db.Close()
+	reset, err := db.VectorSpace(ctx, "nomic-embed-text", 3)
+	require.NoError(t, err)
+	assert.False(t, reset)
+	m := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: x\nAssistant: y", Time: time.Now(), Vector: []float32{1, 0, 0}}
+	require.NoError(t, db.Upsert(ctx, m))
+	reset, err = db.VectorSpace(ctx, "nomic-embed-text", 3)
+	require.NoError(t, err)
+	assert.False(t, reset, "same model: nothing to do")
+
+	err = db.Upsert(ctx, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "z", Time: time.Now(), Vector: []float32{1, 0}})
+	require.ErrorContains(t, err, "vector has 2 dimensions, the store holds 3")
+
+	reset, err = db.VectorSpace(ctx, "mxbai-embed-large", 2)
+	require.NoError(t, err)
+	assert.True(t, reset)
+	got, err := db.Get(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Nil(t, got.Vector, "old vectors dropped")
+	page, _, err := db.Scroll(ctx, memory.Filter{Namespace: "a", NoVector: true}, "", 10)
+	require.NoError(t, err)
+	assert.Len(t, page, 1, "waiting to be embedded again")
+	require.NoError(t, db.Upsert(ctx, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "z", Time: time.Now(), Vector: []float32{1, 0}}))
+}

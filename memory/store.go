@@ -1,0 +1,169 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Type tells a raw turn from a curated memory.
+type Type string
+
+const (
+	Raw     Type = "raw"
+	Curated Type = "curated"
+)
+
+// Valid reports whether t is one of the known types.
+func (t Type) Valid() bool { return t == Raw || t == Curated }
+
+// Memory is one stored memory: a raw turn or a curated memory. Text is what
+// is embedded and searched: the exchange itself, in "User: ...\nAssistant:
+// ..." form, never with a timestamp line.
+type Memory struct {
+	ID        string         `json:"id"`
+	Namespace string         `json:"namespace"`
+	Type      Type           `json:"type"`
+	Text      string         `json:"text"`
+	Time      time.Time      `json:"timestamp"`
+	Model     string         `json:"model,omitempty"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	// Vector is the embedding of Text; nil until the embedder has produced
+	// one. Stores never return it from searches.
+	Vector []float32 `json:"-"`
+	// Tokens is the cl100k_base token count of Text, kept so the context
+	// builder need not count it again on every chat. 0 means unknown.
+	Tokens int `json:"-"`
+}
+
+// Filter selects memories.
+type Filter struct {
+	Namespace string // required
+	Types     []Type // empty: all
+	Since     time.Time
+	Until     time.Time // exclusive; zero: no bound
+	// NoVector selects only memories still waiting for their embedding.
+	NoVector bool
+}
+
+// Query is a hybrid search: by vector similarity and by lexical match.
+type Query struct {
+	Filter
+	// Vector, when set, ranks memories by cosine similarity; only those at
+	// or above Threshold count.
+	Vector    []float32
+	Threshold float64
+	// Text, when set, ranks memories by BM25 over Terms(Text).
+	Text  string
+	Limit int
+}
+
+// Hit is a search result. Score is the fused rank score (higher is better);
+// Cosine and Lexical are the two sides' own scores, 0 when that side did
+// not find the memory.
+type Hit struct {
+	Memory
+	Score   float64
+	Cosine  float64
+	Lexical float64
+}
+
+// Store keeps memories. Both backends (embedded and Qdrant) implement it and
+// pass the same contract suite (memory/storetest).
+type Store interface {
+	// Upsert writes memories by ID: a new ID is added, an existing one is
+	// replaced (so retried writes never duplicate). A memory without a
+	// vector is still searchable lexically.
+	Upsert(ctx context.Context, ms ...Memory) error
+	// Search returns the best hits of q, best first.
+	Search(ctx context.Context, q Query) ([]Hit, error)
+	// Latest returns the newest memories matching f, newest first.
+	Latest(ctx context.Context, f Filter, limit int) ([]Memory, error)
+	// Scroll pages through the memories matching f in a stable order. An
+	// empty cursor starts at the beginning; an empty next cursor means the
+	// end.
+	Scroll(ctx context.Context, f Filter, cursor string, limit int) (page []Memory, next string, err error)
+	// Get returns one memory, with its vector, or ErrNotFound.
+	Get(ctx context.Context, id string) (Memory, error)
+	// Delete removes memories by ID; unknown IDs are ignored.
+	Delete(ctx context.Context, ids ...string) error
+	// Count counts the memories matching f.
+	Count(ctx context.Context, f Filter) (int, error)
+	// Close releases the store.
+	Close() error
+}
+
+// Queue is the durable local outbox of finished turns: a turn is committed
+// here before anything else happens to it, and leaves only once the store
+// holds it. Memories keep their ID through the queue, so a retried write
+// replaces rather than duplicates.
+type Queue interface {
+	Enqueue(ctx context.Context, ms ...Memory) error
+	// Pending returns up to limit queued memories, oldest first.
+	Pending(ctx context.Context, limit int) ([]Memory, error)
+	Done(ctx context.Context, ids ...string) error
+}
+
+var (
+	// ErrNotFound: no memory with that ID.
+	ErrNotFound = errors.New("memory not found")
+	// ErrUnavailable: the store or embedder cannot be reached right now;
+	// the caller answers without memory and retries later.
+	ErrUnavailable = errors.New("memory unavailable")
+)
+
+// Validate checks what every store requires of a memory.
+func (m *Memory) Validate() error {
+	switch {
+	case m.ID == "":
+		return errors.New("memory without id")
+	case m.Namespace == "":
+		return fmt.Errorf("memory %s: empty namespace", m.ID)
+	case !m.Type.Valid():
+		return fmt.Errorf("memory %s: type %q is not raw or curated", m.ID, m.Type)
+	case m.Time.IsZero():
+		return fmt.Errorf("memory %s: no timestamp", m.ID)
+	}
+	return nil
+}
+
+// NewID returns a fresh memory ID: a UUID version 7, so IDs sort roughly by
+// creation time and Qdrant accepts them as point IDs.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	ms := uint64(time.Now().UnixMilli())
+	binary.BigEndian.PutUint64(b[0:8], ms<<16|uint64(b[6])<<8|uint64(b[7]))
+	b[6] = 0x70 | b[6]&0x0f
+	b[8] = 0x80 | b[8]&0x3f
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Matches reports whether m passes f (used by in-memory indexes and tests).
+func (f Filter) Matches(m *Memory) bool {
+	if m.Namespace != f.Namespace {
+		return false
+	}
+	if len(f.Types) > 0 {
+		ok := false
+		for _, t := range f.Types {
+			ok = ok || t == m.Type
+		}
+		if !ok {
+			return false
+		}
+	}
+	if !f.Since.IsZero() && m.Time.Before(f.Since) {
+		return false
+	}
+	if !f.Until.IsZero() && !m.Time.Before(f.Until) {
+		return false
+	}
+	if f.NoVector && len(m.Vector) > 0 {
+		return false
+	}
+	return true
+}

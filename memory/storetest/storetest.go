@@ -1,0 +1,351 @@
+// Package storetest is the contract every memory.Store backend must meet,
+// written once and run by each backend's tests.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Open returns a fresh, empty store for one test; the suite closes it.
+type Open func(t *testing.T) memory.Store
+
+var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+func mem(ns string, typ memory.Type, i int, text string) memory.Memory {
+	return memory.Memory{
+		ID: memory.NewID(), Namespace: ns, Type: typ, Text: text,
+		Time: t0.Add(time.Duration(i) * time.Minute), Model: "llama3.1:8b",
+	}
+}
+
+// vec returns a unit vector pointing mostly along axis a, a bit along b.
+func vec(dim, a, b int, w float32) []float32 {
+	v := make([]float32, dim)
+	v[a] = 1
+	v[b] += w
+	return v
+}
+
+func ids(ms []memory.Memory) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func hitIDs(hs []memory.Hit) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.ID
+	}
+	return out
+}
+
+// Run runs the whole contract against stores made by open.
+func Run(t *testing.T, open Open) {
+	ctx := context.Background()
+	fresh := func(t *testing.T) memory.Store {
+		s := open(t)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+
+	t.Run("UpsertGetRoundTrip", func(t *testing.T) {
+		s := fresh(t)
+		m := mem("alice", memory.Raw, 0, "User: my cat is called Miso\nAssistant: Nice name!")
+		m.Metadata = map[string]any{"source": "test", "n": float64(3)}
+		m.Vector = vec(8, 1, 2, 0.5)
+		m.Tokens = 17
+		require.NoError(t, s.Upsert(ctx, m))
+		got, err := s.Get(ctx, m.ID)
+		require.NoError(t, err)
+		assert.Equal(t, m.ID, got.ID)
+		assert.Equal(t, "alice", got.Namespace)
+		assert.Equal(t, memory.Raw, got.Type)
+		assert.Equal(t, m.Text, got.Text)
+		assert.True(t, m.Time.Equal(got.Time), "time %v != %v", got.Time, m.Time)
+		assert.Equal(t, time.UTC, got.Time.Location())
+		assert.Equal(t, "llama3.1:8b", got.Model)
+		assert.Equal(t, m.Metadata, got.Metadata)
+		assert.Equal(t, 17, got.Tokens)
+		require.Len(t, got.Vector, 8)
+		assert.InDelta(t, 0.5, got.Vector[2], 1e-6)
+	})
+
+	t.Run("UpsertReplacesByID", func(t *testing.T) {
+		s := fresh(t)
+		m := mem("alice", memory.Raw, 0, "User: first\nAssistant: one")
+		require.NoError(t, s.Upsert(ctx, m))
+		m.Text = "User: second\nAssistant: two"
+		m.Type = memory.Curated
+		require.NoError(t, s.Upsert(ctx, m))
+		require.NoError(t, s.Upsert(ctx, m)) // a retried write
+		n, err := s.Count(ctx, memory.Filter{Namespace: "alice"})
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		got, err := s.Get(ctx, m.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "User: second\nAssistant: two", got.Text)
+		assert.Equal(t, memory.Curated, got.Type)
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "alice"}, Text: "first", Limit: 5})
+		require.NoError(t, err)
+		assert.Empty(t, hits, "the replaced text must no longer be found")
+		hits, err = s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "alice"}, Text: "second", Limit: 5})
+		require.NoError(t, err)
+		assert.Equal(t, []string{m.ID}, hitIDs(hits))
+	})
+
+	t.Run("InvalidMemoriesRefused", func(t *testing.T) {
+		s := fresh(t)
+		for name, m := range map[string]memory.Memory{
+			"no id":        {Namespace: "a", Type: memory.Raw, Text: "x", Time: t0},
+			"no namespace": {ID: memory.NewID(), Type: memory.Raw, Text: "x", Time: t0},
+			"bad type":     {ID: memory.NewID(), Namespace: "a", Type: "note", Text: "x", Time: t0},
+			"no time":      {ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "x"},
+		} {
+			assert.Error(t, s.Upsert(ctx, m), name)
+		}
+	})
+
+	t.Run("GetUnknown", func(t *testing.T) {
+		s := fresh(t)
+		_, err := s.Get(ctx, memory.NewID())
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+	})
+
+	t.Run("LexicalSearchWithoutVectors", func(t *testing.T) {
+		s := fresh(t)
+		cat := mem("alice", memory.Raw, 0, "User: my cat is called Miso\nAssistant: Miso is a lovely name for a cat.")
+		dog := mem("alice", memory.Raw, 1, "User: I walked the dog\nAssistant: Dogs love walks.")
+		other := mem("bob", memory.Raw, 2, "User: my cat is called Tiger\nAssistant: Tiger the cat!")
+		cur := mem("alice", memory.Curated, 3, "User: What pet does the user have?\nAssistant: A cat named Miso.")
+		require.NoError(t, s.Upsert(ctx, cat, dog, other, cur))
+
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "alice"}, Text: "what is my cat called?", Limit: 10})
+		require.NoError(t, err)
+		require.NotEmpty(t, hits)
+		assert.ElementsMatch(t, []string{cat.ID, cur.ID}, hitIDs(hits), "bob's cat and the dog must not match")
+		for _, h := range hits {
+			assert.Greater(t, h.Lexical, 0.0)
+			assert.Greater(t, h.Score, 0.0)
+			assert.Nil(t, h.Vector)
+		}
+
+		hits, err = s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "alice", Types: []memory.Type{memory.Curated}}, Text: "cat", Limit: 10})
+		require.NoError(t, err)
+		assert.Equal(t, []string{cur.ID}, hitIDs(hits))
+
+		hits, err = s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "carol"}, Text: "cat", Limit: 10})
+		require.NoError(t, err)
+		assert.Empty(t, hits)
+
+		hits, err = s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "alice"}, Text: "the and of", Limit: 10})
+		require.NoError(t, err)
+		assert.Empty(t, hits, "stop words alone match nothing")
+	})
+
+	t.Run("LexicalRanksRareTermsHigher", func(t *testing.T) {
+		s := fresh(t)
+		var ms []memory.Memory
+		for i := range 20 {
+			ms = append(ms, mem("a", memory.Raw, i, fmt.Sprintf("User: talking about work again, day %d\nAssistant: work is work", i)))
+		}
+		rare := mem("a", memory.Raw, 30, "User: I adopted a greyhound at work\nAssistant: a greyhound!")
+		ms = append(ms, rare)
+		require.NoError(t, s.Upsert(ctx, ms...))
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "work greyhound", Limit: 3})
+		require.NoError(t, err)
+		require.Len(t, hits, 3)
+		assert.Equal(t, rare.ID, hits[0].ID)
+	})
+
+	t.Run("VectorSearchThresholdAndOrder", func(t *testing.T) {
+		s := fresh(t)
+		near := mem("a", memory.Raw, 0, "User: alpha\nAssistant: one")
+		near.Vector = vec(16, 0, 1, 0.1)
+		mid := mem("a", memory.Raw, 1, "User: beta\nAssistant: two")
+		mid.Vector = vec(16, 0, 1, 1.0) // cos ≈ 0.77 to axis 0
+		far := mem("a", memory.Raw, 2, "User: gamma\nAssistant: three")
+		far.Vector = vec(16, 5, 6, 0.1)
+		none := mem("a", memory.Raw, 3, "User: delta\nAssistant: four")
+		otherNS := mem("b", memory.Raw, 4, "User: alpha\nAssistant: one")
+		otherNS.Vector = vec(16, 0, 1, 0.1)
+		require.NoError(t, s.Upsert(ctx, near, mid, far, none, otherNS))
+
+		q := memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: vec(16, 0, 1, 0), Threshold: 0.5, Limit: 10}
+		hits, err := s.Search(ctx, q)
+		require.NoError(t, err)
+		assert.Equal(t, []string{near.ID, mid.ID}, hitIDs(hits))
+		assert.InDelta(t, 0.995, hits[0].Cosine, 0.01)
+		assert.InDelta(t, 0.707, hits[1].Cosine, 0.01)
+
+		q.Threshold = 0.9
+		hits, err = s.Search(ctx, q)
+		require.NoError(t, err)
+		assert.Equal(t, []string{near.ID}, hitIDs(hits))
+	})
+
+	t.Run("HybridFusesBothSides", func(t *testing.T) {
+		s := fresh(t)
+		both := mem("a", memory.Raw, 0, "User: my sister lives in Lisbon\nAssistant: Lisbon is lovely.")
+		both.Vector = vec(8, 0, 1, 0.3)
+		vecOnly := mem("a", memory.Raw, 1, "User: family abroad\nAssistant: noted.")
+		vecOnly.Vector = vec(8, 0, 1, 0.2)
+		lexOnly := mem("a", memory.Raw, 2, "User: Lisbon trams\nAssistant: yellow ones.")
+		lexOnly.Vector = vec(8, 4, 5, 0.1)
+		pending := mem("a", memory.Raw, 3, "User: flights to Lisbon\nAssistant: book early.")
+		require.NoError(t, s.Upsert(ctx, both, vecOnly, lexOnly, pending))
+		hits, err := s.Search(ctx, memory.Query{
+			Filter: memory.Filter{Namespace: "a"}, Vector: vec(8, 0, 1, 0.25), Threshold: 0.5,
+			Text: "where does my sister live? Lisbon?", Limit: 10,
+		})
+		require.NoError(t, err)
+		require.Len(t, hits, 4)
+		assert.Equal(t, both.ID, hits[0].ID, "found by both sides, so first")
+		assert.ElementsMatch(t, []string{both.ID, vecOnly.ID, lexOnly.ID, pending.ID}, hitIDs(hits))
+	})
+
+	t.Run("VectorSearchAtScale", func(t *testing.T) {
+		s := fresh(t)
+		const n, dim = 5000, 64
+		rng := rand.New(rand.NewPCG(1, 2))
+		ms := make([]memory.Memory, n)
+		for i := range ms {
+			ms[i] = mem("a", memory.Raw, i, fmt.Sprintf("User: note %d\nAssistant: ok", i))
+			v := make([]float32, dim)
+			for j := range v {
+				v[j] = float32(rng.NormFloat64())
+			}
+			ms[i].Vector = v
+		}
+		for i := 0; i < n; i += 500 {
+			require.NoError(t, s.Upsert(ctx, ms[i:i+500]...))
+		}
+		for _, k := range []int{0, 1234, 4999} {
+			q := append([]float32(nil), ms[k].Vector...)
+			q[0] += 0.05
+			hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: q, Threshold: 0.5, Limit: 5})
+			require.NoError(t, err)
+			require.NotEmpty(t, hits)
+			assert.Equal(t, ms[k].ID, hits[0].ID)
+		}
+	})
+
+	t.Run("LatestNewestFirst", func(t *testing.T) {
+		s := fresh(t)
+		var ms []memory.Memory
+		for _, i := range []int{3, 1, 4, 0, 2} { // inserted out of order
+			ms = append(ms, mem("a", memory.Raw, i, fmt.Sprintf("User: %d\nAssistant: ok", i)))
+		}
+		cur := mem("a", memory.Curated, 9, "User: curated\nAssistant: ok")
+		require.NoError(t, s.Upsert(ctx, append(ms, cur, mem("b", memory.Raw, 8, "User: b\nAssistant: ok"))...))
+		got, err := s.Latest(ctx, memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw}}, 3)
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		assert.Equal(t, []string{"User: 4\nAssistant: ok", "User: 3\nAssistant: ok", "User: 2\nAssistant: ok"},
+			[]string{got[0].Text, got[1].Text, got[2].Text})
+		got, err = s.Latest(ctx, memory.Filter{Namespace: "a"}, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []string{cur.ID}, ids(got))
+	})
+
+	t.Run("ScrollPagesEverythingOnce", func(t *testing.T) {
+		s := fresh(t)
+		var want []string
+		for i := range 23 {
+			m := mem("a", memory.Raw, i, fmt.Sprintf("User: %d\nAssistant: ok", i))
+			want = append(want, m.ID)
+			require.NoError(t, s.Upsert(ctx, m))
+		}
+		require.NoError(t, s.Upsert(ctx, mem("b", memory.Raw, 0, "User: b\nAssistant: ok")))
+		var got []string
+		cursor := ""
+		pages := 0
+		for {
+			page, next, err := s.Scroll(ctx, memory.Filter{Namespace: "a"}, cursor, 5)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(page), 5)
+			got = append(got, ids(page)...)
+			pages++
+			require.Less(t, pages, 10, "scroll does not end")
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		assert.ElementsMatch(t, want, got)
+		assert.Len(t, got, 23)
+	})
+
+	t.Run("ScrollFilters", func(t *testing.T) {
+		s := fresh(t)
+		var ms []memory.Memory
+		for i := range 10 {
+			m := mem("a", memory.Raw, i*60, fmt.Sprintf("User: hour %d\nAssistant: ok", i)) // one per hour
+			if i%2 == 0 {
+				m.Vector = vec(4, 0, 1, 0)
+			}
+			ms = append(ms, m)
+		}
+		require.NoError(t, s.Upsert(ctx, ms...))
+		f := memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw}, Since: t0.Add(2 * time.Hour), Until: t0.Add(5 * time.Hour)}
+		page, _, err := s.Scroll(ctx, f, "", 100)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, ids(ms[2:5]), ids(page), "since is inclusive, until exclusive")
+		n, err := s.Count(ctx, f)
+		require.NoError(t, err)
+		assert.Equal(t, 3, n)
+
+		page, _, err = s.Scroll(ctx, memory.Filter{Namespace: "a", NoVector: true}, "", 100)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{ms[1].ID, ms[3].ID, ms[5].ID, ms[7].ID, ms[9].ID}, ids(page))
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		s := fresh(t)
+		a := mem("a", memory.Raw, 0, "User: the blue door\nAssistant: ok")
+		a.Vector = vec(4, 0, 1, 0)
+		b := mem("a", memory.Raw, 1, "User: the red door\nAssistant: ok")
+		require.NoError(t, s.Upsert(ctx, a, b))
+		require.NoError(t, s.Delete(ctx, a.ID, memory.NewID()))
+		_, err := s.Get(ctx, a.ID)
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "door", Vector: vec(4, 0, 1, 0), Threshold: 0.5, Limit: 10})
+		require.NoError(t, err)
+		assert.Equal(t, []string{b.ID}, hitIDs(hits))
+		n, err := s.Count(ctx, memory.Filter{Namespace: "a"})
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		require.NoError(t, s.Delete(ctx))
+	})
+
+	t.Run("ConcurrentWritesAndSearches", func(t *testing.T) {
+		s := fresh(t)
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := range 25 {
+					m := mem("a", memory.Raw, w*100+i, fmt.Sprintf("User: writer %d item %d\nAssistant: stored", w, i))
+					assert.NoError(t, s.Upsert(ctx, m))
+					_, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "writer item", Limit: 5})
+					assert.NoError(t, err)
+				}
+			})
+		}
+		wg.Wait()
+		n, err := s.Count(ctx, memory.Filter{Namespace: "a"})
+		require.NoError(t, err)
+		assert.Equal(t, 100, n)
+	})
+}
