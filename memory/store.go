@@ -78,6 +78,11 @@ type Store interface {
 	// replaced (so retried writes never duplicate). A memory without a
 	// vector is still searchable lexically.
 	Upsert(ctx context.Context, ms ...Memory) error
+	// SetVectors sets the vector of each memory whose stored text still
+	// equals m.Text, leaving everything else as it is (the backfill must
+	// not undo an edit made while it was embedding). Unknown IDs are
+	// ignored.
+	SetVectors(ctx context.Context, ms ...Memory) error
 	// Search returns the best hits of q, best first.
 	Search(ctx context.Context, q Query) ([]Hit, error)
 	// Latest returns the newest memories matching f, newest first.
@@ -92,6 +97,8 @@ type Store interface {
 	Delete(ctx context.Context, ids ...string) error
 	// Count counts the memories matching f.
 	Count(ctx context.Context, f Filter) (int, error)
+	// Namespaces lists the namespaces that hold memories.
+	Namespaces(ctx context.Context) ([]string, error)
 	// Close releases the store.
 	Close() error
 }

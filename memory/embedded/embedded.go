@@ -259,6 +259,52 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 	return nil
 }
 
+// SetVectors sets vectors of memories whose text is unchanged.
+func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	dim := d.dim
+	for _, m := range ms {
+		if dim == 0 {
+			dim = len(m.Vector)
+		}
+		if len(m.Vector) != dim {
+			return fmt.Errorf("memory %s: vector has %d dimensions, the store holds %d", m.ID, len(m.Vector), dim)
+		}
+	}
+	var set []memory.Memory
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		set = set[:0]
+		for _, m := range ms {
+			res, err := tx.ExecContext(ctx, `UPDATE memories SET vector = ? WHERE id = ? AND text = ?`, encodeVector(m.Vector), m.ID, m.Text)
+			if err != nil {
+				return fmt.Errorf("memory %s: %w", m.ID, err)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				set = append(set, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set vectors: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(set) > 0 {
+		d.dim = dim
+	}
+	for _, m := range set {
+		for _, ix := range d.ns {
+			if s, ok := ix.slot[m.ID]; ok {
+				old := ix.docs[s].mem
+				ix.add(old, normalize(m.Vector))
+			}
+		}
+	}
+	return nil
+}
+
 func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {

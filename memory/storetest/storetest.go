@@ -106,6 +106,32 @@ func Run(t *testing.T, open Open) {
 		assert.Equal(t, []string{m.ID}, hitIDs(hits))
 	})
 
+	t.Run("SetVectorsOnlyOnUnchangedText", func(t *testing.T) {
+		s := fresh(t)
+		a := mem("a", memory.Raw, 0, "User: one\nAssistant: ok")
+		b := mem("a", memory.Raw, 1, "User: two\nAssistant: ok")
+		a.Metadata = map[string]any{"keep": "me"}
+		require.NoError(t, s.Upsert(ctx, a, b))
+		stale := b
+		stale.Text = "User: before an edit\nAssistant: ok"
+		a.Vector, stale.Vector = vec(4, 0, 1, 0), vec(4, 2, 3, 0)
+		gone := mem("a", memory.Raw, 2, "User: gone\nAssistant: ok")
+		gone.Vector = vec(4, 0, 1, 0)
+		require.NoError(t, s.SetVectors(ctx, a, stale, gone))
+		got, err := s.Get(ctx, a.ID)
+		require.NoError(t, err)
+		assert.Len(t, got.Vector, 4)
+		assert.Equal(t, a.Metadata, got.Metadata)
+		got, err = s.Get(ctx, b.ID)
+		require.NoError(t, err)
+		assert.Nil(t, got.Vector, "text changed since the vector was made")
+		_, err = s.Get(ctx, gone.ID)
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: vec(4, 0, 1, 0), Threshold: 0.5, Limit: 5})
+		require.NoError(t, err)
+		assert.Equal(t, []string{a.ID}, hitIDs(hits))
+	})
+
 	t.Run("InvalidMemoriesRefused", func(t *testing.T) {
 		s := fresh(t)
 		for name, m := range map[string]memory.Memory{
@@ -310,6 +336,17 @@ func Run(t *testing.T, open Open) {
 		page, _, err = s.Scroll(ctx, memory.Filter{Namespace: "a", NoVector: true}, "", 100)
 		require.NoError(t, err)
 		assert.ElementsMatch(t, []string{ms[1].ID, ms[3].ID, ms[5].ID, ms[7].ID, ms[9].ID}, ids(page))
+	})
+
+	t.Run("Namespaces", func(t *testing.T) {
+		s := fresh(t)
+		got, err := s.Namespaces(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+		require.NoError(t, s.Upsert(ctx, mem("b", memory.Raw, 0, "x"), mem("a", memory.Raw, 0, "y"), mem("b", memory.Curated, 1, "z")))
+		got, err = s.Namespaces(ctx)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"a", "b"}, got)
 	})
 
 	t.Run("Delete", func(t *testing.T) {

@@ -1,0 +1,332 @@
+package memory
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Writer takes finished turns off the request path and makes sure each
+// ends up in the store exactly once: Record hands a turn to a committer
+// goroutine, which commits it to the durable local queue; a worker then
+// embeds it (if it can), upserts it by its fixed ID, and only then removes
+// it from the queue. Whatever fails is retried with backoff, also after a
+// restart. A turn stored while the embedder is down is searchable lexically
+// at once and gets its vector from the backfill once the embedder is back.
+type Writer struct {
+	store    Store
+	queue    Queue
+	embedder Embedder // nil: lexical memory only
+	tokens   *Tokenizer
+	log      *slog.Logger
+
+	// EmbedTimeout bounds one embedding call; 0 means 60s (a cold model
+	// load can take that long).
+	EmbedTimeout time.Duration
+	// MaxBackoff caps the wait between retries; 0 means one minute.
+	MaxBackoff time.Duration
+	// RetryInterval is how often a down embedder is tried again for the
+	// backfill; 0 means 30s.
+	RetryInterval time.Duration
+
+	in       chan Turn
+	kick     chan struct{}
+	closing  chan struct{}
+	done     sync.WaitGroup
+	closeOne sync.Once
+
+	needBackfill atomic.Bool
+	embedOK      atomic.Bool
+	storeOK      atomic.Bool
+	lastErr      atomic.Pointer[string]
+	stored       atomic.Int64
+	embedded     atomic.Int64
+}
+
+// NewWriter returns a Writer; call Start before Record.
+func NewWriter(store Store, queue Queue, embedder Embedder, tokens *Tokenizer, logger *slog.Logger) *Writer {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{
+		store: store, queue: queue, embedder: embedder, tokens: tokens, log: logger,
+		in: make(chan Turn, 4096), kick: make(chan struct{}, 1), closing: make(chan struct{}),
+	}
+	w.embedOK.Store(embedder != nil)
+	w.storeOK.Store(true)
+	return w
+}
+
+// Start runs the committer and the worker until Close.
+func (w *Writer) Start() {
+	w.done.Add(2)
+	go w.commit()
+	go w.work()
+}
+
+// Record hands over a finished turn. It returns at once unless thousands of
+// turns are already waiting for the disk, in which case it waits rather
+// than drop one.
+func (w *Writer) Record(t Turn) {
+	w.in <- t
+}
+
+// Close commits every recorded turn to the queue and stops. Turns not yet
+// in the store stay queued for the next start.
+func (w *Writer) Close() {
+	w.closeOne.Do(func() {
+		close(w.in)
+		close(w.closing)
+		w.done.Wait()
+	})
+}
+
+// Status reports the writer's view of its dependencies, for /healthz.
+type Status struct {
+	EmbedderOK bool   `json:"ok"`
+	StoreOK    bool   `json:"-"`
+	Pending    int    `json:"pending"`
+	Stored     int64  `json:"stored"`
+	Embedded   int64  `json:"embedded"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// Status returns the current status.
+func (w *Writer) Status(ctx context.Context) Status {
+	st := Status{EmbedderOK: w.embedOK.Load(), StoreOK: w.storeOK.Load(), Stored: w.stored.Load(), Embedded: w.embedded.Load()}
+	if p, err := w.queue.Pending(ctx, 100000); err == nil {
+		st.Pending = len(p)
+	}
+	if e := w.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
+	return st
+}
+
+func (w *Writer) memoryOf(t Turn) Memory {
+	m := Memory{
+		ID: NewID(), Namespace: t.Namespace, Type: Raw, Text: FormatExchange(t.User, t.Assistant),
+		Time: t.Time.UTC(), Model: t.Model,
+	}
+	if m.Namespace == "" {
+		m.Namespace = DefaultNamespace
+	}
+	if m.Time.IsZero() {
+		m.Time = time.Now().UTC()
+	}
+	if w.tokens != nil {
+		m.Tokens = w.tokens.Count(m.Text)
+	}
+	return m
+}
+
+// commit moves recorded turns into the durable queue, batching whatever
+// has arrived together into one transaction.
+func (w *Writer) commit() {
+	defer w.done.Done()
+	for t := range w.in {
+		batch := []Memory{w.memoryOf(t)}
+	more:
+		for len(batch) < 256 {
+			select {
+			case t, ok := <-w.in:
+				if !ok {
+					break more
+				}
+				batch = append(batch, w.memoryOf(t))
+			default:
+				break more
+			}
+		}
+		for backoff := time.Duration(0); ; backoff = w.next(backoff) {
+			err := w.queue.Enqueue(context.Background(), batch...)
+			if err == nil {
+				break
+			}
+			// The local disk refused: keep the turns in memory and retry;
+			// never drop them.
+			w.fail("queue", err)
+			time.Sleep(w.next(backoff))
+		}
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *Writer) next(d time.Duration) time.Duration {
+	maxB := w.MaxBackoff
+	if maxB <= 0 {
+		maxB = time.Minute
+	}
+	if d <= 0 {
+		return 200 * time.Millisecond
+	}
+	return min(2*d, maxB)
+}
+
+func (w *Writer) fail(what string, err error) {
+	msg := what + ": " + err.Error()
+	if old := w.lastErr.Swap(&msg); old == nil || *old != msg {
+		w.log.Warn("memory write failed; will retry", slog.String("what", what), slog.Any("error", err))
+	}
+}
+
+// work drains the queue into the store and backfills missing vectors.
+func (w *Writer) work() {
+	defer w.done.Done()
+	var backoff time.Duration
+	every := w.RetryInterval
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	retry := time.NewTicker(every)
+	defer retry.Stop()
+	w.needBackfill.Store(true) // memories left without vectors by an earlier run
+	for {
+		progressed, err := w.drain()
+		switch {
+		case err != nil:
+			backoff = w.next(backoff)
+		case progressed:
+			backoff = 0
+			continue
+		default:
+			backoff = 0
+			if w.needBackfill.Load() {
+				w.backfill()
+			}
+		}
+		wait := time.Hour
+		if backoff > 0 {
+			wait = backoff
+		}
+		select {
+		case <-w.closing:
+			// Finish what the committer queued, once, without waiting on
+			// an outage: leftovers are picked up at the next start.
+			if backoff == 0 {
+				_, _ = w.drain()
+			}
+			return
+		case <-w.kick:
+		case <-retry.C:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// drain stores one batch of queued turns. It reports whether it stored
+// anything.
+func (w *Writer) drain() (bool, error) {
+	ctx := context.Background()
+	batch, err := w.queue.Pending(ctx, 64)
+	if err != nil {
+		w.fail("queue", err)
+		return false, err
+	}
+	if len(batch) == 0 {
+		return false, nil
+	}
+	hadVectors := w.embed(batch)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.store.Upsert(sctx, batch...); err != nil {
+		w.storeOK.Store(false)
+		w.fail("store", err)
+		return false, err
+	}
+	w.storeOK.Store(true)
+	ids := make([]string, len(batch))
+	for i, m := range batch {
+		ids[i] = m.ID
+	}
+	if err := w.queue.Done(ctx, ids...); err != nil {
+		// Stored but still queued: the next drain upserts the same IDs
+		// again, which replaces rather than duplicates.
+		w.fail("queue", err)
+		return false, err
+	}
+	w.stored.Add(int64(len(batch)))
+	if hadVectors {
+		w.embedded.Add(int64(len(batch)))
+	}
+	return true, nil
+}
+
+// embed fills in the vectors of ms; it reports whether it could.
+func (w *Writer) embed(ms []Memory) bool {
+	if w.embedder == nil {
+		return false
+	}
+	texts := make([]string, len(ms))
+	for i, m := range ms {
+		texts[i] = m.Text
+	}
+	timeout := w.EmbedTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	vecs, err := w.embedder.Embed(ctx, texts)
+	if err != nil {
+		w.embedOK.Store(false)
+		w.needBackfill.Store(true)
+		w.fail("embedder", err)
+		return false
+	}
+	if !w.embedOK.Swap(true) {
+		w.log.Info("embedder is back")
+	}
+	for i := range ms {
+		ms[i].Vector = vecs[i]
+	}
+	return true
+}
+
+// backfill embeds stored memories that have no vector yet.
+func (w *Writer) backfill() {
+	if w.embedder == nil {
+		return
+	}
+	ctx := context.Background()
+	nss, err := w.store.Namespaces(ctx)
+	if err != nil {
+		w.fail("store", err)
+		return
+	}
+	for _, ns := range nss {
+		cursor := ""
+		for {
+			select {
+			case <-w.closing:
+				return
+			default:
+			}
+			page, next, err := w.store.Scroll(ctx, Filter{Namespace: ns, NoVector: true}, cursor, 64)
+			if err != nil {
+				w.fail("store", err)
+				return
+			}
+			if len(page) > 0 {
+				if !w.embed(page) {
+					return
+				}
+				if err := w.store.SetVectors(ctx, page...); err != nil {
+					w.fail("store", err)
+					return
+				}
+				w.embedded.Add(int64(len(page)))
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	w.needBackfill.Store(false)
+}
