@@ -1,0 +1,369 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Message is one chat message as the context builder sees it: its role and
+// text. Everything else a message carries (images, tool calls) stays with
+// the caller, which only ever moves whole messages.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// DefaultContextLength is Ollama's context window when neither the request
+// nor the model sets one.
+const DefaultContextLength = 4096
+
+// semanticIntro heads the semantic layer.
+const semanticIntro = "Memories from earlier conversations with this user, most relevant first. Use them when they help; they may be out of date."
+
+// Builder assembles the four layers of SPEC §4 for one chat.
+type Builder struct {
+	store    Store
+	embedder Embedder // nil: lexical retrieval only
+	tokens   *Tokenizer
+
+	// Budgets in tokens, threshold and how many recent turns at most; zero
+	// values mean the defaults (1500, 1500, 0.5, 10).
+	SemanticBudget int
+	RecentBudget   int
+	Threshold      float64
+	RecentTurns    int
+	// SystemPrompt returns the text of systemprompt.md; nil means none.
+	SystemPrompt func() string
+	// EmbedTimeout bounds embedding the query on the request path; 0 means
+	// 3s. Past it the chat gets lexical memory only.
+	EmbedTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewBuilder returns a Builder over store.
+func NewBuilder(store Store, embedder Embedder, tokens *Tokenizer) *Builder {
+	return &Builder{store: store, embedder: embedder, tokens: tokens}
+}
+
+// Request is what the builder needs to know about a chat.
+type Request struct {
+	Namespace string
+	Messages  []Message
+	// ContextLength is the model's context window in tokens (num_ctx);
+	// 0 means DefaultContextLength.
+	ContextLength int
+	// AnswerTokens is room kept for the answer; 0 means a quarter of the
+	// window, at most 1024.
+	AnswerTokens int
+	// NoMemory applies the system layer only (X-Vera-Memory: off).
+	NoMemory bool
+}
+
+// Context is what the builder decided to inject.
+type Context struct {
+	// System is the content of the one system message that replaces the
+	// request's leading system messages (SystemReplaces of them): theirs,
+	// then systemprompt.md, then the semantic layer, joined by blank
+	// lines. Empty when there is nothing to say.
+	System         string
+	SystemReplaces int
+	// Recent holds the recent layer as user/assistant messages, oldest
+	// first, to go between the system message and the request's own.
+	Recent []Message
+
+	Semantic       []Hit    // the memories in the semantic layer
+	RecentIDs      []string // the turns in the recent layer
+	SemanticTokens int
+	RecentTokens   int
+	// Budgets after fitting the context window.
+	SemanticBudget int
+	RecentBudget   int
+	LexicalOnly    bool  // the query could not be embedded
+	Err            error // memory failed; the chat goes on without it
+}
+
+// Tokens is how many tokens of memory were injected.
+func (c *Context) Tokens() int { return c.SemanticTokens + c.RecentTokens }
+
+func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
+	sem, rec, thr, turns = b.SemanticBudget, b.RecentBudget, b.Threshold, b.RecentTurns
+	if sem <= 0 {
+		sem = 1500
+	}
+	if rec <= 0 {
+		rec = 1500
+	}
+	if thr <= 0 {
+		thr = 0.5
+	}
+	if turns <= 0 {
+		turns = 10
+	}
+	return
+}
+
+// Build decides the layers for req. It never fails the chat: a memory
+// failure is reported in Context.Err and the chat goes on without memory.
+func (b *Builder) Build(ctx context.Context, req Request) *Context {
+	c := &Context{}
+	var sys []string
+	for _, m := range req.Messages {
+		if m.Role != "system" {
+			break
+		}
+		c.SystemReplaces++
+		if s := strings.TrimSpace(m.Content); s != "" {
+			sys = append(sys, m.Content)
+		}
+	}
+	if b.SystemPrompt != nil {
+		if p := strings.TrimSpace(b.SystemPrompt()); p != "" {
+			sys = append(sys, p)
+		}
+	}
+	systemLayer := strings.Join(sys, "\n\n")
+	c.System = systemLayer
+	if req.NoMemory || b.store == nil {
+		return c
+	}
+	query, lexical := semanticQuery(req.Messages)
+	if query == "" {
+		return c
+	}
+
+	sem, rec, thr, turns := b.defaults()
+	c.SemanticBudget, c.RecentBudget = b.fit(req, systemLayer, sem, rec)
+	if c.SemanticBudget+c.RecentBudget <= 0 {
+		return c
+	}
+	hist := history(req.Messages)
+
+	// Semantic layer.
+	var qvec []float32
+	if b.embedder != nil {
+		timeout := b.EmbedTimeout
+		if timeout <= 0 {
+			timeout = 3 * time.Second
+		}
+		ectx, cancel := context.WithTimeout(ctx, timeout)
+		v, err := b.embedder.Embed(ectx, []string{query})
+		cancel()
+		if err == nil && len(v) == 1 {
+			qvec = v[0]
+		} else {
+			c.LexicalOnly = true
+		}
+	} else {
+		c.LexicalOnly = true
+	}
+	inSemantic := map[string]bool{}
+	var block []string
+	if c.SemanticBudget > 0 {
+		hits, err := b.store.Search(ctx, Query{
+			Filter: Filter{Namespace: req.Namespace}, Vector: qvec, Threshold: thr,
+			Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
+		})
+		if err != nil {
+			c.Err = fmt.Errorf("semantic layer: %w", err)
+			return c
+		}
+		left := c.SemanticBudget - b.count(semanticIntro) - 2
+		for _, h := range hits {
+			if hist.has(h.Text) {
+				continue
+			}
+			entry := "[" + h.Time.Format("2006-01-02") + "]\n" + h.Text
+			n := b.entryTokens(&h.Memory, entry)
+			if n > left {
+				continue
+			}
+			left -= n
+			c.SemanticTokens += n
+			c.Semantic = append(c.Semantic, h)
+			block = append(block, entry)
+			inSemantic[h.ID] = true
+		}
+		if len(block) > 0 {
+			c.SemanticTokens += b.count(semanticIntro) + 2
+		}
+	}
+
+	// Recent layer: newest first until the budget runs out, then put back
+	// in time order.
+	if c.RecentBudget > 0 {
+		latest, err := b.store.Latest(ctx, Filter{Namespace: req.Namespace, Types: []Type{Raw}}, turns+len(inSemantic)+8)
+		if err != nil {
+			c.Err = fmt.Errorf("recent layer: %w", err)
+		}
+		left := c.RecentBudget
+		for _, m := range latest {
+			if len(c.RecentIDs) == turns {
+				break
+			}
+			if inSemantic[m.ID] || hist.has(m.Text) {
+				continue
+			}
+			user, assistant, ok := ParseExchange(m.Text)
+			if !ok {
+				continue
+			}
+			n := b.entryTokens(&m, m.Text) + 8
+			if n > left {
+				break // older turns would leave a gap in the recent past
+			}
+			left -= n
+			c.RecentTokens += n
+			c.RecentIDs = append(c.RecentIDs, m.ID)
+			c.Recent = append(c.Recent, Message{Role: "assistant", Content: assistant}, Message{Role: "user", Content: user})
+		}
+		slices.Reverse(c.Recent)
+		slices.Reverse(c.RecentIDs)
+	}
+
+	if len(block) > 0 {
+		sem := semanticIntro + "\n\n" + strings.Join(block, "\n\n")
+		if c.System == "" {
+			c.System = sem
+		} else {
+			c.System += "\n\n" + sem
+		}
+	}
+	return c
+}
+
+// fit shrinks the budgets so that the system layer, the request's own
+// messages, the memories and room for the answer fit the context window:
+// Ollama silently drops the start of an over-long prompt, which is where
+// the system prompt and the memories sit. A tenth of the window is kept
+// spare because cl100k_base only approximates the model's own tokenizer.
+func (b *Builder) fit(req Request, system string, sem, rec int) (int, int) {
+	window := req.ContextLength
+	if window <= 0 {
+		window = DefaultContextLength
+	}
+	answer := req.AnswerTokens
+	if answer <= 0 {
+		answer = min(1024, window/4)
+	}
+	room := (window-answer)*9/10 - 4*(len(req.Messages)+3)
+	// Every token is at least one byte: when the bytes fit, so do the
+	// tokens, and long histories need not be counted on every chat.
+	used := len(system)
+	for _, m := range req.Messages {
+		if m.Role != "system" {
+			used += len(m.Content)
+		}
+	}
+	if room-used < sem+rec {
+		used = b.count(system)
+		for _, m := range req.Messages {
+			if m.Role != "system" {
+				used += b.count(m.Content)
+			}
+		}
+	}
+	avail := room - used
+	if avail <= 0 {
+		return 0, 0
+	}
+	if sem+rec <= avail {
+		return sem, rec
+	}
+	s := avail * sem / (sem + rec)
+	return s, avail - s
+}
+
+func (b *Builder) count(s string) int {
+	if b.tokens == nil {
+		return (len(s) + 3) / 4
+	}
+	return b.tokens.Count(s)
+}
+
+// entryTokens counts an injected entry, using the stored count of the
+// memory's text when there is one.
+func (b *Builder) entryTokens(m *Memory, entry string) int {
+	if m.Tokens > 0 {
+		return m.Tokens + b.count(entry[:len(entry)-len(m.Text)]) + 2
+	}
+	return b.count(entry) + 2
+}
+
+// semanticQuery builds the retrieval query from the last user message and
+// the two messages before it: a follow-up such as "and what about her
+// sister?" needs what came before. The lexical query repeats the last user
+// message so its terms weigh double.
+func semanticQuery(msgs []Message) (query, lexical string) {
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" && strings.TrimSpace(msgs[i].Content) != "" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return "", ""
+	}
+	var before []string
+	for i := last - 1; i >= 0 && len(before) < 2; i-- {
+		if r := msgs[i].Role; (r == "user" || r == "assistant") && strings.TrimSpace(msgs[i].Content) != "" {
+			before = append(before, clip(msgs[i].Content, 1000))
+		}
+	}
+	slices.Reverse(before)
+	cur := clip(msgs[last].Content, 4000)
+	query = strings.Join(append(before, cur), "\n")
+	lexical = strings.Join(append(before, cur, cur), "\n")
+	return query, lexical
+}
+
+// clip keeps the end of s (the most recent words of a long message) within
+// n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}
+
+// historySet holds the request's own exchanges, normalised, so memories
+// the conversation already contains are not injected again.
+type historySet struct {
+	user, assistant map[string]bool
+}
+
+func history(msgs []Message) historySet {
+	h := historySet{user: map[string]bool{}, assistant: map[string]bool{}}
+	for _, m := range msgs {
+		switch m.Role {
+		case "user":
+			h.user[normalize(m.Content)] = true
+		case "assistant":
+			h.assistant[normalize(m.Content)] = true
+		}
+	}
+	return h
+}
+
+// has reports whether the exchange in text is already in the request: its
+// question and its answer both appear there.
+func (h historySet) has(text string) bool {
+	user, assistant, ok := ParseExchange(text)
+	if !ok {
+		return false
+	}
+	return h.user[normalize(user)] && h.assistant[normalize(assistant)]
+}
+
+func normalize(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), " "))
+}

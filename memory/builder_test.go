@@ -1,0 +1,308 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+var day = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+
+// seed stores turns (user, assistant) an hour apart, embedded with the hash
+// embedder, and returns their memories in order.
+func seed(t *testing.T, s memory.Store, ns string, pairs ...string) []memory.Memory {
+	t.Helper()
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	var ms []memory.Memory
+	for i := 0; i < len(pairs); i += 2 {
+		text := memory.FormatExchange(pairs[i], pairs[i+1])
+		v, _ := memory.HashEmbedder{}.Embed(context.Background(), []string{text})
+		ms = append(ms, memory.Memory{
+			ID: memory.NewID(), Namespace: ns, Type: memory.Raw, Text: text,
+			Time: day.Add(time.Duration(len(ms)) * time.Hour), Vector: v[0], Tokens: tok.Count(text),
+		})
+	}
+	require.NoError(t, s.Upsert(context.Background(), ms...))
+	return ms
+}
+
+func newBuilder(t *testing.T) (*memory.Builder, memory.Store, *memory.Tokenizer) {
+	t.Helper()
+	db := openDB(t, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	return memory.NewBuilder(db, memory.HashEmbedder{}, tok), db, tok
+}
+
+func msgs(roleContent ...string) []memory.Message {
+	var out []memory.Message
+	for i := 0; i < len(roleContent); i += 2 {
+		out = append(out, memory.Message{Role: roleContent[i], Content: roleContent[i+1]})
+	}
+	return out
+}
+
+func texts(hs []memory.Hit) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Text)
+	}
+	return out
+}
+
+// paired asserts the recent layer alternates user then assistant.
+func paired(t *testing.T, rec []memory.Message) {
+	t.Helper()
+	require.Equal(t, 0, len(rec)%2, "odd number of recent messages")
+	for i, m := range rec {
+		want := "user"
+		if i%2 == 1 {
+			want = "assistant"
+		}
+		assert.Equal(t, want, m.Role, "recent[%d]", i)
+	}
+}
+
+func TestBuilderSystemLayer(t *testing.T) {
+	b, _, _ := newBuilder(t)
+	b.SystemPrompt = func() string { return "Always answer in French." }
+	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
+		"system", "You are terse.", "system", "Use metric units.", "user", "hi", "system", "late instruction", "assistant", "hello", "user", "bye",
+	)})
+	require.NoError(t, c.Err)
+	assert.Equal(t, "You are terse.\n\nUse metric units.\n\nAlways answer in French.", c.System)
+	assert.Equal(t, 2, c.SystemReplaces, "only the leading system messages are merged; a later one stays where it is")
+
+	c = b.Build(context.Background(), memory.Request{Namespace: "a", NoMemory: true, Messages: msgs("user", "hi")})
+	assert.Equal(t, "Always answer in French.", c.System, "memory off keeps the system layer")
+	assert.Equal(t, 0, c.SystemReplaces)
+}
+
+func TestBuilderSemanticLayer(t *testing.T) {
+	b, s, _ := newBuilder(t)
+	seed(t, s, "alice",
+		"My sister Ana lives in Lisbon.", "Lisbon is a beautiful city.",
+		"I'm training for a marathon in April.", "Good luck with the training!",
+		"What's a good pasta recipe?", "Try cacio e pepe.",
+	)
+	seed(t, s, "bob", "My sister lives in Oslo.", "Oslo is cold.")
+	c := b.Build(context.Background(), memory.Request{Namespace: "alice", Messages: msgs("user", "Where does my sister live?")})
+	require.NoError(t, c.Err)
+	require.NotEmpty(t, c.Semantic)
+	assert.Contains(t, c.Semantic[0].Text, "Lisbon", "best first")
+	for _, h := range c.Semantic {
+		assert.Equal(t, "alice", h.Namespace)
+		assert.NotContains(t, h.Text, "Oslo")
+	}
+	assert.Contains(t, c.System, "[2026-11-01]\nUser: My sister Ana lives in Lisbon.\nAssistant: Lisbon is a beautiful city.")
+	assert.NotContains(t, c.System, "Oslo")
+	assert.False(t, c.LexicalOnly)
+}
+
+func TestBuilderSemanticQueryUsesPrecedingMessages(t *testing.T) {
+	b, s, _ := newBuilder(t)
+	b.RecentBudget = 1 // recent layer out of the way
+	b.RecentTurns = 1
+	seed(t, s, "a",
+		"My dog Rex is a beagle.", "Beagles are great.",
+		"I like tea.", "Tea is nice.",
+	)
+	// "How old is he?" alone matches nothing; with the message before it
+	// the query finds the dog.
+	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
+		"user", "Tell me about beagle puppies", "assistant", "They are energetic.", "user", "How old is he?")})
+	require.NotEmpty(t, c.Semantic)
+	assert.Contains(t, c.Semantic[0].Text, "Rex")
+}
+
+func TestBuilderSemanticBudget(t *testing.T) {
+	b, s, tok := newBuilder(t)
+	var pairs []string
+	for i := range 30 {
+		pairs = append(pairs, fmt.Sprintf("Fact %d about the garden: tomatoes need sun %s", i, strings.Repeat("and water ", i%5)), "Noted about the garden.")
+	}
+	seed(t, s, "a", pairs...)
+	for _, budget := range []int{100, 300, 1000} {
+		b.SemanticBudget, b.RecentBudget = budget, 1
+		c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "what do tomatoes in the garden need?")})
+		require.NotEmpty(t, c.Semantic, "budget %d", budget)
+		assert.LessOrEqual(t, c.SemanticTokens, budget)
+		// The stated count matches the text actually injected.
+		assert.InDelta(t, tok.Count(c.System), c.SemanticTokens, float64(c.SemanticTokens)/10+5, "budget %d", budget)
+	}
+}
+
+func TestBuilderRecentLayerKeepsNewestInOrder(t *testing.T) {
+	b, s, _ := newBuilder(t)
+	b.SemanticBudget = 1 // semantic layer out of the way
+	var pairs []string
+	for i := range 12 {
+		pairs = append(pairs, fmt.Sprintf("message number %d %s", i, strings.Repeat("filler ", 20)), fmt.Sprintf("reply %d", i))
+	}
+	seed(t, s, "a", pairs...)
+	b.RecentBudget = 200
+	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "unrelated question")})
+	require.NoError(t, c.Err)
+	paired(t, c.Recent)
+	require.GreaterOrEqual(t, len(c.Recent), 4)
+	assert.Less(t, len(c.Recent), 24, "the budget must cut")
+	assert.LessOrEqual(t, c.RecentTokens, 200)
+	// Newest kept, in time order, ending with the very latest turn.
+	n := len(c.Recent) / 2
+	for i := range n {
+		assert.Equal(t, fmt.Sprintf("reply %d", 12-n+i), c.Recent[2*i+1].Content)
+	}
+
+	b.RecentBudget = 100000
+	b.RecentTurns = 3
+	c = b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "unrelated question")})
+	require.Len(t, c.Recent, 6, "recent_turns caps the layer")
+	assert.Equal(t, "reply 11", c.Recent[5].Content)
+}
+
+func TestBuilderDedup(t *testing.T) {
+	b, s, _ := newBuilder(t)
+	ms := seed(t, s, "a",
+		"My cat is called Miso.", "Miso is a sweet name.",
+		"I painted the fence blue.", "Blue fences look great.",
+		"What time is it in Tokyo?", "It is 9pm there.",
+	)
+	// The request's own history holds the Tokyo exchange (with different
+	// spacing and case); the cat question pulls the Miso turn into the
+	// semantic layer.
+	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
+		"user", "what time  is it in tokyo?", "assistant", "It is 9pm   there.", "user", "What is my cat called?")})
+	require.NoError(t, c.Err)
+	require.NotEmpty(t, c.Semantic)
+	assert.Equal(t, ms[0].ID, c.Semantic[0].ID)
+	for _, id := range c.RecentIDs {
+		assert.NotEqual(t, ms[0].ID, id, "already in the semantic layer")
+		assert.NotEqual(t, ms[2].ID, id, "already in the request's history")
+	}
+	assert.Contains(t, c.RecentIDs, ms[1].ID)
+	for _, h := range c.Semantic {
+		assert.NotEqual(t, ms[2].ID, h.ID, "already in the request's history")
+	}
+	paired(t, c.Recent)
+}
+
+func TestBuilderFitsTheContextWindow(t *testing.T) {
+	b, s, tok := newBuilder(t)
+	b.SemanticBudget, b.RecentBudget = 25000, 22000 // Vera-AI's own defaults
+	var pairs []string
+	for i := range 200 {
+		pairs = append(pairs, fmt.Sprintf("garden note %d: %s", i, strings.Repeat("roses tomatoes basil ", 15)), "ok, noted about the garden")
+	}
+	seed(t, s, "a", pairs...)
+	long := strings.Repeat("Here is a long document about the garden. ", 150)
+	for _, tc := range []struct {
+		name           string
+		window, answer int
+		history        string
+		expectNoMemory bool
+	}{
+		{"default window", 0, 0, "short", false},
+		{"num_ctx 2048", 2048, 0, "short", false},
+		{"long history in 8192", 8192, 512, long, false},
+		{"history alone fills the window", 2048, 0, long, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := memory.Request{Namespace: "a", ContextLength: tc.window, AnswerTokens: tc.answer,
+				Messages: msgs("system", "Be brief.", "user", tc.history+" what about the roses in the garden?")}
+			c := b.Build(context.Background(), req)
+			require.NoError(t, c.Err)
+			if tc.expectNoMemory {
+				assert.Zero(t, c.Tokens())
+				assert.Equal(t, "Be brief.", c.System)
+				return
+			}
+			require.Positive(t, c.Tokens())
+			window := tc.window
+			if window == 0 {
+				window = memory.DefaultContextLength
+			}
+			answer := tc.answer
+			if answer == 0 {
+				answer = min(1024, window/4)
+			}
+			total := tok.Count(c.System)
+			for _, m := range c.Recent {
+				total += tok.Count(m.Content) + 4
+			}
+			total += tok.Count(req.Messages[1].Content) + 8
+			assert.LessOrEqual(t, total, window-answer, "the prompt plus room for the answer must fit")
+		})
+	}
+}
+
+func TestBuilderDegradesWithoutEmbedderOrStore(t *testing.T) {
+	_, s, tok := newBuilder(t)
+	seed(t, s, "a", "My sister Ana lives in Lisbon.", "Lovely.")
+	down := &flakyEmbedder{}
+	down.down.Store(true)
+	b := memory.NewBuilder(s, down, tok)
+	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
+	require.NoError(t, c.Err)
+	assert.True(t, c.LexicalOnly)
+	require.NotEmpty(t, c.Semantic)
+	assert.Contains(t, c.Semantic[0].Text, "Lisbon")
+
+	b = memory.NewBuilder(brokenStore{s}, nil, tok)
+	b.SystemPrompt = func() string { return "sys" }
+	c = b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
+	require.Error(t, c.Err)
+	assert.Equal(t, "sys", c.System, "the system layer survives a store failure")
+	assert.Zero(t, c.Tokens())
+}
+
+type brokenStore struct{ memory.Store }
+
+func (brokenStore) Search(context.Context, memory.Query) ([]memory.Hit, error) {
+	return nil, errors.New("disk on fire")
+}
+
+func (brokenStore) Latest(context.Context, memory.Filter, int) ([]memory.Memory, error) {
+	return nil, errors.New("disk on fire")
+}
+
+// TestBuilderGolden pins the rendered layers of one realistic chat.
+func TestBuilderGolden(t *testing.T) {
+	b, s, _ := newBuilder(t)
+	b.SystemPrompt = func() string { return "You are vera's test assistant." }
+	seed(t, s, "alice",
+		"My sister Ana lives in Lisbon.", "Lisbon is a beautiful city.",
+		"I'm training for a marathon in April.", "Good luck with the training!",
+		"Remind me to water the plants.", "I can't set reminders, but water them tonight!",
+	)
+	c := b.Build(context.Background(), memory.Request{Namespace: "alice", Messages: msgs(
+		"system", "Be kind.", "user", "Should I visit my sister this spring?")})
+	require.NoError(t, c.Err)
+	var out strings.Builder
+	fmt.Fprintf(&out, "### system (replaces %d)\n%s\n", c.SystemReplaces, c.System)
+	for _, m := range c.Recent {
+		fmt.Fprintf(&out, "### %s\n%s\n", m.Role, m.Content)
+	}
+	fmt.Fprintf(&out, "### stats\nsemantic=%d recent=%d tokens=%d\n", len(c.Semantic), len(c.RecentIDs), c.Tokens())
+	golden := filepath.Join("testdata", "context.golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(out.String()), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), out.String())
+}
