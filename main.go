@@ -145,9 +145,28 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	srv := proxy.New(upstream, proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration), logger)
+	transport := proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
+	srv := proxy.New(upstream, transport, logger)
 	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
 	srv.Version = version
+	if cfg.Memory.Enabled {
+		mem, err := openMemory(ctx, cfg, upstream, transport, logger)
+		if err != nil {
+			return err
+		}
+		// Runs after the server has stopped, so every recorded turn is
+		// committed before the store closes.
+		defer func() {
+			if err := mem.close(); err != nil {
+				logger.Error("memory", slog.Any("error", err))
+			}
+		}()
+		mem.attach(srv)
+	}
+	if cfg.General.Debug {
+		srv.Debug = proxy.NewDebugLog(cfg.General.LogDir, logger)
+		defer srv.Debug.Close()
+	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {

@@ -20,11 +20,31 @@ type OllamaHealth struct {
 	Error     string  `json:"error,omitempty"`
 }
 
+// StoreHealth is the memory store's part of /healthz.
+type StoreHealth struct {
+	OK      bool   `json:"ok"`
+	Backend string `json:"backend"` // embedded | qdrant
+	Path    string `json:"path,omitempty"`
+	// Pending counts turns committed locally but not yet in the store.
+	Pending int    `json:"pending"`
+	Error   string `json:"error,omitempty"`
+}
+
+// EmbedderHealth is the embedding model's part of /healthz.
+type EmbedderHealth struct {
+	OK    bool   `json:"ok"`
+	Model string `json:"model"`
+	Dim   int    `json:"dim,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
 // Health is the /healthz document (SPEC §3).
 type Health struct {
-	Status  string       `json:"status"` // ok | degraded
-	Version string       `json:"version"`
-	Ollama  OllamaHealth `json:"ollama"`
+	Status   string          `json:"status"` // ok | degraded
+	Version  string          `json:"version"`
+	Ollama   OllamaHealth    `json:"ollama"`
+	Store    *StoreHealth    `json:"store,omitempty"`
+	Embedder *EmbedderHealth `json:"embedder,omitempty"`
 }
 
 // healthz reports whether vera and what it depends on are working. Ollama
@@ -34,6 +54,13 @@ func (s *Server) healthz(c *gin.Context) error {
 	h := Health{Status: "ok", Version: s.Version, Ollama: s.CheckOllama(c.Request.Context())}
 	if !h.Ollama.OK {
 		h.Status = "degraded"
+	}
+	if s.MemoryHealth != nil {
+		st, em := s.MemoryHealth(c.Request.Context())
+		h.Store, h.Embedder = &st, &em
+		if !st.OK || !em.OK {
+			h.Status = "degraded"
+		}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, h)

@@ -6,6 +6,8 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,11 +35,25 @@ type Recorder interface {
 	Record(memory.Turn)
 }
 
+// Recaller decides what memory to inject into a chat.
+type Recaller interface {
+	Build(ctx context.Context, req memory.Request) *memory.Context
+}
+
+var _ Recaller = (*memory.Builder)(nil)
+
 // Server is vera's HTTP handler. Set the optional fields before calling
 // Handler.
 type Server struct {
 	// Recorder receives finished turns; nil records nothing.
 	Recorder Recorder
+	// Memory builds the injected layers; nil forwards chats as they are.
+	Memory Recaller
+	// Debug, when set, gets one JSON line per chat.
+	Debug *DebugLog
+	// MemoryHealth reports the store and the embedder for /healthz; nil
+	// leaves those sections out (memory disabled).
+	MemoryHealth func(context.Context) (StoreHealth, EmbedderHealth)
 	// NamespaceHeader names the request header that scopes memory; empty
 	// means X-OpenWebUI-User-Id.
 	NamespaceHeader string
@@ -48,6 +64,7 @@ type Server struct {
 	log      *slog.Logger
 	rp       *httputil.ReverseProxy
 	probe    *http.Client
+	windows  *contextWindows
 }
 
 // New returns a Server forwarding to the Ollama at upstream through
@@ -62,6 +79,10 @@ func New(upstream *url.URL, transport http.RoundTripper, logger *slog.Logger) *S
 		probe:    &http.Client{Transport: transport, Timeout: 3 * time.Second},
 	}
 	s.rp = s.newReverseProxy(transport)
+	s.windows = &contextWindows{
+		client: &http.Client{Transport: transport},
+		base:   func(p string) string { return upstream.JoinPath(p).String() },
+	}
 	return s
 }
 
@@ -118,13 +139,27 @@ func (s *Server) chat(c *gin.Context) error {
 		return httpError(http.StatusBadRequest, err.Error(), nil)
 	}
 
+	ns := s.namespace(r)
+	off := memoryOff(r)
+	var mc *memory.Context
+	if s.Memory != nil {
+		mc = s.recall(c, req, ns, off)
+		if forward := injected(req, mc); forward != nil {
+			if body, err = json.Marshal(forward); err != nil {
+				return fmt.Errorf("encoding the chat request: %w", err)
+			}
+		}
+		c.Writer.Header().Set("X-Vera-Context", fmt.Sprintf("semantic=%d; recent=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), mc.Tokens()))
+	}
+
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
+	out.Header.Del("Content-Length")
 	out.GetBody = nil
 
 	var tee *answerTee
-	if s.Recorder != nil && !memoryOff(r) {
+	if (s.Recorder != nil && !off) || s.Debug != nil {
 		tee = &answerTee{}
 		out = out.WithContext(withTee(out.Context(), tee))
 	}
@@ -136,17 +171,69 @@ func (s *Server) chat(c *gin.Context) error {
 		return nil
 	}
 	answer, ok := tee.Answer()
-	if !ok || req.LastUser() == "" {
+	if s.Debug != nil {
+		s.Debug.Chat(c.GetString(requestIDKey), ns, req.Model, mc, body, len(answer), ok)
+	}
+	if !ok || off || s.Recorder == nil || req.LastUser() == "" {
 		return nil
 	}
 	s.Recorder.Record(memory.Turn{
-		Namespace: s.namespace(r),
+		Namespace: ns,
 		Model:     req.Model,
 		User:      req.LastUser(),
 		Assistant: answer,
 		Time:      time.Now().UTC(),
 	})
 	return nil
+}
+
+// recall builds the memory layers for a chat. It never fails the chat: a
+// memory failure is logged and the chat goes on without memory.
+func (s *Server) recall(c *gin.Context, req *ChatRequest, ns string, off bool) *memory.Context {
+	ctx := c.Request.Context()
+	numCtx, numPredict := requestOptions(req.Extra)
+	mreq := memory.Request{Namespace: ns, NoMemory: off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0)}
+	if !off && numCtx <= 0 {
+		mreq.ContextLength = s.windows.lookup(ctx, req.Model)
+	}
+	mreq.Messages = make([]memory.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		mreq.Messages[i] = memory.Message{Role: m.Role, Content: m.Content}
+	}
+	mc := s.Memory.Build(ctx, mreq)
+	if mc.Err != nil {
+		s.log.Warn("chat answered without memory", slog.String("namespace", ns), slog.Any("error", mc.Err),
+			slog.String("request_id", c.GetString(requestIDKey)))
+	}
+	return mc
+}
+
+// injected returns the request to forward with the memory layers in place,
+// or nil when they change nothing (the original bytes then go out as
+// they came).
+func injected(req *ChatRequest, mc *memory.Context) *ChatRequest {
+	if len(mc.Recent) == 0 {
+		switch {
+		case mc.SystemReplaces == 0 && mc.System == "":
+			return nil
+		case mc.SystemReplaces == 1 && mc.System == req.Messages[0].Content:
+			return nil
+		}
+	}
+	out := *req
+	out.Messages = make([]Message, 0, len(req.Messages)+len(mc.Recent)+1)
+	if mc.System != "" {
+		sys := Message{Role: "system", Content: mc.System}
+		if mc.SystemReplaces > 0 {
+			sys.Extra = req.Messages[0].Extra
+		}
+		out.Messages = append(out.Messages, sys)
+	}
+	for _, m := range mc.Recent {
+		out.Messages = append(out.Messages, Message{Role: m.Role, Content: m.Content})
+	}
+	out.Messages = append(out.Messages, req.Messages[mc.SystemReplaces:]...)
+	return &out
 }
 
 // namespace scopes a request's memory: the namespace header, else "default".
@@ -178,6 +265,7 @@ type statusWriter interface {
 func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	id := newRequestID()
+	c.Set(requestIDKey, id)
 	r := c.Request
 	completed := false
 	defer func() {
@@ -225,6 +313,9 @@ func (s *Server) recoverPanics(c *gin.Context) {
 	}()
 	c.Next()
 }
+
+// requestIDKey holds the request id in the gin context.
+const requestIDKey = "vera.request_id"
 
 // newRequestID returns a short random id for correlating log lines.
 func newRequestID() string {

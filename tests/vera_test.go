@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ import (
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // veraBin is the binary under test, built once by TestMain.
@@ -53,11 +56,30 @@ func TestMain(m *testing.M) {
 }
 
 // fakeOllama streams chat answers; a test can hold a stream open with gate.
+// It records every chat request it receives, and embeds with a bag-of-words
+// hash (after mapping a few synonyms, so that vector search can find what
+// lexical search cannot).
 type fakeOllama struct {
 	*httptest.Server
-	gate    chan struct{}
-	started chan struct{}
+	gate      chan struct{}
+	started   chan struct{}
+	embedDown atomic.Bool
+	embeds    atomic.Int64
+
+	mu    sync.Mutex
+	chats []api.ChatRequest
 }
+
+// lastChat returns the last chat request received.
+func (f *fakeOllama) lastChat(t *testing.T) api.ChatRequest {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.chats)
+	return f.chats[len(f.chats)-1]
+}
+
+var synonyms = strings.NewReplacer("sibling", "sister", "reside", "live")
 
 func newFakeOllama(t *testing.T) *fakeOllama {
 	f := &fakeOllama{started: make(chan struct{}, 16)}
@@ -68,8 +90,35 @@ func newFakeOllama(t *testing.T) *fakeOllama {
 	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest"}]}`)
 	})
+	mux.HandleFunc("POST /api/embed", func(w http.ResponseWriter, r *http.Request) {
+		f.embeds.Add(1)
+		var req struct {
+			Model string   `json:"model"`
+			Input []string `json:"input"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if f.embedDown.Load() {
+			http.Error(w, `{"error":"model \"nomic-embed-text\" not found, try pulling it first"}`, http.StatusNotFound)
+			return
+		}
+		for i := range req.Input {
+			req.Input[i] = synonyms.Replace(strings.ToLower(req.Input[i]))
+		}
+		vecs, _ := memory.HashEmbedder{}.Embed(r.Context(), req.Input)
+		_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": vecs})
+	})
+	mux.HandleFunc("POST /api/show", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"parameters":"stop \"<|eot_id|>\"","model_info":{"general.architecture":"llama","llama.context_length":131072}}`)
+	})
+	mux.HandleFunc("GET /api/ps", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"models":[]}`)
+	})
 	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		var req api.ChatRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.chats = append(f.chats, req)
+		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		for i, tok := range []string{"Hello", " from", " Ollama"} {
 			fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
@@ -212,9 +261,6 @@ func TestServeChatAndGracefulShutdown(t *testing.T) {
 func TestHealthzThroughBinary(t *testing.T) {
 	up := newFakeOllama(t)
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
-	res, err := http.Get("http://" + p.addr + "/healthz")
-	require.NoError(t, err)
-	defer res.Body.Close()
 	var h struct {
 		Status  string `json:"status"`
 		Version string `json:"version"`
@@ -222,9 +268,30 @@ func TestHealthzThroughBinary(t *testing.T) {
 			OK      bool   `json:"ok"`
 			Version string `json:"version"`
 		} `json:"ollama"`
+		Store struct {
+			OK      bool   `json:"ok"`
+			Backend string `json:"backend"`
+		} `json:"store"`
+		Embedder struct {
+			OK    bool   `json:"ok"`
+			Model string `json:"model"`
+			Dim   int    `json:"dim"`
+		} `json:"embedder"`
 	}
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
-	assert.Equal(t, "ok", h.Status)
+	// The embedder is probed in the background after start.
+	require.Eventually(t, func() bool {
+		res, err := http.Get("http://" + p.addr + "/healthz")
+		require.NoError(t, err)
+		defer res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
+		return h.Status == "ok"
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.True(t, h.Store.OK)
+	assert.Equal(t, "embedded", h.Store.Backend)
+	assert.True(t, h.Embedder.OK)
+	assert.Equal(t, "nomic-embed-text", h.Embedder.Model)
+	assert.Equal(t, 256, h.Embedder.Dim, "probed from the model")
 	assert.NotEmpty(t, h.Version)
 	assert.True(t, h.Ollama.OK)
 	assert.Equal(t, "0.12.3", h.Ollama.Version)

@@ -1,0 +1,58 @@
+// Package prompts reads vera's prompt files (systemprompt.md and the
+// curator's prompt) from the prompts directory, picking up edits without a
+// restart.
+package prompts
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// SystemPrompt is the file whose text joins the system layer of every chat.
+const SystemPrompt = "systemprompt.md"
+
+// Dir is a prompts directory. Reads are cached and re-done when a file's
+// size or modification time changes, so an edit applies to the next chat.
+type Dir struct {
+	path string
+
+	mu    sync.Mutex
+	cache map[string]entry
+}
+
+type entry struct {
+	mod  time.Time
+	size int64
+	text string
+}
+
+// New returns the prompts directory at path.
+func New(path string) *Dir {
+	return &Dir{path: path, cache: map[string]entry{}}
+}
+
+// Read returns the text of name, or "" when the file does not exist or
+// cannot be read.
+func (d *Dir) Read(name string) string {
+	p := filepath.Join(d.path, name)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.cache[name]; ok && e.mod.Equal(fi.ModTime()) && e.size == fi.Size() {
+		return e.text
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	d.cache[name] = entry{mod: fi.ModTime(), size: fi.Size(), text: string(b)}
+	return string(b)
+}
+
+// System returns systemprompt.md.
+func (d *Dir) System() string { return d.Read(SystemPrompt) }

@@ -1,0 +1,236 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+)
+
+// headerTransport adds headers to every request, as Open WebUI adds its
+// user id header.
+type headerTransport struct {
+	h http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// chat sends one conversation through vera with the official client, as
+// namespace ns, and returns the answer.
+func chat(t *testing.T, p *proc, ns string, off bool, msgs ...api.Message) string {
+	t.Helper()
+	h := http.Header{}
+	if ns != "" {
+		h.Set("X-OpenWebUI-User-Id", ns)
+	}
+	if off {
+		h.Set("X-Vera-Memory", "off")
+	}
+	u, err := url.Parse("http://" + p.addr)
+	require.NoError(t, err)
+	c := api.NewClient(u, &http.Client{Transport: headerTransport{h}})
+	var answer strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.Chat(ctx, &api.ChatRequest{Model: "llama3.2", Messages: msgs}, func(r api.ChatResponse) error {
+		answer.WriteString(r.Message.Content)
+		return nil
+	})
+	require.NoError(t, err)
+	return answer.String()
+}
+
+func user(s string) api.Message { return api.Message{Role: "user", Content: s} }
+
+// systemOf returns the system message vera forwarded, or "".
+func systemOf(r api.ChatRequest) string {
+	if len(r.Messages) > 0 && r.Messages[0].Role == "system" {
+		return r.Messages[0].Content
+	}
+	return ""
+}
+
+// recallsEventually asks question as ns until the forwarded system message
+// contains want (the turn is stored in the background).
+func recallsEventually(t *testing.T, p *proc, up *fakeOllama, ns, question, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		chat(t, p, ns, false, user(question))
+		return strings.Contains(systemOf(up.lastChat(t)), want)
+	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
+}
+
+// stop ends vera with SIGTERM, as systemd or docker would.
+func stop(t *testing.T, p *proc) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("vera did not stop")
+	}
+}
+
+func openStore(t *testing.T, dir string) *embedded.DB {
+	t.Helper()
+	db, err := embedded.Open(context.Background(), dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestMemoryAcrossConversationsRestartsAndNamespaces(t *testing.T) {
+	up := newFakeOllama(t)
+	data := t.TempDir()
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+
+	assert.Equal(t, "Hello from Ollama", chat(t, p, "alice", false, user("My sister Ana lives in Lisbon.")))
+	// A new conversation: only the question, no history.
+	recallsEventually(t, p, up, "alice", "Where does my sister live?", "Ana lives in Lisbon")
+	fwd := up.lastChat(t)
+	assert.Equal(t, "Where does my sister live?", fwd.Messages[len(fwd.Messages)-1].Content, "the request's own message goes last, unchanged")
+
+	// The response says what was injected.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/api/chat",
+		strings.NewReader(`{"model":"llama3.2","messages":[{"role":"user","content":"Where does my sister live?"}]}`))
+	req.Header.Set("X-OpenWebUI-User-Id", "alice")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Regexp(t, regexp.MustCompile(`^semantic=[1-9]\d*; recent=\d+; tokens=[1-9]\d*$`), res.Header.Get("X-Vera-Context"))
+
+	// Namespace B never sees namespace A.
+	chat(t, p, "bob", false, user("Where does my sister live?"))
+	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon")
+	for _, m := range up.lastChat(t).Messages {
+		assert.NotContains(t, m.Content, "Lisbon", "bob must not see alice's memory")
+	}
+	chat(t, p, "", false, user("Where does my sister live?"))
+	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon", "nor the default namespace")
+
+	// It survives a restart.
+	stop(t, p)
+	p = startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	chat(t, p, "alice", false, user("Remind me, where is my sister?"))
+	assert.Contains(t, systemOf(up.lastChat(t)), "Ana lives in Lisbon")
+	chat(t, p, "bob", false, user("Remind me, where is my sister?"))
+	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon")
+}
+
+func TestMemoryWithEmbedderDown(t *testing.T) {
+	up := newFakeOllama(t)
+	up.embedDown.Store(true)
+	data, cfgDir := t.TempDir(), t.TempDir()
+	// A lower threshold: the fake embedder's hashed vectors are cruder than
+	// a real model's.
+	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[layers]\nsemantic_score_threshold = 0.3\n"), 0o644))
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data, "VERA_CONFIG_DIR="+cfgDir)
+
+	// Answered although /api/embed fails.
+	assert.Equal(t, "Hello from Ollama", chat(t, p, "alice", false, user("My sister Ana lives in Lisbon.")))
+	// Recalled lexically at once (shared words).
+	recallsEventually(t, p, up, "alice", "Is Ana still in Lisbon?", "Ana lives in Lisbon")
+	// No shared words: nothing lexical can find it while the embedder is down.
+	chat(t, p, "alice", false, user("Where does my sibling reside?"))
+	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon")
+
+	// The embedder comes back: the stored turn gets its vector and is
+	// found by meaning.
+	up.embedDown.Store(false)
+	require.Eventually(t, func() bool {
+		chat(t, p, "carol", true, user("ping")) // memory off: stores nothing
+		chat(t, p, "alice", false, user("Where does my sibling reside?"))
+		return strings.Contains(systemOf(up.lastChat(t)), "Ana lives in Lisbon")
+	}, 20*time.Second, 200*time.Millisecond)
+}
+
+func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
+	up := newFakeOllama(t)
+	data := t.TempDir()
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() { chat(t, p, "load", false, user(fmt.Sprintf("parallel question %d", i))) })
+	}
+	for i := range 5 {
+		wg.Go(func() { chat(t, p, "private", true, user(fmt.Sprintf("do not remember %d", i))) })
+	}
+	wg.Wait()
+
+	// Memory off also means nothing injected: only the caller's messages.
+	chat(t, p, "load", true, api.Message{Role: "system", Content: "Be brief."}, user("parallel question 3?"))
+	fwd := up.lastChat(t)
+	require.Len(t, fwd.Messages, 2)
+	assert.Equal(t, "Be brief.", fwd.Messages[0].Content)
+
+	stop(t, p) // a clean stop commits whatever is still in flight
+	db := openStore(t, data)
+	ctx := context.Background()
+	n, err := db.Count(ctx, memory.Filter{Namespace: "load"})
+	require.NoError(t, err)
+	pending, err := db.Pending(ctx, 1000)
+	require.NoError(t, err)
+	assert.Equal(t, 50, n+len(pending), "every turn stored or queued")
+	seen := map[string]int{}
+	page, _, err := db.Scroll(ctx, memory.Filter{Namespace: "load"}, "", 1000)
+	require.NoError(t, err)
+	for _, m := range append(page, pending...) {
+		u, a, ok := memory.ParseExchange(m.Text)
+		require.True(t, ok)
+		assert.Equal(t, "Hello from Ollama", a)
+		assert.Equal(t, memory.Raw, m.Type)
+		assert.Equal(t, "llama3.2", m.Model)
+		seen[u]++
+	}
+	for i := range 50 {
+		assert.Equal(t, 1, seen[fmt.Sprintf("parallel question %d", i)], "question %d", i)
+	}
+	n, err = db.Count(ctx, memory.Filter{Namespace: "private"})
+	require.NoError(t, err)
+	assert.Zero(t, n, "X-Vera-Memory: off stores nothing")
+	for _, m := range pending {
+		assert.NotEqual(t, "private", m.Namespace)
+	}
+}
+
+func TestDebugLog(t *testing.T) {
+	up := newFakeOllama(t)
+	logs := t.TempDir()
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DEBUG=true", "VERA_LOG_DIR="+logs)
+	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
+	stop(t, p)
+	files, err := filepath.Glob(filepath.Join(logs, "debug_*.log"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	assert.Regexp(t, `debug_\d{4}-\d{2}-\d{2}\.log$`, files[0])
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	require.Len(t, lines, 1)
+	for _, key := range []string{`"request_id":"`, `"namespace":"alice"`, `"semantic":{`, `"recent":{`, `"messages":[`, `"answer_chars":17`} {
+		assert.Contains(t, string(lines[0]), key)
+	}
+}
