@@ -34,6 +34,8 @@ Usage:
   vera [serve] [flags]   run the proxy (default)
   vera check [flags]     validate the config and reach Ollama; exit 1 on failure
   vera healthcheck       ask a running vera's /healthz (for container health checks)
+  vera eval locomo [--budget N] [--embedder ollama|none] FILE...
+                         memory-quality benchmark on LoCoMo conversations
   vera help              show this help
   vera --version         print the version
 
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "version":
 		fmt.Fprintf(stdout, "vera %s\n", version)
 		return nil
+	case "eval":
+		return evalCmd(ctx, args, getenv, stdout)
 	case "serve", "check", "healthcheck":
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}

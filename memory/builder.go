@@ -62,6 +62,8 @@ type Request struct {
 	AnswerTokens int
 	// NoMemory applies the system layer only (X-Vera-Memory: off).
 	NoMemory bool
+	// SemanticOnly leaves the recent layer out (used by `vera eval`).
+	SemanticOnly bool
 }
 
 // Context is what the builder decided to inject.
@@ -137,6 +139,9 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 	}
 
 	sem, rec, thr, turns := b.defaults()
+	if req.SemanticOnly {
+		rec = 0
+	}
 	c.SemanticBudget, c.RecentBudget = b.fit(req, systemLayer, sem, rec)
 	if c.SemanticBudget+c.RecentBudget <= 0 {
 		return c

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/locomo"
+	"github.com/vera-proxy/vera/proxy"
+)
+
+// evalCmd runs `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`.
+func evalCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "locomo" {
+		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`"}
+	}
+	fs := flag.NewFlagSet("vera eval locomo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	budget := fs.Int("budget", 2000, "")
+	emb := fs.String("embedder", "ollama", "")
+	var flags config.Flags
+	fs.StringVar(&flags.ConfigPath, "config", "", "")
+	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	// Flags may come before or after the files.
+	var files []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(files) == 0 {
+		return usageError{"eval locomo: no FILE given"}
+	}
+	if *budget <= 0 {
+		return usageError{"eval locomo: --budget must be positive"}
+	}
+	var convs []*locomo.Conversation
+	for _, f := range files {
+		c, err := locomo.Load(f)
+		if err != nil {
+			return err
+		}
+		convs = append(convs, c)
+	}
+	tok, err := memory.NewTokenizer()
+	if err != nil {
+		return err
+	}
+	var embedder memory.Embedder
+	switch *emb {
+	case "none":
+	case "ollama":
+		cfg, err := config.Load(flags, getenv)
+		if err != nil {
+			return err
+		}
+		upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
+		if err != nil {
+			return err
+		}
+		embedder = memory.NewOllamaEmbedder(upstream, cfg.General.EmbeddingModel, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
+		if _, err := memory.Probe(ctx, embedder); err != nil {
+			return fmt.Errorf("eval locomo: %w (use --embedder none for lexical retrieval only)", err)
+		}
+	default:
+		return usageError{fmt.Sprintf("eval locomo: --embedder must be ollama or none, not %q", *emb)}
+	}
+	dir, err := os.MkdirTemp("", "vera-eval")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	db, err := embedded.Open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := locomo.Run(ctx, convs, db, embedder, tok, *budget)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return fmt.Errorf("eval locomo: %w", err)
+	}
+	enc := json.NewEncoder(stdout)
+	return enc.Encode(res)
+}

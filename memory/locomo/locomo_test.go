@@ -1,0 +1,90 @@
+package locomo
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+)
+
+func open(t *testing.T) *embedded.DB {
+	db, err := embedded.Open(context.Background(), t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestLoadAndTurns(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "tiny.json"))
+	require.NoError(t, err)
+	assert.Equal(t, "tiny", c.Name)
+	require.Len(t, c.Sessions, 2)
+	assert.Equal(t, time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC), c.Sessions[0].Time)
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	turns := c.Turns("ns", tok)
+	require.Len(t, turns, 3)
+	assert.Equal(t, "User: Ada: Hi Ben! I started pottery classes last week.\nAssistant: Ben: Nice! I adopted a greyhound called Pixel.", turns[0].Text)
+	assert.Equal(t, []any{"D1:1", "D1:2"}, turns[0].Metadata["dia_ids"])
+	assert.Equal(t, "User: Ada: A greyhound, how lovely. [photo: a photo of a clay bowl]\nAssistant: (no reply)", turns[1].Text, "an odd last message still makes a whole pair")
+	assert.Equal(t, []any{"D1:3"}, turns[1].Metadata["dia_ids"])
+	assert.Positive(t, turns[2].Tokens)
+}
+
+func TestLoadRefusesOtherJSON(t *testing.T) {
+	_, err := Load(filepath.Join("..", "..", "config.example.toml"))
+	assert.Error(t, err)
+	_, err = Load("missing.json")
+	assert.Error(t, err)
+}
+
+func TestRunScoresEvidence(t *testing.T) {
+	c, err := Load(filepath.Join("testdata", "tiny.json"))
+	require.NoError(t, err)
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	res, err := Run(context.Background(), []*Conversation{c}, open(t), nil, tok, 2000)
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.Questions, "categories 1-4 with evidence only")
+	assert.Equal(t, 1.0, res.EvidenceRecall)
+	assert.Equal(t, 1.0, res.AllEvidence)
+	assert.Positive(t, res.TokensMean)
+
+	// A budget too small for any turn finds nothing.
+	res, err = Run(context.Background(), []*Conversation{c}, open(t), nil, tok, 30)
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, res.EvidenceRecall)
+
+	// With vectors too.
+	res, err = Run(context.Background(), []*Conversation{c}, open(t), memory.HashEmbedder{}, tok, 2000)
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, res.EvidenceRecall)
+}
+
+// TestBenchmarkBeatsBM25 runs the real LoCoMo files when they are next to
+// the repository (they are not part of it: CC BY-NC data).
+func TestBenchmarkBeatsBM25(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "bench", "locomo", "*.json"))
+	if len(files) == 0 {
+		t.Skip("LoCoMo files not found next to the repository")
+	}
+	var convs []*Conversation
+	for _, f := range files {
+		c, err := Load(f)
+		require.NoError(t, err)
+		convs = append(convs, c)
+	}
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	res, err := Run(context.Background(), convs, open(t), nil, tok, 2000)
+	require.NoError(t, err)
+	t.Logf("%+v", res)
+	assert.Greater(t, res.EvidenceRecall, 0.69, "plain BM25 over single messages reaches 0.69")
+	assert.LessOrEqual(t, res.TokensMean, 2000.0)
+}
