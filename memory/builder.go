@@ -177,13 +177,19 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 			c.Err = fmt.Errorf("semantic layer: %w", err)
 			return c
 		}
-		left := c.SemanticBudget - b.count(semanticIntro) - 2
+		intro := b.count(semanticIntro) + 2
+		left := c.SemanticBudget - intro
+		// Every date header has the same shape, and so the same count.
+		header := b.count("[2006-01-02]\n")
 		for _, h := range hits {
 			if hist.has(h.Text) {
 				continue
 			}
 			entry := "[" + h.Time.Format("2006-01-02") + "]\n" + h.Text
-			n := b.entryTokens(&h.Memory, entry)
+			n := h.Tokens + header + 2
+			if h.Tokens <= 0 {
+				n = b.count(entry) + 2
+			}
 			if n > left {
 				continue
 			}
@@ -194,7 +200,7 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 			inSemantic[h.ID] = true
 		}
 		if len(block) > 0 {
-			c.SemanticTokens += b.count(semanticIntro) + 2
+			c.SemanticTokens += intro
 		}
 	}
 
@@ -217,7 +223,10 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 			if !ok {
 				continue
 			}
-			n := b.entryTokens(&m, m.Text) + 8
+			n := m.Tokens + 10
+			if m.Tokens <= 0 {
+				n = b.count(m.Text) + 10
+			}
 			if n > left {
 				break // older turns would leave a gap in the recent past
 			}
@@ -288,15 +297,6 @@ func (b *Builder) count(s string) int {
 		return (len(s) + 3) / 4
 	}
 	return b.tokens.Count(s)
-}
-
-// entryTokens counts an injected entry, using the stored count of the
-// memory's text when there is one.
-func (b *Builder) entryTokens(m *Memory, entry string) int {
-	if m.Tokens > 0 {
-		return m.Tokens + b.count(entry[:len(entry)-len(m.Text)]) + 2
-	}
-	return b.count(entry) + 2
 }
 
 // semanticQuery builds the retrieval query from the last user message and

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -22,8 +23,11 @@ const (
 	// sign bits, then the best candidates are re-scored exactly.
 	exactBelow = 4096
 	// oversample is how many binary candidates are re-scored per result.
-	oversample = 10
-	minRescore = 400
+	oversample = 4
+	minRescore = 200
+	// parallelAbove: namespaces with at least this many slots scan on
+	// every core, and run the vector and lexical sides side by side.
+	parallelAbove = 32768
 )
 
 // index is the in-memory search side of one namespace: an inverted index
@@ -31,6 +35,7 @@ const (
 // source of truth; the index is rebuilt from it at open.
 type index struct {
 	docs  []doc
+	meta  []slotMeta       // per slot, typ 0 when removed
 	slot  map[string]int32 // id → slot
 	live  int
 	terms map[string]int32 // term → term id
@@ -50,6 +55,54 @@ type doc struct {
 	hasVec bool
 	length int32
 	terms  []int32 // distinct term ids, for removal
+}
+
+// slotMeta is what scans read per slot, kept apart from doc in a small
+// dense array so a scan of 100k slots stays in cache.
+type slotMeta struct {
+	ts     int64
+	length float32
+	typ    uint8 // typeBit
+	vec    bool
+}
+
+func typeBit(t memory.Type) uint8 {
+	switch t {
+	case memory.Raw:
+		return 1
+	case memory.Curated:
+		return 2
+	}
+	return 0
+}
+
+// slotFilter is a memory.Filter compiled for slotMeta (the namespace is
+// the index's own).
+type slotFilter struct {
+	types        uint8
+	since, until int64
+	noVector     bool
+}
+
+func compile(f *memory.Filter) slotFilter {
+	sf := slotFilter{types: 0xff, since: -1 << 63, until: 1<<63 - 1, noVector: f.NoVector}
+	if len(f.Types) > 0 {
+		sf.types = 0
+		for _, t := range f.Types {
+			sf.types |= typeBit(t)
+		}
+	}
+	if !f.Since.IsZero() {
+		sf.since = f.Since.UnixNano()
+	}
+	if !f.Until.IsZero() {
+		sf.until = f.Until.UnixNano()
+	}
+	return sf
+}
+
+func (sf *slotFilter) ok(m *slotMeta) bool {
+	return m.typ&sf.types != 0 && m.ts >= sf.since && m.ts < sf.until && !(sf.noVector && m.vec)
 }
 
 type posting struct {
@@ -97,6 +150,7 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 		ix.nvec++
 	}
 	ix.docs = append(ix.docs, d)
+	ix.meta = append(ix.meta, slotMeta{ts: m.Time.UnixNano(), length: float32(n), typ: typeBit(m.Type), vec: d.hasVec})
 	ix.slot[m.ID] = s
 	if ix.dim > 0 {
 		if d.hasVec {
@@ -129,6 +183,7 @@ func (ix *index) remove(id string) {
 		ix.nvec--
 	}
 	*d = doc{}
+	ix.meta[s] = slotMeta{}
 	delete(ix.slot, id)
 	if dead := len(ix.docs) - ix.live; dead > 1024 && dead > ix.live {
 		ix.compact()
@@ -139,6 +194,7 @@ func (ix *index) remove(id string) {
 func (ix *index) compact() {
 	remap := make([]int32, len(ix.docs))
 	docs := make([]doc, 0, ix.live)
+	meta := make([]slotMeta, 0, ix.live)
 	var vecs []float32
 	var signs []uint64
 	for s, d := range ix.docs {
@@ -148,6 +204,7 @@ func (ix *index) compact() {
 		}
 		remap[s] = int32(len(docs))
 		docs = append(docs, d)
+		meta = append(meta, ix.meta[s])
 		if ix.dim > 0 {
 			vecs = append(vecs, ix.vecs[s*ix.dim:(s+1)*ix.dim]...)
 			signs = append(signs, ix.signs[s*ix.words:(s+1)*ix.words]...)
@@ -165,7 +222,7 @@ func (ix *index) compact() {
 	for id, s := range ix.slot {
 		ix.slot[id] = remap[s]
 	}
-	ix.docs, ix.vecs, ix.signs = docs, vecs, signs
+	ix.docs, ix.meta, ix.vecs, ix.signs = docs, meta, vecs, signs
 }
 
 // scored is a candidate with a score, for top-k selection.
@@ -210,7 +267,14 @@ func (t *topK) best() []scored {
 	return out
 }
 
-var scorePool = sync.Pool{New: func() any { return new([]float32) }}
+// lexBuf is the per-search scratch of lexical scoring, pooled: a fresh
+// accumulator per search on a 100k namespace would be 400 KB of garbage.
+type lexBuf struct {
+	acc     []float32
+	touched []int32
+}
+
+var scorePool = sync.Pool{New: func() any { return new(lexBuf) }}
 
 // lexical ranks the documents passing f by BM25 over the query terms.
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
@@ -227,37 +291,40 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	if len(weights) == 0 {
 		return nil
 	}
-	bufp := scorePool.Get().(*[]float32)
-	defer scorePool.Put(bufp)
-	acc := *bufp
-	if cap(acc) < len(ix.docs) {
-		acc = make([]float32, len(ix.docs))
-		*bufp = acc
+	buf := scorePool.Get().(*lexBuf)
+	defer scorePool.Put(buf)
+	if cap(buf.acc) < len(ix.docs) {
+		buf.acc = make([]float32, len(ix.docs))
 	}
-	acc = acc[:len(ix.docs)]
-	var touched []int32
+	acc := buf.acc[:len(ix.docs)]
+	touched := buf.touched[:0]
+	defer func() { buf.touched = touched[:0] }()
 	n := float64(ix.live)
 	avg := float64(ix.total) / n
 	if avg == 0 {
 		avg = 1
 	}
+	// k1·(1-b) and k1·b/avg: the length normalisation is then one
+	// multiply-add per posting.
+	c0, c1 := float32(bm25K1*(1-bm25B)), float32(bm25K1*bm25B/avg)
+	meta := ix.meta
 	for id, w := range weights {
 		p := ix.post[id]
 		df := float64(len(p))
-		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		scale := float32(w * math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1))
 		for _, e := range p {
-			l := float64(ix.docs[e.slot].length)
-			tf := float64(e.tf)
-			s := w * idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*l/avg))
+			tf := float32(e.tf)
+			s := scale * tf / (tf + c0 + c1*meta[e.slot].length)
 			if acc[e.slot] == 0 {
 				touched = append(touched, e.slot)
 			}
-			acc[e.slot] += float32(s)
+			acc[e.slot] += s
 		}
 	}
+	sf := compile(f)
 	top := topK{k: limit}
 	for _, s := range touched {
-		if f.Matches(&ix.docs[s].mem) {
+		if sf.ok(&meta[s]) {
 			top.offer(scored{slot: s, score: float64(acc[s])})
 		}
 		acc[s] = 0
@@ -271,11 +338,12 @@ func (ix *index) vector(f *memory.Filter, q []float32, threshold float64, limit 
 	if ix.nvec == 0 || len(q) != ix.dim {
 		return nil
 	}
+	sf := compile(f)
+	meta := ix.meta
 	if ix.nvec < exactBelow {
 		top := topK{k: limit}
-		for s := range ix.docs {
-			d := &ix.docs[s]
-			if !d.hasVec || !f.Matches(&d.mem) {
+		for s := range meta {
+			if m := &meta[s]; !m.vec || !sf.ok(m) {
 				continue
 			}
 			c := dot(q, ix.vecs[s*ix.dim:(s+1)*ix.dim])
@@ -286,19 +354,26 @@ func (ix *index) vector(f *memory.Filter, q []float32, threshold float64, limit 
 		return top.best()
 	}
 	// Coarse pass on sign bits: fewer differing bits ≈ smaller angle.
+	// Large namespaces are scanned in parallel chunks.
 	qs := signBits(q, ix.words)
-	cand := topK{k: max(limit*oversample, minRescore)}
-	for s := range ix.docs {
-		d := &ix.docs[s]
-		if !d.hasVec || !f.Matches(&d.mem) {
-			continue
+	k := max(limit*oversample, minRescore)
+	chunks := 1
+	if len(meta) >= parallelAbove {
+		chunks = runtime.GOMAXPROCS(0)
+	}
+	parts := make([]topK, chunks)
+	var wg sync.WaitGroup
+	step := (len(meta) + chunks - 1) / chunks
+	for c := range chunks {
+		lo, hi := c*step, min((c+1)*step, len(meta))
+		wg.Go(func() { parts[c] = ix.hamming(&sf, qs, lo, hi, k) })
+	}
+	wg.Wait()
+	cand := topK{k: k}
+	for _, p := range parts {
+		for _, c := range p.h {
+			cand.offer(c)
 		}
-		sg := ix.signs[s*ix.words : (s+1)*ix.words]
-		diff := 0
-		for i, w := range qs {
-			diff += bits.OnesCount64(w ^ sg[i])
-		}
-		cand.offer(scored{slot: int32(s), score: float64(-diff)})
 	}
 	top := topK{k: limit}
 	for _, c := range cand.h {
@@ -311,21 +386,57 @@ func (ix *index) vector(f *memory.Filter, q []float32, threshold float64, limit 
 	return top.best()
 }
 
+// hamming returns the k slots in [lo, hi) whose sign bits differ least
+// from qs (score = -distance).
+func (ix *index) hamming(sf *slotFilter, qs []uint64, lo, hi, k int) topK {
+	meta, signs, words := ix.meta, ix.signs, ix.words
+	cand := topK{k: k}
+	// The k-th best distance so far: most slots are rejected on it without
+	// touching the heap.
+	worst := words*64 + 1
+	for s := lo; s < hi; s++ {
+		if m := &meta[s]; !m.vec || !sf.ok(m) {
+			continue
+		}
+		sg := signs[s*words : (s+1)*words]
+		sg = sg[:len(qs)]
+		diff := 0
+		for i, w := range qs {
+			diff += bits.OnesCount64(w ^ sg[i])
+		}
+		if diff >= worst {
+			continue
+		}
+		cand.offer(scored{slot: int32(s), score: float64(-diff)})
+		if len(cand.h) == cand.k {
+			worst = int(-cand.h[0].score)
+		}
+	}
+	return cand
+}
+
 // search fuses the vector and lexical rankings with reciprocal rank fusion.
 func (ix *index) search(q *memory.Query, qvec []float32) []memory.Hit {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 10
 	}
-	// Each side looks deeper than the limit so fusion has material.
-	depth := limit * 2
+	// Each side looks a little deeper than the limit so fusion has
+	// material.
+	depth := limit + 10
 	var vec, lex []scored
+	var wg sync.WaitGroup
 	if qvec != nil {
-		vec = ix.vector(&q.Filter, qvec, q.Threshold, depth)
+		if q.Text != "" && len(ix.meta) >= parallelAbove {
+			wg.Go(func() { vec = ix.vector(&q.Filter, qvec, q.Threshold, depth) })
+		} else {
+			vec = ix.vector(&q.Filter, qvec, q.Threshold, depth)
+		}
 	}
 	if q.Text != "" {
 		lex = ix.lexical(&q.Filter, q.Text, depth)
 	}
+	wg.Wait()
 	type fused struct {
 		slot           int32
 		rrf, cos, bm25 float64
@@ -388,18 +499,24 @@ func normalize(v []float32) []float32 {
 }
 
 func dot(a, b []float32) float64 {
-	var s0, s1, s2, s3 float32
+	b = b[:len(a)]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	for ; i+8 <= len(a); i += 8 {
+		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
+		s0 += x[0] * y[0]
+		s1 += x[1] * y[1]
+		s2 += x[2] * y[2]
+		s3 += x[3] * y[3]
+		s4 += x[4] * y[4]
+		s5 += x[5] * y[5]
+		s6 += x[6] * y[6]
+		s7 += x[7] * y[7]
 	}
 	for ; i < len(a); i++ {
 		s0 += a[i] * b[i]
 	}
-	return float64(s0 + s1 + s2 + s3)
+	return float64((s0 + s1) + (s2 + s3) + (s4 + s5) + (s6 + s7))
 }
 
 func signBits(v []float32, words int) []uint64 {
