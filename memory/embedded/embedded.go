@@ -305,6 +305,19 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 	return nil
 }
 
+// deleteIDs deletes rows of table by id in one transaction; the caller
+// holds wmu.
+func (d *DB) deleteIDs(ctx context.Context, table string, ids []string) error {
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -429,15 +442,7 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ?`, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := d.deleteIDs(ctx, "memories", ids); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	d.mu.Lock()

@@ -71,15 +71,7 @@ func (d *DB) Done(ctx context.Context, ids ...string) error {
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE id = ?`, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := d.deleteIDs(ctx, "queue", ids); err != nil {
 		return fmt.Errorf("queue done: %w", err)
 	}
 	return nil
