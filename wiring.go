@@ -68,13 +68,10 @@ func (m *memoryStack) attach(srv *proxy.Server) {
 
 func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.EmbedderHealth) {
 	st := m.writer.Status(ctx)
-	sh := proxy.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: m.db.Path(), Pending: st.Pending}
-	eh := proxy.EmbedderHealth{OK: st.EmbedderOK && m.gate.Dim() > 0, Model: m.gate.Model(), Dim: m.gate.Dim()}
-	if !sh.OK || !eh.OK {
-		sh.Error, eh.Error = "", st.LastError
-		if !sh.OK {
-			sh.Error = st.LastError
-		}
+	sh := proxy.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: m.db.Path(), Pending: st.Pending, Error: st.StoreError}
+	eh := proxy.EmbedderHealth{OK: st.EmbedderOK, Model: m.gate.Model(), Dim: m.gate.Dim(), Error: st.EmbedderError}
+	if m.gate.Dim() == 0 {
+		eh.OK, eh.Error = false, m.gate.Err()
 	}
 	return sh, eh
 }

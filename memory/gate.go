@@ -32,9 +32,9 @@ type Gate struct {
 	log   *slog.Logger
 	dim   atomic.Int64
 
-	mu      sync.Mutex
-	tried   time.Time
-	lastErr string
+	probing sync.Mutex // one probe at a time
+	tried   time.Time  // guarded by probing
+	lastErr atomic.Pointer[string]
 }
 
 // NewGate wraps e, which embeds with model into store's vector space.
@@ -48,7 +48,7 @@ func NewGate(e Embedder, model string, store VectorSpacer, logger *slog.Logger) 
 // Embed implements Embedder.
 func (g *Gate) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	if g.dim.Load() == 0 && !g.probe(ctx, false) {
-		return nil, fmt.Errorf("%w: embedding model %q is not available", ErrUnavailable, g.model)
+		return nil, fmt.Errorf("%w: embedding model %q is not available: %s", ErrUnavailable, g.model, g.Err())
 	}
 	return g.e.Embed(ctx, texts)
 }
@@ -59,10 +59,25 @@ func (g *Gate) Dim() int { return int(g.dim.Load()) }
 // Model returns the embedding model's name.
 func (g *Gate) Model() string { return g.model }
 
-// probe tries to open the gate; unless force, at most every probeEvery.
+// Err returns why the gate is still closed ("" once open or before the
+// first probe).
+func (g *Gate) Err() string {
+	if e := g.lastErr.Load(); e != nil && g.dim.Load() == 0 {
+		return *e
+	}
+	return ""
+}
+
+// probe tries to open the gate. Unless force, it tries at most every
+// probeEvery and never waits for a probe already running elsewhere: a chat
+// must not queue behind a slow model load.
 func (g *Gate) probe(ctx context.Context, force bool) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	if force {
+		g.probing.Lock()
+	} else if !g.probing.TryLock() {
+		return g.dim.Load() > 0
+	}
+	defer g.probing.Unlock()
 	if g.dim.Load() > 0 {
 		return true
 	}
@@ -79,9 +94,9 @@ func (g *Gate) probe(ctx context.Context, force bool) bool {
 		}
 	}
 	if err != nil {
-		if err.Error() != g.lastErr {
+		msg := err.Error()
+		if old := g.lastErr.Swap(&msg); old == nil || *old != msg {
 			g.log.Warn("embedder not available; memory is lexical until it is", slog.String("model", g.model), slog.Any("error", err))
-			g.lastErr = err.Error()
 		}
 		return false
 	}
@@ -91,8 +106,15 @@ func (g *Gate) probe(ctx context.Context, force bool) bool {
 }
 
 // Settle probes the model every retry until the gate opens or ctx ends.
+// Each probe may take up to a minute (a cold model load).
 func (g *Gate) Settle(ctx context.Context, retry time.Duration) {
-	for !g.probe(ctx, true) {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		ok := g.probe(pctx, true)
+		cancel()
+		if ok {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -112,6 +112,8 @@ type Queue interface {
 	// Pending returns up to limit queued memories, oldest first.
 	Pending(ctx context.Context, limit int) ([]Memory, error)
 	Done(ctx context.Context, ids ...string) error
+	// Len counts the queued memories.
+	Len(ctx context.Context) (int, error)
 }
 
 var (
@@ -147,30 +149,4 @@ func NewID() string {
 	b[6] = 0x70 | b[6]&0x0f
 	b[8] = 0x80 | b[8]&0x3f
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-// Matches reports whether m passes f (used by in-memory indexes and tests).
-func (f Filter) Matches(m *Memory) bool {
-	if m.Namespace != f.Namespace {
-		return false
-	}
-	if len(f.Types) > 0 {
-		ok := false
-		for _, t := range f.Types {
-			ok = ok || t == m.Type
-		}
-		if !ok {
-			return false
-		}
-	}
-	if !f.Since.IsZero() && m.Time.Before(f.Since) {
-		return false
-	}
-	if !f.Until.IsZero() && !m.Time.Before(f.Until) {
-		return false
-	}
-	if f.NoVector && len(m.Vector) > 0 {
-		return false
-	}
-	return true
 }

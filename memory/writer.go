@@ -40,9 +40,9 @@ type Writer struct {
 	needBackfill atomic.Bool
 	embedOK      atomic.Bool
 	storeOK      atomic.Bool
-	lastErr      atomic.Pointer[string]
-	stored       atomic.Int64
-	embedded     atomic.Int64
+	// The last failure of each kind ("queue", "store", "embedder").
+	errMu   sync.Mutex
+	lastErr map[string]string
 }
 
 // NewWriter returns a Writer; call Start before Record.
@@ -53,6 +53,7 @@ func NewWriter(store Store, queue Queue, embedder Embedder, tokens *Tokenizer, l
 	w := &Writer{
 		store: store, queue: queue, embedder: embedder, tokens: tokens, log: logger,
 		in: make(chan Turn, 4096), kick: make(chan struct{}, 1), closing: make(chan struct{}),
+		lastErr: map[string]string{},
 	}
 	w.embedOK.Store(embedder != nil)
 	w.storeOK.Store(true)
@@ -83,24 +84,29 @@ func (w *Writer) Close() {
 	})
 }
 
-// Status reports the writer's view of its dependencies, for /healthz.
+// Status is the writer's view of its dependencies, for /healthz.
 type Status struct {
-	EmbedderOK bool   `json:"ok"`
-	StoreOK    bool   `json:"-"`
-	Pending    int    `json:"pending"`
-	Stored     int64  `json:"stored"`
-	Embedded   int64  `json:"embedded"`
-	LastError  string `json:"last_error,omitempty"`
+	EmbedderOK, StoreOK bool
+	// Pending counts turns committed locally but not yet in the store.
+	Pending int
+	// EmbedderError and StoreError are the last failures, while failing.
+	EmbedderError, StoreError string
 }
 
 // Status returns the current status.
 func (w *Writer) Status(ctx context.Context) Status {
-	st := Status{EmbedderOK: w.embedOK.Load(), StoreOK: w.storeOK.Load(), Stored: w.stored.Load(), Embedded: w.embedded.Load()}
-	if p, err := w.queue.Pending(ctx, 100000); err == nil {
-		st.Pending = len(p)
+	st := Status{EmbedderOK: w.embedOK.Load(), StoreOK: w.storeOK.Load()}
+	st.Pending, _ = w.queue.Len(ctx)
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	if !st.EmbedderOK {
+		st.EmbedderError = w.lastErr["embedder"]
 	}
-	if e := w.lastErr.Load(); e != nil {
-		st.LastError = *e
+	if !st.StoreOK {
+		st.StoreError = w.lastErr["store"]
+	}
+	if q := w.lastErr["queue"]; q != "" {
+		st.StoreOK, st.StoreError = false, "local queue: "+q
 	}
 	return st
 }
@@ -140,15 +146,18 @@ func (w *Writer) commit() {
 				break more
 			}
 		}
-		for backoff := time.Duration(0); ; backoff = w.next(backoff) {
+		var backoff time.Duration
+		for {
 			err := w.queue.Enqueue(context.Background(), batch...)
 			if err == nil {
+				w.ok("queue")
 				break
 			}
 			// The local disk refused: keep the turns in memory and retry;
 			// never drop them.
 			w.fail("queue", err)
-			time.Sleep(w.next(backoff))
+			backoff = w.next(backoff)
+			time.Sleep(backoff)
 		}
 		select {
 		case w.kick <- struct{}{}:
@@ -168,11 +177,22 @@ func (w *Writer) next(d time.Duration) time.Duration {
 	return min(2*d, maxB)
 }
 
+// fail records a failure of what, logging it when it is new.
 func (w *Writer) fail(what string, err error) {
-	msg := what + ": " + err.Error()
-	if old := w.lastErr.Swap(&msg); old == nil || *old != msg {
+	w.errMu.Lock()
+	old := w.lastErr[what]
+	w.lastErr[what] = err.Error()
+	w.errMu.Unlock()
+	if old != err.Error() {
 		w.log.Warn("memory write failed; will retry", slog.String("what", what), slog.Any("error", err))
 	}
+}
+
+// ok clears the failure of what.
+func (w *Writer) ok(what string) {
+	w.errMu.Lock()
+	delete(w.lastErr, what)
+	w.errMu.Unlock()
 }
 
 // work drains the queue into the store and backfills missing vectors.
@@ -228,10 +248,11 @@ func (w *Writer) drain() (bool, error) {
 		w.fail("queue", err)
 		return false, err
 	}
+	w.ok("queue")
 	if len(batch) == 0 {
 		return false, nil
 	}
-	hadVectors := w.embed(batch)
+	w.embed(batch)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := w.store.Upsert(sctx, batch...); err != nil {
@@ -240,6 +261,7 @@ func (w *Writer) drain() (bool, error) {
 		return false, err
 	}
 	w.storeOK.Store(true)
+	w.ok("store")
 	ids := make([]string, len(batch))
 	for i, m := range batch {
 		ids[i] = m.ID
@@ -249,10 +271,6 @@ func (w *Writer) drain() (bool, error) {
 		// again, which replaces rather than duplicates.
 		w.fail("queue", err)
 		return false, err
-	}
-	w.stored.Add(int64(len(batch)))
-	if hadVectors {
-		w.embedded.Add(int64(len(batch)))
 	}
 	return true, nil
 }
@@ -282,6 +300,7 @@ func (w *Writer) embed(ms []Memory) bool {
 	if !w.embedOK.Swap(true) {
 		w.log.Info("embedder is back")
 	}
+	w.ok("embedder")
 	for i := range ms {
 		ms[i].Vector = vecs[i]
 	}
@@ -320,7 +339,6 @@ func (w *Writer) backfill() {
 					w.fail("store", err)
 					return
 				}
-				w.embedded.Add(int64(len(page)))
 			}
 			if next == "" {
 				break

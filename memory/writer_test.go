@@ -111,11 +111,16 @@ func TestWriterEmbedderDownStoresLexicallyThenBackfills(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, hits, 1, "lexically searchable at once")
 	assert.Equal(t, 1, count(t, db, memory.Filter{Namespace: "a", NoVector: true}))
-	assert.False(t, w.Status(ctx).EmbedderOK)
+	st := w.Status(ctx)
+	assert.False(t, st.EmbedderOK)
+	assert.Contains(t, st.EmbedderError, "connection refused")
+	assert.True(t, st.StoreOK)
 
 	e.down.Store(false)
 	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a", NoVector: true}) == 0 }, 10*time.Second, 10*time.Millisecond)
-	assert.True(t, w.Status(ctx).EmbedderOK)
+	st = w.Status(ctx)
+	assert.True(t, st.EmbedderOK)
+	assert.Empty(t, st.EmbedderError)
 	assert.Equal(t, 1, count(t, db, memory.Filter{Namespace: "a"}))
 }
 
@@ -134,6 +139,11 @@ func TestWriterStoreDownKeepsTurnsQueuedAcrossRestart(t *testing.T) {
 		p, err := db.Pending(ctx, 100)
 		return err == nil && len(p) == 5
 	}, 10*time.Second, 10*time.Millisecond)
+	// Health tells: the store is failing and five turns wait locally.
+	require.Eventually(t, func() bool { return !w.Status(ctx).StoreOK }, 10*time.Second, 10*time.Millisecond)
+	st := w.Status(ctx)
+	assert.Equal(t, "store down", st.StoreError)
+	assert.Equal(t, 5, st.Pending)
 	w.Close()
 	assert.Equal(t, 0, count(t, db, memory.Filter{Namespace: "a"}))
 	require.NoError(t, db.Close())

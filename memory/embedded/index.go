@@ -50,11 +50,8 @@ type index struct {
 }
 
 type doc struct {
-	mem    memory.Memory // Vector is nil here; it lives in vecs
-	alive  bool
-	hasVec bool
-	length int32
-	terms  []int32 // distinct term ids, for removal
+	mem   memory.Memory // Vector is nil here; it lives in vecs
+	terms []int32       // distinct term ids, for removal
 }
 
 // slotMeta is what scans read per slot, kept apart from doc in a small
@@ -62,7 +59,7 @@ type doc struct {
 type slotMeta struct {
 	ts     int64
 	length float32
-	typ    uint8 // typeBit
+	typ    uint8 // typeBit; 0 for a removed slot
 	vec    bool
 }
 
@@ -132,28 +129,28 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 		tf[id]++
 		n++
 	}
-	d := doc{mem: m, alive: true, length: n, terms: make([]int32, 0, len(tf))}
+	d := doc{mem: m, terms: make([]int32, 0, len(tf))}
 	for id, c := range tf {
 		ix.post[id] = append(ix.post[id], posting{slot: s, tf: c})
 		d.terms = append(d.terms, id)
 	}
 	ix.total += int64(n)
 	ix.live++
-	if vec != nil && (ix.dim == 0 || len(vec) == ix.dim) {
+	hasVec := vec != nil && (ix.dim == 0 || len(vec) == ix.dim)
+	if hasVec {
 		if ix.dim == 0 {
 			ix.dim = len(vec)
 			ix.words = (ix.dim + 63) / 64
 			ix.vecs = make([]float32, len(ix.docs)*ix.dim)
 			ix.signs = make([]uint64, len(ix.docs)*ix.words)
 		}
-		d.hasVec = true
 		ix.nvec++
 	}
 	ix.docs = append(ix.docs, d)
-	ix.meta = append(ix.meta, slotMeta{ts: m.Time.UnixNano(), length: float32(n), typ: typeBit(m.Type), vec: d.hasVec})
+	ix.meta = append(ix.meta, slotMeta{ts: m.Time.UnixNano(), length: float32(n), typ: typeBit(m.Type), vec: hasVec})
 	ix.slot[m.ID] = s
 	if ix.dim > 0 {
-		if d.hasVec {
+		if hasVec {
 			ix.vecs = append(ix.vecs, vec...)
 			ix.signs = append(ix.signs, signBits(vec, ix.words)...)
 		} else {
@@ -177,9 +174,9 @@ func (ix *index) remove(id string) {
 			ix.post[t] = slices.Delete(p, i, i+1)
 		}
 	}
-	ix.total -= int64(d.length)
+	ix.total -= int64(ix.meta[s].length)
 	ix.live--
-	if d.hasVec {
+	if ix.meta[s].vec {
 		ix.nvec--
 	}
 	*d = doc{}
@@ -198,7 +195,7 @@ func (ix *index) compact() {
 	var vecs []float32
 	var signs []uint64
 	for s, d := range ix.docs {
-		if !d.alive {
+		if ix.meta[s].typ == 0 {
 			remap[s] = -1
 			continue
 		}

@@ -76,3 +76,12 @@ func (d *DB) Done(ctx context.Context, ids ...string) error {
 	}
 	return nil
 }
+
+// Len counts the queued memories.
+func (d *DB) Len(ctx context.Context) (int, error) {
+	var n int
+	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM queue`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("queue: %w", err)
+	}
+	return n, nil
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -238,7 +239,5 @@ func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedde
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func round(x float64) float64 {
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'f', 4, 64), 64)
-	return v
-}
+// round keeps four decimals.
+func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }
