@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // ChatRequest is an Ollama /api/chat request. vera reads and rewrites only
@@ -40,38 +42,51 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 
 // UnmarshalJSON implements json.Unmarshaler, keeping unknown fields.
 func (r *ChatRequest) UnmarshalJSON(b []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
 	*r = ChatRequest{}
-	if err := take(m, "model", &r.Model); err != nil {
-		return err
-	}
-	if err := take(m, "messages", &r.Messages); err != nil {
-		return err
-	}
-	if err := take(m, "stream", &r.Stream); err != nil {
-		return err
-	}
-	if len(m) > 0 {
-		r.Extra = m
-	}
-	return nil
+	var err error
+	r.Extra, err = decodeChat(b, &r.Model, &r.Messages, &r.Stream)
+	return err
 }
 
 // MarshalJSON implements json.Marshaler.
 func (r ChatRequest) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Extra)+3)
-	for k, v := range r.Extra {
+	return encodeChat(r.Extra, r.Model, r.Messages, r.Stream)
+}
+
+// decodeChat decodes the fields vera reads from a chat request body (both
+// APIs share them) and returns the others, raw.
+func decodeChat[M any](b []byte, model *string, messages *[]M, stream **bool) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if err := take(m, "model", model); err != nil {
+		return nil, err
+	}
+	if err := take(m, "messages", messages); err != nil {
+		return nil, err
+	}
+	if err := take(m, "stream", stream); err != nil {
+		return nil, err
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// encodeChat is decodeChat's inverse.
+func encodeChat[M any](extra map[string]json.RawMessage, model string, messages []M, stream *bool) ([]byte, error) {
+	m := make(map[string]any, len(extra)+3)
+	for k, v := range extra {
 		m[k] = v
 	}
-	m["model"] = r.Model
-	if r.Messages != nil {
-		m["messages"] = r.Messages
+	m["model"] = model
+	if messages != nil {
+		m["messages"] = messages
 	}
-	if r.Stream != nil {
-		m["stream"] = *r.Stream
+	if stream != nil {
+		m["stream"] = *stream
 	}
 	return json.Marshal(m)
 }
@@ -128,4 +143,57 @@ func (r *ChatRequest) LastUser() string {
 		}
 	}
 	return ""
+}
+
+func (r *ChatRequest) model() string { return r.Model }
+
+func (r *ChatRequest) memoryMessages() []memory.Message {
+	out := make([]memory.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		out[i] = memory.Message{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+func (r *ChatRequest) options() (numCtx, numPredict int) { return requestOptions(r.Extra) }
+
+func (r *ChatRequest) lastUser() string { return r.LastUser() }
+
+func (r *ChatRequest) withMemory(mc *memory.Context) any {
+	first := ""
+	if len(r.Messages) > 0 {
+		first = r.Messages[0].Content
+	}
+	if unchanged(mc, first) {
+		return nil
+	}
+	out := *r
+	out.Messages = make([]Message, 0, len(r.Messages)+len(mc.Recent)+1)
+	if mc.System != "" {
+		sys := Message{Role: "system", Content: mc.System}
+		if mc.SystemReplaces > 0 {
+			sys.Extra = r.Messages[0].Extra
+		}
+		out.Messages = append(out.Messages, sys)
+	}
+	for _, m := range mc.Recent {
+		out.Messages = append(out.Messages, Message{Role: m.Role, Content: m.Content})
+	}
+	out.Messages = append(out.Messages, r.Messages[mc.SystemReplaces:]...)
+	return &out
+}
+
+// unchanged reports whether the memory layers leave a request as it is:
+// nothing injected, and the system message (whose text is first) kept.
+func unchanged(mc *memory.Context, first string) bool {
+	if len(mc.Recent) > 0 {
+		return false
+	}
+	switch {
+	case mc.SystemReplaces == 0 && mc.System == "":
+		return true
+	case mc.SystemReplaces == 1 && mc.System == first:
+		return true
+	}
+	return false
 }

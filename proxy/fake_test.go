@@ -156,11 +156,14 @@ func newFakeOllama(t *testing.T) *fakeOllama {
 	return f
 }
 
-func (f *fakeOllama) remember(r *http.Request) {
+// remember reads r's body and keeps it, with r's host and headers, for
+// last.
+func (f *fakeOllama) remember(r *http.Request) []byte {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastHost, f.lastHdr, f.lastBody = r.Host, r.Header.Clone(), body
+	return body
 }
 
 func (f *fakeOllama) last() (string, http.Header, []byte) {
@@ -198,10 +201,7 @@ func (f *fakeOllama) generate(w http.ResponseWriter, r *http.Request) {
 // stream answers like Ollama: NDJSON records flushed one by one, or one JSON
 // object for stream:false.
 func (f *fakeOllama) stream(w http.ResponseWriter, r *http.Request, rec func(field, text string) map[string]any) {
-	body, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.lastHost, f.lastHdr, f.lastBody = r.Host, r.Header.Clone(), body
-	f.mu.Unlock()
+	body := f.remember(r)
 	var req streamReq
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeJSON(w, 400, map[string]string{"error": err.Error()})
@@ -256,11 +256,32 @@ func (f *fakeOllama) stream(w http.ResponseWriter, r *http.Request, rec func(fie
 	}
 }
 
-// openAIChat streams Server-Sent Events as Ollama's /v1/chat/completions does.
+// openAIChat answers as Ollama's /v1/chat/completions does: Server-Sent
+// Events flushed one by one (a last chunk with finish_reason, then
+// [DONE]), or one chat.completion object when stream is not true.
 func (f *fakeOllama) openAIChat(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.ReadAll(r.Body)
+	body := f.remember(r)
+	var req streamReq
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeJSON(w, 400, map[string]any{"error": map[string]string{"message": err.Error(), "type": "invalid_request_error"}})
+		return
+	}
+	if req.Model == "missing" {
+		writeJSON(w, 404, map[string]any{"error": map[string]string{"message": `model "missing" not found, try pulling it first`, "type": "api_error"}})
+		return
+	}
+	if req.Stream == nil || !*req.Stream {
+		writeJSON(w, 200, map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion", "model": req.Model,
+			"choices": []map[string]any{{"index": 0, "message": map[string]string{"role": "assistant", "content": strings.Join(f.tokens, "")}, "finish_reason": "stop"}},
+		})
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	for i, s := range f.tokens {
+		if f.dieAfter > 0 && i == f.dieAfter {
+			panic(http.ErrAbortHandler)
+		}
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", s)
 		w.(http.Flusher).Flush()
 		if i == 0 && f.gate != nil {
@@ -271,6 +292,7 @@ func (f *fakeOllama) openAIChat(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	io.WriteString(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
 	io.WriteString(w, "data: [DONE]\n\n")
 }
 
@@ -305,6 +327,23 @@ func startVera(t *testing.T, upstream string, configure func(*Server)) string {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// startServedVera is startVera plus a channel that receives each time the
+// handler returns. Record runs after the answer went out, so a client
+// reading a sized answer may finish before it: tests wait on the handler.
+func startServedVera(t *testing.T, upstream string, configure func(*Server)) (string, <-chan struct{}) {
+	t.Helper()
+	s := New(mustURL(t, upstream), NewTransport(time.Minute), nil)
+	configure(s)
+	served := make(chan struct{}, 1)
+	h := s.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { served <- struct{}{} }()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, served
 }
 
 // newClient returns the official Ollama client for base, on a transport of

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -74,13 +75,19 @@ func FuzzAnswerTee(f *testing.F) {
 	f.Add([]byte(`{"message":{"role":"assistant","content":"Hello"},"done":true}`), uint16(3), false)
 	f.Add([]byte("{\"message\":{\"content\":\"a\"}}\n{\"error\":\"boom\"}\n"), uint16(30), true)
 	f.Add([]byte("not json\n"), uint16(1), true)
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n: keep-alive\n\ndata: [DONE]\n\n"), uint16(9), true)
+	f.Add([]byte("data: {\"choices\":\r\ndata: []}\r\n\r\n"), uint16(4), true)
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":"Hi"}}]}`), uint16(2), false)
 	f.Fuzz(func(t *testing.T, body []byte, split uint16, stream bool) {
-		whole := &answerTee{stream: stream}
+		// Both formats share the flag: OpenAI's when the body looks like SSE
+		// or a completion object.
+		openai := bytes.Contains(body, []byte("data:")) || bytes.Contains(body, []byte("choices"))
+		whole := &answerTee{stream: stream, openai: openai}
 		whole.Write(body)
 		whole.finish()
 
 		cut := int(split) % (len(body) + 1)
-		parts := &answerTee{stream: stream}
+		parts := &answerTee{stream: stream, openai: openai}
 		parts.Write(body[:cut])
 		parts.Write(body[cut:])
 		parts.finish()
@@ -100,20 +107,37 @@ func TestAnswerTee(t *testing.T) {
 		body   string
 		want   string
 		ok     bool
+		openai bool
 	}{
-		{"stream", true, "{\"message\":{\"content\":\"He\"},\"done\":false}\n{\"message\":{\"content\":\"llo\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n", "Hello", true},
-		{"thinking and tool calls apart", true, "{\"message\":{\"thinking\":\"hmm\",\"content\":\"\"}}\n{\"message\":{\"content\":\"Yes\",\"tool_calls\":[{}]}}\n{\"done\":true}\n", "Yes", true},
-		{"last line without newline", true, "{\"message\":{\"content\":\"a\"}}\n{\"done\":true}", "a", true},
-		{"no done", true, "{\"message\":{\"content\":\"a\"}}\n", "a", false},
-		{"error record", true, "{\"message\":{\"content\":\"a\"}}\n{\"error\":\"runner died\"}\n", "a", false},
-		{"garbage line", true, "{\"message\":{\"content\":\"a\"}}\nxx\n{\"done\":true}\n", "a", false},
-		{"record after done", true, "{\"message\":{\"content\":\"a\"},\"done\":true}\n{\"message\":{\"content\":\"b\"}}\n", "a", false},
-		{"empty answer", true, "{\"message\":{\"content\":\"  \"},\"done\":true}\n", "  ", false},
-		{"single object", false, `{"message":{"role":"assistant","content":"Hi there"},"done":true}`, "Hi there", true},
+		{"stream", true, "{\"message\":{\"content\":\"He\"},\"done\":false}\n{\"message\":{\"content\":\"llo\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n", "Hello", true, false},
+		{"thinking and tool calls apart", true, "{\"message\":{\"thinking\":\"hmm\",\"content\":\"\"}}\n{\"message\":{\"content\":\"Yes\",\"tool_calls\":[{}]}}\n{\"done\":true}\n", "Yes", true, false},
+		{"last line without newline", true, "{\"message\":{\"content\":\"a\"}}\n{\"done\":true}", "a", true, false},
+		{"no done", true, "{\"message\":{\"content\":\"a\"}}\n", "a", false, false},
+		{"error record", true, "{\"message\":{\"content\":\"a\"}}\n{\"error\":\"runner died\"}\n", "a", false, false},
+		{"garbage line", true, "{\"message\":{\"content\":\"a\"}}\nxx\n{\"done\":true}\n", "a", false, false},
+		{"record after done", true, "{\"message\":{\"content\":\"a\"},\"done\":true}\n{\"message\":{\"content\":\"b\"}}\n", "a", false, false},
+		{"empty answer", true, "{\"message\":{\"content\":\"  \"},\"done\":true}\n", "  ", false, false},
+		{"single object", false, `{"message":{"role":"assistant","content":"Hi there"},"done":true}`, "Hi there", true, false},
+		{"empty body", false, ``, "", false, false},
+
+		// OpenAI's /v1/chat/completions.
+		{"sse", true, "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"He\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"llo\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", "Hello", true, true},
+		{"sse crlf, comments, event fields, usage chunk", true, ": OPENROUTER PROCESSING\r\n\r\nevent: message\r\nid: 1\r\ndata:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\r\n\r\ndata: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\r\n\r\ndata: [DONE]", "Hi", true, true},
+		{"sse data split over lines", true, "data: {\"choices\":[{\"index\":0,\ndata: \"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n", "Hi", true, true},
+		{"sse second choice ignored", true, "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"B\"}},{\"index\":0,\"delta\":{\"content\":\"A\"}}]}\n\ndata: [DONE]\n\n", "A", true, true},
+		{"sse reasoning apart", true, "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"hmm\",\"content\":\"\"}}]}\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Yes\"}}]}\n\ndata: [DONE]\n\n", "Yes", true, true},
+		{"sse without done", true, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n", "a", false, true},
+		{"sse error event", true, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"error\":{\"message\":\"boom\",\"type\":\"api_error\"}}\n\ndata: [DONE]\n\n", "a", false, true},
+		{"sse garbage", true, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: nope\n\ndata: [DONE]\n\n", "a", false, true},
+		{"sse event after done", true, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\ndata: {\"choices\":[]}\n\n", "a", false, true},
+		{"openai object", false, `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there"},"finish_reason":"stop"}]}`, "Hi there", true, true},
+		{"openai object with tool calls only", false, `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{}]}}]}`, "", false, true},
+		{"openai error object", false, `{"error":{"message":"boom"}}`, "", false, true},
+		{"openai object null error", false, `{"error":null,"choices":[{"index":0,"message":{"content":"ok"}}]}`, "ok", true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tee := &answerTee{stream: tt.stream}
+			tee := &answerTee{stream: tt.stream, openai: tt.openai}
 			for i := 0; i < len(tt.body); i += 5 { // arrive in small pieces
 				tee.Write([]byte(tt.body[i:min(i+5, len(tt.body))]))
 			}

@@ -1,7 +1,8 @@
 // Package proxy is vera's HTTP face: it answers every Ollama route by
 // forwarding it to Ollama unchanged and streaming the answer back as it
-// comes, intercepts /api/chat to capture (and, with memory, to extend) the
-// conversation, and serves vera's own routes such as /healthz.
+// comes, intercepts /api/chat and /v1/chat/completions to capture (and,
+// with memory, to extend) the conversation, and serves vera's own routes
+// such as /healthz.
 package proxy
 
 import (
@@ -99,6 +100,7 @@ func (s *Server) Handler() http.Handler {
 
 	e.GET("/healthz", s.handle(s.healthz))
 	e.POST("/api/chat", s.handle(s.chat))
+	e.POST("/v1/chat/completions", s.handle(s.openAIChat))
 	e.NoRoute(func(c *gin.Context) { s.passthrough(c.Writer, c.Request) })
 	return e
 }
@@ -119,9 +121,33 @@ func (s *Server) handle(h func(*gin.Context) error) gin.HandlerFunc {
 	}
 }
 
-// chat forwards /api/chat, teeing the answer so the finished turn can be
-// recorded once the client has it.
+// chatRequest is what memory needs from a chat request, whichever API it
+// came through: Ollama's /api/chat or the OpenAI-compatible
+// /v1/chat/completions.
+type chatRequest interface {
+	model() string
+	memoryMessages() []memory.Message
+	// options returns num_ctx and the answer's token cap; 0 when unset.
+	options() (numCtx, numPredict int)
+	lastUser() string
+	// withMemory returns the request to forward with mc's layers in place,
+	// or nil when they change nothing (the original bytes then go out).
+	withMemory(mc *memory.Context) any
+}
+
+// chat serves /api/chat.
 func (s *Server) chat(c *gin.Context) error {
+	return s.serveChat(c, false, func(b []byte) (chatRequest, error) { return ParseChatRequest(b) })
+}
+
+// openAIChat serves /v1/chat/completions.
+func (s *Server) openAIChat(c *gin.Context) error {
+	return s.serveChat(c, true, func(b []byte) (chatRequest, error) { return ParseOpenAIRequest(b) })
+}
+
+// serveChat injects memory into a chat, forwards it, and tees the answer so
+// the finished turn can be recorded once the client has it.
+func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chatRequest, error)) error {
 	r := c.Request
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, r.Body, maxChatBody))
 	if err != nil {
@@ -134,7 +160,7 @@ func (s *Server) chat(c *gin.Context) error {
 		}
 		return httpError(http.StatusBadRequest, "reading request body", err)
 	}
-	req, err := ParseChatRequest(body)
+	req, err := parse(body)
 	if err != nil {
 		return httpError(http.StatusBadRequest, err.Error(), nil)
 	}
@@ -144,7 +170,7 @@ func (s *Server) chat(c *gin.Context) error {
 	var mc *memory.Context
 	if s.Memory != nil {
 		mc = s.recall(c, req, ns, off)
-		if forward := injected(req, mc); forward != nil {
+		if forward := req.withMemory(mc); forward != nil {
 			if body, err = json.Marshal(forward); err != nil {
 				return fmt.Errorf("encoding the chat request: %w", err)
 			}
@@ -160,7 +186,7 @@ func (s *Server) chat(c *gin.Context) error {
 
 	var tee *answerTee
 	if (s.Recorder != nil && !off) || s.Debug != nil {
-		tee = &answerTee{}
+		tee = &answerTee{openai: openai}
 		out = out.WithContext(withTee(out.Context(), tee))
 	}
 	s.rp.ServeHTTP(c.Writer, out)
@@ -172,15 +198,16 @@ func (s *Server) chat(c *gin.Context) error {
 	}
 	answer, ok := tee.Answer()
 	if s.Debug != nil {
-		s.Debug.Chat(c.GetString(requestIDKey), ns, req.Model, mc, body, len(answer), ok)
+		s.Debug.Chat(c.GetString(requestIDKey), ns, req.model(), mc, body, len(answer), ok)
 	}
-	if !ok || off || s.Recorder == nil || req.LastUser() == "" {
+	user := req.lastUser()
+	if !ok || off || s.Recorder == nil || user == "" {
 		return nil
 	}
 	s.Recorder.Record(memory.Turn{
 		Namespace: ns,
-		Model:     req.Model,
-		User:      req.LastUser(),
+		Model:     req.model(),
+		User:      user,
 		Assistant: answer,
 		Time:      time.Now().UTC(),
 	})
@@ -189,51 +216,20 @@ func (s *Server) chat(c *gin.Context) error {
 
 // recall builds the memory layers for a chat. It never fails the chat: a
 // memory failure is logged and the chat goes on without memory.
-func (s *Server) recall(c *gin.Context, req *ChatRequest, ns string, off bool) *memory.Context {
+func (s *Server) recall(c *gin.Context, req chatRequest, ns string, off bool) *memory.Context {
 	ctx := c.Request.Context()
-	numCtx, numPredict := requestOptions(req.Extra)
+	numCtx, numPredict := req.options()
 	mreq := memory.Request{Namespace: ns, NoMemory: off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0)}
 	if !off && numCtx <= 0 {
-		mreq.ContextLength = s.windows.lookup(ctx, req.Model)
+		mreq.ContextLength = s.windows.lookup(ctx, req.model())
 	}
-	mreq.Messages = make([]memory.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		mreq.Messages[i] = memory.Message{Role: m.Role, Content: m.Content}
-	}
+	mreq.Messages = req.memoryMessages()
 	mc := s.Memory.Build(ctx, mreq)
 	if mc.Err != nil {
 		s.log.Warn("chat answered without memory", slog.String("namespace", ns), slog.Any("error", mc.Err),
 			slog.String("request_id", c.GetString(requestIDKey)))
 	}
 	return mc
-}
-
-// injected returns the request to forward with the memory layers in place,
-// or nil when they change nothing (the original bytes then go out as
-// they came).
-func injected(req *ChatRequest, mc *memory.Context) *ChatRequest {
-	if len(mc.Recent) == 0 {
-		switch {
-		case mc.SystemReplaces == 0 && mc.System == "":
-			return nil
-		case mc.SystemReplaces == 1 && mc.System == req.Messages[0].Content:
-			return nil
-		}
-	}
-	out := *req
-	out.Messages = make([]Message, 0, len(req.Messages)+len(mc.Recent)+1)
-	if mc.System != "" {
-		sys := Message{Role: "system", Content: mc.System}
-		if mc.SystemReplaces > 0 {
-			sys.Extra = req.Messages[0].Extra
-		}
-		out.Messages = append(out.Messages, sys)
-	}
-	for _, m := range mc.Recent {
-		out.Messages = append(out.Messages, Message{Role: m.Role, Content: m.Content})
-	}
-	out.Messages = append(out.Messages, req.Messages[mc.SystemReplaces:]...)
-	return &out
 }
 
 // namespace scopes a request's memory: the namespace header, else "default".

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -230,7 +231,7 @@ func TestSSEPassesThroughEventByEvent(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(rest), "\ndata: "), "no blank lines added or removed")
 	assert.True(t, strings.HasSuffix(string(rest), "\n\ndata: [DONE]\n\n"))
-	assert.Equal(t, 5, strings.Count(line+string(rest), "data: "))
+	assert.Equal(t, 6, strings.Count(line+string(rest), "data: "))
 }
 
 func TestRootAndCORS(t *testing.T) {
@@ -414,17 +415,27 @@ func TestMalformedChatRequest(t *testing.T) {
 		{"empty", ``, "missing request body"},
 		{"not json", `{"model":`, "invalid JSON in request body"},
 		{"messages not a list", `{"model":"m","messages":"hi"}`, `field "messages"`},
+		{"content a number", `{"model":"m","messages":[{"role":"user","content":1}]}`, `content`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := http.Post(base+"/api/chat", "application/json", strings.NewReader(tt.body))
-			require.NoError(t, err)
-			defer res.Body.Close()
-			assert.Equal(t, http.StatusBadRequest, res.StatusCode)
-			var body map[string]string
-			require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
-			assert.Contains(t, body["error"], tt.want)
-		})
+	for _, path := range []string{"/api/chat", "/v1/chat/completions"} {
+		for _, tt := range tests {
+			t.Run(path+" "+tt.name, func(t *testing.T) {
+				res, err := http.Post(base+path, "application/json", strings.NewReader(tt.body))
+				require.NoError(t, err)
+				defer res.Body.Close()
+				assert.Equal(t, http.StatusBadRequest, res.StatusCode)
+				var body map[string]any
+				require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+				if path == "/api/chat" {
+					assert.Contains(t, body["error"], tt.want)
+					return
+				}
+				e, ok := body["error"].(map[string]any)
+				require.True(t, ok, "OpenAI's error shape: %v", body)
+				assert.Contains(t, e["message"], tt.want)
+				assert.Equal(t, "invalid_request_error", e["type"])
+			})
+		}
 	}
 }
 
@@ -443,13 +454,16 @@ func TestChatForwardsUnknownFieldsUnchanged(t *testing.T) {
 }
 
 func TestChatRecordsFinishedTurns(t *testing.T) {
+	const v1 = "/v1/chat/completions"
 	tests := []struct {
 		name    string
+		path    string // default /api/chat
 		setup   func(*fakeOllama)
 		header  http.Header
 		body    string
 		want    []string // the recorded answers
 		wantNS  string
+		status  int // default 200
 		wantErr bool
 	}{
 		{
@@ -472,8 +486,9 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 			body:   `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`,
 		},
 		{
-			name: "upstream error status",
-			body: `{"model":"missing","messages":[{"role":"user","content":"hi"}]}`,
+			name:   "upstream error status",
+			body:   `{"model":"missing","messages":[{"role":"user","content":"hi"}]}`,
+			status: http.StatusNotFound,
 		},
 		{
 			name:    "aborted stream",
@@ -486,6 +501,18 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 			setup: func(f *fakeOllama) { f.tokens = []string{"", " "} },
 			body:  `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`,
 		},
+		{
+			name: "no user message",
+			body: `{"model":"llama3.2","messages":[{"role":"system","content":"hi"}]}`,
+		},
+
+		// OpenAI's format on Ollama's compatible endpoint.
+		{name: "v1 streamed", path: v1, body: `{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`, want: []string{"Hello there."}, wantNS: "default"},
+		{name: "v1 not streamed, content parts", path: v1, body: `{"model":"llama3.2","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`, want: []string{"Hello there."}, wantNS: "default"},
+		{name: "v1 memory off", path: v1, header: http.Header{"X-Vera-Memory": {"off"}}, body: `{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{name: "v1 missing model", path: v1, body: `{"model":"missing","stream":true,"messages":[{"role":"user","content":"hi"}]}`, status: http.StatusNotFound},
+		{name: "v1 aborted stream", path: v1, setup: func(f *fakeOllama) { f.dieAfter = 2 }, body: `{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`, wantErr: true},
+		{name: "v1 empty answer", path: v1, setup: func(f *fakeOllama) { f.tokens = []string{" "} }, body: `{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -494,19 +521,9 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 				tt.setup(up)
 			}
 			rec := &recorder{}
-			s := New(mustURL(t, up.srv.URL), NewTransport(time.Minute), nil)
-			s.Recorder = rec
-			// Record runs after the answer went out, so a client reading a
-			// sized answer may finish first: wait for the handler itself.
-			served := make(chan struct{}, 1)
-			h := s.Handler()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				defer func() { served <- struct{}{} }()
-				h.ServeHTTP(w, r)
-			}))
-			t.Cleanup(srv.Close)
-			base := srv.URL
-			req, _ := http.NewRequest(http.MethodPost, base+"/api/chat", strings.NewReader(tt.body))
+			base, served := startServedVera(t, up.srv.URL, func(s *Server) { s.Recorder = rec })
+			path := cmp.Or(tt.path, "/api/chat")
+			req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(tt.body))
 			for k, v := range tt.header {
 				req.Header[k] = v
 			}
@@ -518,6 +535,7 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 				require.Error(t, readErr)
 			} else {
 				require.NoError(t, readErr)
+				assert.Equal(t, cmp.Or(tt.status, http.StatusOK), res.StatusCode)
 			}
 			waitFor(t, served, "the handler to return")
 			turns := rec.all()

@@ -14,20 +14,24 @@ import (
 // larger than that is still forwarded, but the answer is not captured.
 const maxRecord = 16 << 20
 
-// answerTee reads a copy of an /api/chat response as it streams past and
-// keeps the assistant's answer. It never delays or alters a byte: the
-// client receives exactly what Ollama sent.
+// answerTee reads a copy of a chat response as it streams past and keeps
+// the assistant's answer. It never delays or alters a byte: the client
+// receives exactly what Ollama sent. It reads Ollama's /api/chat (NDJSON
+// records or one JSON object) and, with openai set, /v1/chat/completions
+// (Server-Sent Events ending in [DONE], or one JSON object).
 type answerTee struct {
-	stream  bool // NDJSON records, else one JSON object
+	openai  bool // OpenAI's format, else Ollama's
+	stream  bool // a stream of records (NDJSON or SSE), else one object
 	buf     []byte
+	event   []byte // SSE: the data lines of the event being read
 	content strings.Builder
 	done    bool
 	failed  bool
 }
 
 // Answer returns the captured answer and whether the response finished
-// cleanly with done:true. An aborted, failed or empty answer is not
-// complete.
+// cleanly: done:true from Ollama, [DONE] or a non-streamed choice from
+// OpenAI. An aborted, failed or empty answer is not complete.
 func (t *answerTee) Answer() (string, bool) {
 	ok := t.done && !t.failed && strings.TrimSpace(t.content.String()) != ""
 	return t.content.String(), ok
@@ -52,7 +56,11 @@ func (t *answerTee) wrap(res *http.Response, body io.ReadCloser) io.ReadCloser {
 		return body
 	}
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	t.stream = mt == "application/x-ndjson"
+	if t.openai {
+		t.stream = mt == "text/event-stream"
+	} else {
+		t.stream = mt == "application/x-ndjson"
+	}
 	return &teeBody{ReadCloser: body, tee: t}
 }
 
@@ -90,10 +98,10 @@ func (t *answerTee) Write(p []byte) (int, error) {
 			break
 		}
 		if len(t.buf) == 0 {
-			t.record(p[:i]) // the whole line is in p: no copy
+			t.line(p[:i]) // the whole line is in p: no copy
 		} else {
 			t.append(p[:i])
-			t.record(t.buf)
+			t.line(t.buf)
 			t.buf = t.buf[:0]
 		}
 		p = p[i+1:]
@@ -111,12 +119,60 @@ func (t *answerTee) append(p []byte) {
 }
 
 // finish handles the end of the body: the single object of a non-streamed
-// answer, or a last NDJSON line without its newline.
+// answer, or a last line without its newline (and, for SSE, the event it
+// ends).
 func (t *answerTee) finish() {
-	if !t.failed && len(bytes.TrimSpace(t.buf)) > 0 {
-		t.record(t.buf)
+	switch {
+	case t.failed:
+	case !t.stream:
+		t.object(t.buf)
+	default:
+		if len(t.buf) > 0 {
+			t.line(t.buf)
+		}
+		if t.openai {
+			t.line(nil)
+		}
 	}
 	t.buf = nil
+}
+
+// line takes one line of a stream (without its newline).
+func (t *answerTee) line(l []byte) {
+	if t.failed {
+		return
+	}
+	if !t.openai {
+		t.record(l)
+		return
+	}
+	// Server-Sent Events (https://html.spec.whatwg.org/multipage/server-sent-events.html):
+	// data lines accumulate until a blank line ends the event; comments and
+	// the event, id and retry fields carry nothing vera needs.
+	l = bytes.TrimSuffix(l, []byte{'\r'})
+	if len(l) == 0 {
+		if t.event != nil {
+			t.sseEvent(t.event)
+			t.event = nil
+		}
+		return
+	}
+	data, ok := bytes.CutPrefix(l, []byte("data:"))
+	if !ok {
+		return
+	}
+	data = bytes.TrimPrefix(data, []byte{' '})
+	if len(t.event)+len(data) > maxRecord {
+		t.failed = true
+		return
+	}
+	if t.event != nil {
+		t.event = append(t.event, '\n')
+	}
+	t.event = append(t.event, data...)
+	if t.event == nil {
+		t.event = []byte{}
+	}
 }
 
 // chatRecord is the part of an Ollama chat response record the tee needs.
@@ -128,6 +184,7 @@ type chatRecord struct {
 	Error string `json:"error"`
 }
 
+// record takes one Ollama NDJSON record.
 func (t *answerTee) record(line []byte) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || t.failed {
@@ -143,4 +200,59 @@ func (t *answerTee) record(line []byte) {
 		t.content.WriteString(rec.Message.Content)
 	}
 	t.done = rec.Done
+}
+
+// object takes the whole body of a non-streamed answer.
+func (t *answerTee) object(body []byte) {
+	if !t.openai {
+		if len(bytes.TrimSpace(body)) > 0 {
+			t.record(body)
+		}
+		return
+	}
+	var res openAIRecord
+	if json.Unmarshal(body, &res) != nil || res.Error != nil || len(res.Choices) == 0 || res.Choices[0].Message == nil {
+		t.failed = true
+		return
+	}
+	t.content.WriteString(res.Choices[0].Message.Content)
+	t.done = true
+}
+
+// openAIRecord is the part of an OpenAI chat completion, or of one chunk of
+// a streamed one, that the tee needs. Only the first choice is recorded.
+type openAIRecord struct {
+	Choices []struct {
+		Index   int `json:"index"`
+		Message *struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		Delta *struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Error any `json:"error"`
+}
+
+// sseEvent takes the data of one Server-Sent Event of an OpenAI stream.
+func (t *answerTee) sseEvent(data []byte) {
+	if t.done {
+		// Nothing may follow [DONE].
+		t.failed = true
+		return
+	}
+	if string(bytes.TrimSpace(data)) == "[DONE]" {
+		t.done = true
+		return
+	}
+	var rec openAIRecord
+	if err := json.Unmarshal(data, &rec); err != nil || rec.Error != nil {
+		t.failed = true
+		return
+	}
+	for _, c := range rec.Choices {
+		if c.Index == 0 && c.Delta != nil {
+			t.content.WriteString(c.Delta.Content)
+		}
+	}
 }

@@ -68,6 +68,26 @@ type fakeOllama struct {
 
 	mu    sync.Mutex
 	chats []api.ChatRequest
+	v1    []openAIChat // /v1/chat/completions requests
+}
+
+// openAIChat is the part of a /v1/chat/completions request the tests read.
+type openAIChat struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// lastV1 returns the last /v1/chat/completions request received.
+func (f *fakeOllama) lastV1(t *testing.T) openAIChat {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.v1)
+	return f.v1[len(f.v1)-1]
 }
 
 // lastChat returns the last chat request received.
@@ -129,6 +149,30 @@ func newFakeOllama(t *testing.T) *fakeOllama {
 			}
 		}
 		io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+	})
+	// Ollama's OpenAI-compatible endpoint: SSE chunks then [DONE], or one
+	// chat.completion object.
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req openAIChat
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, `{"error":{"message":"invalid JSON","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		f.v1 = append(f.v1, req)
+		f.mu.Unlock()
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from Ollama"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, tok := range []string{"Hello", " from", " Ollama"} {
+			fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, tok)
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n", req.Model)
+		io.WriteString(w, "data: [DONE]\n\n")
 	})
 	f.Server = httptest.NewServer(mux)
 	t.Cleanup(f.Close)

@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// OpenAIRequest is a /v1/chat/completions request, as clients send it to
+// Ollama's OpenAI-compatible endpoint. As with ChatRequest, vera reads and
+// rewrites only the messages; every other field is kept as raw JSON.
+type OpenAIRequest struct {
+	Model    string
+	Messages []OpenAIMessage
+	Stream   *bool // nil: absent, which OpenAI takes as false
+	Extra    map[string]json.RawMessage
+}
+
+// OpenAIMessage is one OpenAI chat message. Content is kept raw: it is a
+// string, an array of parts (text, image_url, input_audio...) or null (an
+// assistant message carrying only tool calls), and it is forwarded exactly
+// as it came unless vera writes the message itself.
+type OpenAIMessage struct {
+	Role    string
+	Content json.RawMessage
+	Extra   map[string]json.RawMessage
+}
+
+// ParseOpenAIRequest decodes a /v1/chat/completions body. The error is meant
+// for the client.
+func ParseOpenAIRequest(body []byte) (*OpenAIRequest, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, errors.New("missing request body")
+	}
+	var r OpenAIRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("invalid JSON in request body: %w", err)
+	}
+	for i, m := range r.Messages {
+		if _, err := m.text(); err != nil {
+			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+		}
+	}
+	return &r, nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler, keeping unknown fields.
+func (r *OpenAIRequest) UnmarshalJSON(b []byte) error {
+	*r = OpenAIRequest{}
+	var err error
+	r.Extra, err = decodeChat(b, &r.Model, &r.Messages, &r.Stream)
+	return err
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r OpenAIRequest) MarshalJSON() ([]byte, error) {
+	return encodeChat(r.Extra, r.Model, r.Messages, r.Stream)
+}
+
+// UnmarshalJSON implements json.Unmarshaler, keeping unknown fields.
+func (msg *OpenAIMessage) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*msg = OpenAIMessage{}
+	if err := take(m, "role", &msg.Role); err != nil {
+		return err
+	}
+	if c, ok := m["content"]; ok {
+		msg.Content = c
+		delete(m, "content")
+	}
+	if len(m) > 0 {
+		msg.Extra = m
+	}
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler.
+func (msg OpenAIMessage) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(msg.Extra)+2)
+	for k, v := range msg.Extra {
+		m[k] = v
+	}
+	m["role"] = msg.Role
+	if msg.Content != nil {
+		m["content"] = msg.Content
+	}
+	return json.Marshal(m)
+}
+
+// contentPart is the part of an OpenAI content part vera reads.
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// text returns what memory sees of the message: the string content, or the
+// text parts of an array joined by newlines (images and audio are not
+// text). A content of any other shape is an error.
+func (msg OpenAIMessage) text() (string, error) {
+	c := bytes.TrimSpace(msg.Content)
+	if len(c) == 0 || string(c) == "null" {
+		return "", nil
+	}
+	switch c[0] {
+	case '"':
+		var s string
+		err := json.Unmarshal(c, &s)
+		return s, err
+	case '[':
+		var parts []contentPart
+		if err := json.Unmarshal(c, &parts); err != nil {
+			return "", fmt.Errorf("want a string or an array of content parts: %w", err)
+		}
+		var texts []string
+		for _, p := range parts {
+			if p.Text != nil && (p.Type == "text" || p.Type == "") {
+				texts = append(texts, *p.Text)
+			}
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", errors.New("want a string or an array of content parts")
+}
+
+// Text returns the message's text content (see text); malformed content
+// reads as empty, which ParseOpenAIRequest has already refused.
+func (msg OpenAIMessage) Text() string {
+	s, _ := msg.text()
+	return s
+}
+
+// stringContent encodes s as a JSON string content.
+func stringContent(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// The chat interface: what vera's memory needs from a chat request,
+// whichever API it came through.
+
+func (r *OpenAIRequest) model() string { return r.Model }
+
+func (r *OpenAIRequest) memoryMessages() []memory.Message {
+	out := make([]memory.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		out[i] = memory.Message{Role: m.Role, Content: m.Text()}
+	}
+	return out
+}
+
+// options reports the answer's token cap. OpenAI requests cannot set the
+// context window (Ollama's compatibility layer has no num_ctx), so it
+// always comes from the model.
+func (r *OpenAIRequest) options() (numCtx, numPredict int) {
+	for _, k := range []string{"max_completion_tokens", "max_tokens"} {
+		var n int
+		if raw, ok := r.Extra[k]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+			return 0, n
+		}
+	}
+	return 0, 0
+}
+
+func (r *OpenAIRequest) lastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Text()
+		}
+	}
+	return ""
+}
+
+func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
+	first := ""
+	if len(r.Messages) > 0 {
+		first = r.Messages[0].Text()
+	}
+	if unchanged(mc, first) {
+		return nil
+	}
+	out := *r
+	out.Messages = make([]OpenAIMessage, 0, len(r.Messages)+len(mc.Recent)+1)
+	if mc.System != "" {
+		sys := OpenAIMessage{Role: "system", Content: stringContent(mc.System)}
+		if mc.SystemReplaces > 0 {
+			sys.Extra = r.Messages[0].Extra
+		}
+		out.Messages = append(out.Messages, sys)
+	}
+	for _, m := range mc.Recent {
+		out.Messages = append(out.Messages, OpenAIMessage{Role: m.Role, Content: stringContent(m.Content)})
+	}
+	out.Messages = append(out.Messages, r.Messages[mc.SystemReplaces:]...)
+	return &out
+}

@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+var openAISeeds = []string{
+	`{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"llama3.2","stream":true,"stream_options":{"include_usage":true},"max_tokens":64,"temperature":0.2,` +
+		`"response_format":{"type":"json_object"},"tools":[{"type":"function","function":{"name":"f"}}],` +
+		`"messages":[{"role":"system","content":"be brief"},` +
+		`{"role":"user","name":"ann","content":[{"type":"text","text":"what is"},{"type":"image_url","image_url":{"url":"data:image/png;base64,aGVsbG8="}},{"type":"text","text":"this?"}]},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"42"}],"future":{"x":[1,2,3]}}`,
+	`{"model":"m","messages":null,"stream":null}`,
+	`{"messages":[{"role":"user"}]}`,
+	`{}`,
+	`[]`,
+	``,
+}
+
+func FuzzParseOpenAIRequest(f *testing.F) {
+	for _, s := range openAISeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := ParseOpenAIRequest(body)
+		if err != nil {
+			return
+		}
+		out, err := json.Marshal(req)
+		require.NoError(t, err)
+		again, err := ParseOpenAIRequest(out)
+		require.NoError(t, err, "re-encoded request must parse: %s", out)
+		out2, err := json.Marshal(again)
+		require.NoError(t, err)
+		assert.JSONEq(t, string(out), string(out2))
+		for i := range req.Messages {
+			assert.Equal(t, req.Messages[i].Text(), again.Messages[i].Text())
+		}
+	})
+}
+
+func TestOpenAIRequestKeepsEverything(t *testing.T) {
+	req, err := ParseOpenAIRequest([]byte(openAISeeds[1]))
+	require.NoError(t, err)
+	assert.Equal(t, "llama3.2", req.Model)
+	require.Len(t, req.Messages, 4)
+	assert.Equal(t, "what is\nthis?", req.Messages[1].Text(), "text parts joined, the image left out")
+	assert.Equal(t, "what is\nthis?", req.lastUser())
+	assert.Equal(t, "", req.Messages[2].Text(), "null content")
+	_, answer := req.options()
+	assert.Equal(t, 64, answer)
+	out, err := json.Marshal(req)
+	require.NoError(t, err)
+	assert.JSONEq(t, openAISeeds[1], string(out))
+}
+
+func TestOpenAIRequestRefusesBadContent(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":42}]}`,
+		`{"model":"m","messages":[{"role":"user","content":{"text":"hi"}}]}`,
+		`{"model":"m","messages":[{"role":"user","content":["hi"]}]}`,
+	} {
+		_, err := ParseOpenAIRequest([]byte(body))
+		require.Error(t, err, body)
+		assert.Contains(t, err.Error(), "messages[0].content")
+	}
+}
+
+// fixedMemory injects the same layers into every chat and remembers the
+// request it was asked about.
+type fixedMemory struct {
+	mc  memory.Context
+	got chan memory.Request
+}
+
+func (m *fixedMemory) Build(_ context.Context, req memory.Request) *memory.Context {
+	select {
+	case m.got <- req:
+	default:
+	}
+	mc := m.mc
+	return &mc
+}
+
+func TestOpenAIChatWithMemory(t *testing.T) {
+	up := newFakeOllama(t)
+	mem := &fixedMemory{got: make(chan memory.Request, 1), mc: memory.Context{
+		System:         "be brief\n\nMemories:\n[2026-11-20]\nUser: my sister is Ann\nAssistant: noted",
+		SystemReplaces: 1,
+		Recent:         []memory.Message{{Role: "user", Content: "earlier"}, {Role: "assistant", Content: "yes"}},
+		RecentIDs:      []string{"r1"},
+		Semantic:       []memory.Hit{{Memory: memory.Memory{ID: "s1"}}},
+		SemanticTokens: 12, RecentTokens: 4,
+	}}
+	rec := &recorder{}
+	base, served := startServedVera(t, up.srv.URL, func(s *Server) { s.Memory, s.Recorder = mem, rec })
+
+	image := `{"type":"image_url","image_url":{"url":"data:image/png;base64,aGVsbG8="}}`
+	sent := `{"model":"llama3.2","stream":true,"max_completion_tokens":100,"future":1,"messages":[` +
+		`{"role":"system","content":[{"type":"text","text":"be brief"}],"name":"sys"},` +
+		`{"role":"user","content":[{"type":"text","text":"who is my sister?"},` + image + `]}]}`
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(sent))
+	req.Header.Set("X-OpenWebUI-User-Id", "alice")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
+	assert.Equal(t, "semantic=1; recent=1; tokens=16", res.Header.Get("X-Vera-Context"))
+	assert.True(t, strings.HasSuffix(string(body), "data: [DONE]\n\n"))
+	waitFor(t, served, "the handler to return")
+
+	// What memory was asked: the text of each message, the model's window
+	// (/api/show has no num_ctx here, /api/ps no context length: 4096) and
+	// the answer's cap.
+	got := waitFor(t, mem.got, "the memory request")
+	assert.Equal(t, "alice", got.Namespace)
+	assert.Equal(t, []memory.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "who is my sister?"}}, got.Messages)
+	assert.Equal(t, 100, got.AnswerTokens)
+	assert.Equal(t, memory.DefaultContextLength, got.ContextLength)
+
+	// What Ollama got: the merged system message as a string (the old one's
+	// other fields kept), the recent pair, the user's parts untouched.
+	_, _, fwd := up.last()
+	assert.JSONEq(t, `{"model":"llama3.2","stream":true,"max_completion_tokens":100,"future":1,"messages":[`+
+		`{"role":"system","name":"sys","content":"be brief\n\nMemories:\n[2026-11-20]\nUser: my sister is Ann\nAssistant: noted"},`+
+		`{"role":"user","content":"earlier"},{"role":"assistant","content":"yes"},`+
+		`{"role":"user","content":[{"type":"text","text":"who is my sister?"},`+image+`]}]}`, string(fwd))
+
+	turns := rec.all()
+	require.Len(t, turns, 1)
+	assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: "who is my sister?", Assistant: "Hello there.", Time: turns[0].Time}, turns[0])
+}
+
+func TestOpenAIChatUnchangedIsForwardedAsItCame(t *testing.T) {
+	up := newFakeOllama(t)
+	mem := &fixedMemory{got: make(chan memory.Request, 1), mc: memory.Context{System: "be brief", SystemReplaces: 1}}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory = mem })
+	sent := `{"model":"llama3.2",  "messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}`
+	res, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(sent))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	_, _, fwd := up.last()
+	assert.Equal(t, sent, string(fwd), "byte for byte")
+	assert.Equal(t, "semantic=0; recent=0; tokens=0", res.Header.Get("X-Vera-Context"))
+}
