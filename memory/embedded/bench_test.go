@@ -21,6 +21,21 @@ const benchDim = 768
 // drawn from a Zipf-distributed vocabulary, with random unit vectors.
 func corpus(n int) []memory.Memory {
 	rng := rand.New(rand.NewPCG(7, 11))
+	tok, _ := memory.NewTokenizer()
+	ms := textCorpus(n)
+	for i := range ms {
+		v := make([]float32, benchDim)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		ms[i].Vector, ms[i].Tokens = v, tok.Count(ms[i].Text)
+	}
+	return ms
+}
+
+// textCorpus is corpus without vectors or token counts, one minute apart.
+func textCorpus(n int) []memory.Memory {
+	rng := rand.New(rand.NewPCG(7, 11))
 	vocab := make([]string, 20000)
 	for i := range vocab {
 		vocab[i] = fmt.Sprintf("w%x", i*2654435761%1000003)
@@ -36,18 +51,13 @@ func corpus(n int) []memory.Memory {
 		}
 		return b.String()
 	}
-	tok, _ := memory.NewTokenizer()
 	ms := make([]memory.Memory, n)
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range ms {
-		v := make([]float32, benchDim)
-		for j := range v {
-			v[j] = float32(rng.NormFloat64())
-		}
 		text := memory.FormatExchange(sentence(12+rng.IntN(20)), sentence(20+rng.IntN(60)))
 		ms[i] = memory.Memory{
 			ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Text: text,
-			Time: t0.Add(time.Duration(i) * time.Minute), Vector: v, Tokens: tok.Count(text),
+			Time: t0.Add(time.Duration(i) * time.Minute),
 		}
 	}
 	return ms

@@ -389,14 +389,20 @@ func (d *DB) query(ctx context.Context, q string, args ...any) ([]memory.Memory,
 	return out, rows.Err()
 }
 
-// Latest returns the newest memories matching f, newest first.
+// Latest returns the newest memories matching f, newest first (equal
+// times: the later written first). It reads the in-memory index, which
+// holds every memory but its vector, as a query of SQLite would.
 func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
-	w, args := where(f)
-	out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY ts DESC, seq DESC LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("latest: %w", err)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return out, nil
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	ix := d.ns[f.Namespace]
+	if ix == nil || limit <= 0 {
+		return nil, nil
+	}
+	return ix.latest(&f, limit), nil
 }
 
 // Scroll pages through the memories matching f in id order; the cursor is

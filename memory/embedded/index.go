@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -41,6 +42,11 @@ type index struct {
 	terms map[string]int32 // term → term id
 	post  [][]posting      // term id → postings, by ascending slot
 	total int64            // sum of live doc lengths, in terms
+	// unordered is set once a memory arrives older than one before it:
+	// until then slots are in time order and latest reads from the end.
+	unordered bool
+	// pruned counts the lexical searches MaxScore cut short (for tests).
+	pruned atomic.Int64
 
 	dim   int
 	words int       // uint64 words of sign bits per vector
@@ -146,6 +152,9 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 		}
 		ix.nvec++
 	}
+	if k := len(ix.meta); k > 0 && m.Time.UnixNano() < ix.meta[k-1].ts {
+		ix.unordered = true
+	}
 	ix.docs = append(ix.docs, d)
 	ix.meta = append(ix.meta, slotMeta{ts: m.Time.UnixNano(), length: float32(n), typ: typeBit(m.Type), vec: hasVec})
 	ix.slot[m.ID] = s
@@ -222,6 +231,67 @@ func (ix *index) compact() {
 	ix.docs, ix.meta, ix.vecs, ix.signs = docs, meta, vecs, signs
 }
 
+// latest returns the newest memories passing f, newest first (equal
+// times: the later indexed first).
+func (ix *index) latest(f *memory.Filter, limit int) []memory.Memory {
+	sf := compile(f)
+	var slots []int32
+	if !ix.unordered {
+		for s := len(ix.meta) - 1; s >= 0 && len(slots) < limit; s-- {
+			if sf.ok(&ix.meta[s]) {
+				slots = append(slots, int32(s))
+			}
+		}
+	} else {
+		h := &newest{meta: ix.meta}
+		for s := range ix.meta {
+			if !sf.ok(&ix.meta[s]) {
+				continue
+			}
+			if len(h.slots) < limit {
+				heap.Push(h, int32(s))
+			} else if limit > 0 && h.older(h.slots[0], int32(s)) {
+				h.slots[0] = int32(s)
+				heap.Fix(h, 0)
+			}
+		}
+		slots = h.slots
+		slices.SortFunc(slots, func(a, b int32) int {
+			if h.older(a, b) {
+				return 1
+			}
+			return -1
+		})
+	}
+	out := make([]memory.Memory, len(slots))
+	for i, s := range slots {
+		out[i] = ix.docs[s].mem
+	}
+	return out
+}
+
+// newest keeps the newest slots: a min-heap on (time, slot).
+type newest struct {
+	meta  []slotMeta
+	slots []int32
+}
+
+// older reports whether slot a is older than slot b.
+func (h *newest) older(a, b int32) bool {
+	ta, tb := h.meta[a].ts, h.meta[b].ts
+	return ta < tb || ta == tb && a < b
+}
+
+func (h *newest) Len() int           { return len(h.slots) }
+func (h *newest) Less(i, j int) bool { return h.older(h.slots[i], h.slots[j]) }
+func (h *newest) Swap(i, j int)      { h.slots[i], h.slots[j] = h.slots[j], h.slots[i] }
+func (h *newest) Push(x any)         { h.slots = append(h.slots, x.(int32)) }
+func (h *newest) Pop() any {
+	x := h.slots[len(h.slots)-1]
+	h.slots = h.slots[:len(h.slots)-1]
+	return x
+}
+
 // scored is a candidate with a score, for top-k selection.
 type scored struct {
 	slot  int32
@@ -273,21 +343,60 @@ type lexBuf struct {
 
 var scorePool = sync.Pool{New: func() any { return new(lexBuf) }}
 
+// queryTerm is one distinct query term with its BM25 weight: scale is
+// IDF·(k1+1)·(times it occurs in the query), which is also the most one
+// document can get from the term (tf/(tf+k1·norm) < 1).
+type queryTerm struct {
+	id    int32
+	scale float32
+}
+
 // lexical ranks the documents passing f by BM25 over the query terms.
+//
+// It uses MaxScore pruning (Turtle and Flood, 1995, as in Lucene): terms go
+// rarest first, and once the limit-th best score so far is at least what
+// all the remaining terms together could give a document, no document
+// without a rarer term can reach the results. The remaining (common, long)
+// postings then only add to the documents already scored, found by binary
+// search, instead of being walked whole. The ranking is exact.
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	qt := memory.Terms(text)
 	if len(qt) == 0 || ix.live == 0 {
 		return nil
 	}
-	weights := map[int32]float64{}
+	n := float64(ix.live)
+	var terms []queryTerm
 	for _, t := range qt {
-		if id, ok := ix.terms[t]; ok && len(ix.post[id]) > 0 {
-			weights[id]++
+		id, ok := ix.terms[t]
+		if !ok || len(ix.post[id]) == 0 {
+			continue
+		}
+		df := float64(len(ix.post[id]))
+		scale := float32(math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1))
+		if i := slices.IndexFunc(terms, func(q queryTerm) bool { return q.id == id }); i >= 0 {
+			terms[i].scale += scale
+		} else {
+			terms = append(terms, queryTerm{id: id, scale: scale})
 		}
 	}
-	if len(weights) == 0 {
+	if len(terms) == 0 {
 		return nil
 	}
+	slices.SortFunc(terms, func(a, b queryTerm) int {
+		switch {
+		case a.scale > b.scale:
+			return -1
+		case a.scale < b.scale:
+			return 1
+		}
+		return int(a.id - b.id)
+	})
+	// rest[i]: the most terms[i:] can add to one document.
+	rest := make([]float32, len(terms)+1)
+	for i := len(terms) - 1; i >= 0; i-- {
+		rest[i] = rest[i+1] + terms[i].scale
+	}
+
 	buf := scorePool.Get().(*lexBuf)
 	defer scorePool.Put(buf)
 	if cap(buf.acc) < len(ix.docs) {
@@ -296,7 +405,6 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	acc := buf.acc[:len(ix.docs)]
 	touched := buf.touched[:0]
 	defer func() { buf.touched = touched[:0] }()
-	n := float64(ix.live)
 	avg := float64(ix.total) / n
 	if avg == 0 {
 		avg = 1
@@ -305,20 +413,25 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	// multiply-add per posting.
 	c0, c1 := float32(bm25K1*(1-bm25B)), float32(bm25K1*bm25B/avg)
 	meta := ix.meta
-	for id, w := range weights {
-		p := ix.post[id]
-		df := float64(len(p))
-		scale := float32(w * math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1))
+	sf := compile(f)
+	for i, t := range terms {
+		p := ix.post[t.id]
+		if i > 0 && ix.settled(acc, touched, &sf, limit, rest[i]) {
+			// Only the documents already scored can still make the results.
+			ix.pruned.Add(1)
+			for _, t := range terms[i:] {
+				ix.addTo(acc, touched, ix.post[t.id], t.scale, c0, c1)
+			}
+			break
+		}
 		for _, e := range p {
 			tf := float32(e.tf)
-			s := scale * tf / (tf + c0 + c1*meta[e.slot].length)
 			if acc[e.slot] == 0 {
 				touched = append(touched, e.slot)
 			}
-			acc[e.slot] += s
+			acc[e.slot] += t.scale * tf / (tf + c0 + c1*meta[e.slot].length)
 		}
 	}
-	sf := compile(f)
 	top := topK{k: limit}
 	for _, s := range touched {
 		if sf.ok(&meta[s]) {
@@ -327,6 +440,47 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		acc[s] = 0
 	}
 	return top.best()
+}
+
+// settled reports whether at least limit scored documents passing sf
+// already have bound or more: then a document with none of the terms
+// scored so far cannot make the results. One pass, stopping early.
+func (ix *index) settled(acc []float32, touched []int32, sf *slotFilter, limit int, bound float32) bool {
+	if len(touched) < limit {
+		return false
+	}
+	n := 0
+	for _, s := range touched {
+		if acc[s] >= bound && sf.ok(&ix.meta[s]) {
+			if n++; n >= limit {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// addTo adds a term's scores to the documents already scored (acc > 0)
+// that are in its postings p: by binary search for each document when
+// that is cheaper than walking p, else by walking p.
+func (ix *index) addTo(acc []float32, touched []int32, p []posting, scale, c0, c1 float32) {
+	meta := ix.meta
+	if len(touched)*bits.Len(uint(len(p))) < len(p) {
+		for _, s := range touched {
+			j, ok := slices.BinarySearchFunc(p, s, func(e posting, s int32) int { return int(e.slot - s) })
+			if ok {
+				tf := float32(p[j].tf)
+				acc[s] += scale * tf / (tf + c0 + c1*meta[s].length)
+			}
+		}
+		return
+	}
+	for _, e := range p {
+		if acc[e.slot] != 0 {
+			tf := float32(e.tf)
+			acc[e.slot] += scale * tf / (tf + c0 + c1*meta[e.slot].length)
+		}
+	}
 }
 
 // vector ranks the documents passing f by cosine similarity to q (already

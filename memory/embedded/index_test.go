@@ -1,0 +1,127 @@
+package embedded
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// bruteLexical scores every document passing f with BM25, without pruning:
+// the reference lexical must agree with. tfs holds each slot's term
+// frequencies.
+func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text string, limit int) []scored {
+	weights := map[string]float64{}
+	for _, t := range memory.Terms(text) {
+		if id, ok := ix.terms[t]; ok && len(ix.post[id]) > 0 {
+			weights[t]++
+		}
+	}
+	n := float64(ix.live)
+	avg := float64(ix.total) / n
+	sf := compile(f)
+	top := topK{k: limit}
+	for s := range ix.docs {
+		if !sf.ok(&ix.meta[s]) {
+			continue
+		}
+		tf := tfs[s]
+		score := 0.0
+		for t, w := range weights {
+			if tf[t] == 0 {
+				continue
+			}
+			df := float64(len(ix.post[ix.terms[t]]))
+			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+			norm := bm25K1 * (1 - bm25B + bm25B*float64(ix.meta[s].length)/avg)
+			score += w * idf * tf[t] * (bm25K1 + 1) / (tf[t] + norm)
+		}
+		if score > 0 {
+			top.offer(scored{slot: int32(s), score: score})
+		}
+	}
+	return top.best()
+}
+
+func TestLexicalPruningIsExact(t *testing.T) {
+	ms := textCorpus(4000)
+	rng := rand.New(rand.NewPCG(5, 9))
+	ix := newIndex()
+	for i, m := range ms {
+		if i%3 == 0 {
+			m.Type = memory.Curated
+		}
+		ix.add(m, nil)
+	}
+	for i := range ms[:500] { // some removed slots
+		if i%2 == 0 {
+			ix.remove(ms[i].ID)
+		}
+	}
+	tfs := make([]map[string]float64, len(ix.docs))
+	for s, d := range ix.docs {
+		tfs[s] = map[string]float64{}
+		for _, t := range memory.Terms(d.mem.Text) {
+			tfs[s][t]++
+		}
+	}
+	for q := range 300 {
+		m := ms[500+rng.IntN(len(ms)-500)]
+		words := memory.Terms(m.Text)
+		var text string
+		for range 1 + rng.IntN(6) {
+			text += words[rng.IntN(len(words))] + " "
+		}
+		if q%4 == 0 {
+			text += text // repeated query terms weigh more
+		}
+		f := memory.Filter{Namespace: "bench"}
+		if q%3 == 0 {
+			f.Types = []memory.Type{memory.Curated}
+		}
+		limit := 1 + rng.IntN(60)
+		got := ix.lexical(&f, text, limit)
+		want := bruteLexical(ix, tfs, &f, text, limit)
+		require.Len(t, got, len(want), "query %q", text)
+		for i := range want {
+			require.InEpsilon(t, want[i].score, got[i].score, 1e-4, "query %q rank %d", text, i)
+			// Ties may come in either order; distinct scores in this one.
+			if i+1 < len(want) && want[i].score-want[i+1].score > 1e-4 && (i == 0 || want[i-1].score-want[i].score > 1e-4) {
+				assert.Equal(t, want[i].slot, got[i].slot, "query %q rank %d", text, i)
+			}
+		}
+	}
+	assert.Greater(t, ix.pruned.Load(), int64(50), "the pruned path must be exercised")
+}
+
+func TestLatestFromIndex(t *testing.T) {
+	ms := textCorpus(300)
+	ix := newIndex()
+	for _, m := range ms {
+		ix.add(m, nil)
+	}
+	f := memory.Filter{Namespace: "bench"}
+	got := ix.latest(&f, 5)
+	require.Len(t, got, 5)
+	for i, m := range got {
+		assert.Equal(t, ms[len(ms)-1-i].ID, m.ID)
+	}
+
+	// Out of order: an older memory arrives last.
+	old := ms[0]
+	old.ID, old.Time = memory.NewID(), old.Time.Add(-1)
+	ix.add(old, nil)
+	f.Until = ms[2].Time
+	got = ix.latest(&f, 10)
+	ids := make([]string, len(got))
+	for i, m := range got {
+		ids[i] = m.ID
+	}
+	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, ids)
+	assert.True(t, slices.IsSortedFunc(got, func(a, b memory.Memory) int { return b.Time.Compare(a.Time) }))
+}
