@@ -8,11 +8,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/proxy"
 )
 
@@ -58,8 +63,49 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	} else {
 		fmt.Fprintf(out, "ok   ollama models (%d): %s\n", len(models), strings.Join(models, ", "))
 	}
+	if !cfg.Memory.Enabled {
+		fmt.Fprintln(out, "ok   memory: off (memory.enabled = false)")
+	} else if !checkMemory(ctx, cfg, client, upstream, out) {
+		return errors.New("check failed")
+	}
 	fmt.Fprintln(out, "all checks passed")
 	return nil
+}
+
+// checkMemory opens the store and embeds a probe text, reporting both. It
+// reports whether both are usable.
+func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, upstream *url.URL, out io.Writer) bool {
+	ok := true
+	if cfg.General.QdrantHost != "" {
+		fmt.Fprintf(out, "FAIL store: general.qdrant_host is set, but this build has no Qdrant backend yet\n")
+		ok = false
+	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
+		fmt.Fprintf(out, "ok   store: embedded, %s (new: created when vera starts)\n", path)
+	} else if db, err := embedded.Open(ctx, cfg.Memory.DataDir); errors.Is(err, embedded.ErrInUse) {
+		fmt.Fprintf(out, "ok   store: embedded, %s (open in a running vera)\n", path)
+	} else if err != nil {
+		fmt.Fprintf(out, "FAIL store: %v\n", err)
+		ok = false
+	} else {
+		spaces, _ := db.Namespaces(ctx)
+		total := 0
+		for _, ns := range spaces {
+			n, _ := db.Count(ctx, memory.Filter{Namespace: ns})
+			total += n
+		}
+		pending, _ := db.Len(ctx)
+		fmt.Fprintf(out, "ok   store: embedded, %s (%d memories in %d namespaces, %d turns queued)\n", db.Path(), total, len(spaces), pending)
+		db.Close()
+	}
+
+	model := cfg.General.EmbeddingModel
+	dim, err := memory.Probe(ctx, memory.NewOllamaEmbedder(upstream, model, client))
+	if err != nil {
+		fmt.Fprintf(out, "FAIL embedder: %v (without it memory is lexical only)\n", err)
+		return false
+	}
+	fmt.Fprintf(out, "ok   embedder: %s, %d dimensions\n", model, dim)
+	return ok
 }
 
 func listModels(ctx context.Context, client *http.Client, url string) ([]string, error) {
@@ -119,4 +165,9 @@ func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
 		return fmt.Errorf("healthcheck: %s", res.Status)
 	}
 	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -32,7 +32,7 @@ const usage = `vera — a transparent, Ollama-compatible memory proxy
 
 Usage:
   vera [serve] [flags]   run the proxy (default)
-  vera check [flags]     validate the config and reach Ollama; exit 1 on failure
+  vera check [flags]     validate the config, reach Ollama, the store and the embedder; exit 1 on failure
   vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera eval locomo [--budget N] [--embedder ollama|none] FILE...
                          memory-quality benchmark on LoCoMo conversations

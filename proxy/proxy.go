@@ -19,6 +19,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -66,6 +67,9 @@ type Server struct {
 	rp       *httputil.ReverseProxy
 	probe    *http.Client
 	windows  *contextWindows
+	// memoryDown is set while memory fails, so that the failure is logged
+	// once, when it starts, and its end once too.
+	memoryDown atomic.Bool
 }
 
 // New returns a Server forwarding to the Ollama at upstream through
@@ -225,9 +229,15 @@ func (s *Server) recall(c *gin.Context, req chatRequest, ns string, off bool) *m
 	}
 	mreq.Messages = req.memoryMessages()
 	mc := s.Memory.Build(ctx, mreq)
-	if mc.Err != nil {
-		s.log.Warn("chat answered without memory", slog.String("namespace", ns), slog.Any("error", mc.Err),
-			slog.String("request_id", c.GetString(requestIDKey)))
+	id := slog.String("request_id", c.GetString(requestIDKey))
+	switch {
+	case mc.Err != nil && s.memoryDown.CompareAndSwap(false, true):
+		s.log.Warn("memory failing: chats are answered without it until it recovers",
+			slog.String("namespace", ns), slog.Any("error", mc.Err), id)
+	case mc.Err != nil:
+		s.log.Debug("chat answered without memory", slog.String("namespace", ns), slog.Any("error", mc.Err), id)
+	case s.memoryDown.CompareAndSwap(true, false):
+		s.log.Info("memory recovered", id)
 	}
 	return mc
 }

@@ -404,10 +404,40 @@ func TestCommandLine(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	up := newFakeOllama(t)
-	code, out, _ := runVera(t, []string{"VERA_OLLAMA_URL=" + up.URL}, "check")
+	data := t.TempDir()
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data}
+	code, out, _ := runVera(t, env, "check")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "ok   ollama: "+up.URL+", version 0.12.3")
 	assert.Contains(t, out, "llama3.2:latest, nomic-embed-text:latest")
+	assert.Contains(t, out, "ok   store: embedded, "+filepath.Join(data, "vera.db")+" (new: created when vera starts)")
+	assert.NoFileExists(t, filepath.Join(data, "vera.db"), "a check changes nothing")
+	assert.Contains(t, out, "ok   embedder: nomic-embed-text, 256 dimensions")
+
+	// With a store: what it holds; while vera runs: that it is in use.
+	p := startVera(t, env...)
+	chat(t, p, "alice", false, user("remember me"))
+	code, out, _ = runVera(t, env, "check")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "(open in a running vera)")
+	stop(t, p)
+	code, out, _ = runVera(t, env, "check")
+	assert.Equal(t, 0, code, out)
+	assert.Regexp(t, `ok   store: embedded, .*vera.db \(1 memories in 1 namespaces, 0 turns queued\)`, out)
+
+	// The embedding model missing: a failure that says what to do.
+	up.embedDown.Store(true)
+	code, out, _ = runVera(t, env, "check")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "FAIL embedder:")
+	assert.Contains(t, out, "ollama pull nomic-embed-text")
+	up.embedDown.Store(false)
+
+	off := filepath.Join(t.TempDir(), "config.toml")
+	require.NoError(t, os.WriteFile(off, []byte("[memory]\nenabled = false\n"), 0o600))
+	code, out, _ = runVera(t, env, "check", "--config", off)
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "ok   memory: off")
 
 	up.Close()
 	code, out, _ = runVera(t, []string{"VERA_OLLAMA_URL=" + up.URL}, "check")

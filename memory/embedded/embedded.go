@@ -58,6 +58,10 @@ CREATE TABLE IF NOT EXISTS meta (
 );
 `
 
+// ErrInUse is returned by Open when another process (another vera) has
+// the data directory open.
+var ErrInUse = errors.New("in use by another process (another vera on the same data dir?)")
+
 // DB is the embedded store. It implements memory.Store and memory.Queue.
 type DB struct {
 	path string
@@ -98,7 +102,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy") {
-			return nil, fmt.Errorf("embedded store %s is in use by another process (another vera on the same data dir?): %w", path, err)
+			return nil, fmt.Errorf("embedded store %s is %w: %w", path, ErrInUse, err)
 		}
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
