@@ -91,7 +91,8 @@ type Store interface {
 	// empty cursor starts at the beginning; an empty next cursor means the
 	// end.
 	Scroll(ctx context.Context, f Filter, cursor string, limit int) (page []Memory, next string, err error)
-	// Get returns one memory, with its vector, or ErrNotFound.
+	// Get returns one memory, with its vector (possibly normalised: only
+	// its direction counts), or ErrNotFound.
 	Get(ctx context.Context, id string) (Memory, error)
 	// Delete removes memories by ID; unknown IDs are ignored.
 	Delete(ctx context.Context, ids ...string) error

@@ -5,6 +5,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -17,7 +18,12 @@ import (
 )
 
 // Open returns a fresh, empty store for one test; the suite closes it.
+// Vectors in the suite have Dim dimensions (a store that must be told the
+// size up front, as Qdrant must, is told that).
 type Open func(t *testing.T) memory.Store
+
+// Dim is the size of every vector the suite writes.
+const Dim = 16
 
 var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
@@ -65,7 +71,7 @@ func Run(t *testing.T, open Open) {
 		s := fresh(t)
 		m := mem("alice", memory.Raw, 0, "User: my cat is called Miso\nAssistant: Nice name!")
 		m.Metadata = map[string]any{"source": "test", "n": float64(3)}
-		m.Vector = vec(8, 1, 2, 0.5)
+		m.Vector = vec(Dim, 1, 2, 0.5)
 		m.Tokens = 17
 		require.NoError(t, s.Upsert(ctx, m))
 		got, err := s.Get(ctx, m.ID)
@@ -79,8 +85,10 @@ func Run(t *testing.T, open Open) {
 		assert.Equal(t, "llama3.1:8b", got.Model)
 		assert.Equal(t, m.Metadata, got.Metadata)
 		assert.Equal(t, 17, got.Tokens)
-		require.Len(t, got.Vector, 8)
-		assert.InDelta(t, 0.5, got.Vector[2], 1e-6)
+		// The same direction: a store may keep vectors normalised (Qdrant
+		// does, for cosine).
+		require.Len(t, got.Vector, Dim)
+		assert.InDelta(t, 1, cosine(got.Vector, m.Vector), 1e-5)
 	})
 
 	t.Run("UpsertReplacesByID", func(t *testing.T) {
@@ -114,20 +122,20 @@ func Run(t *testing.T, open Open) {
 		require.NoError(t, s.Upsert(ctx, a, b))
 		stale := b
 		stale.Text = "User: before an edit\nAssistant: ok"
-		a.Vector, stale.Vector = vec(4, 0, 1, 0), vec(4, 2, 3, 0)
+		a.Vector, stale.Vector = vec(Dim, 0, 1, 0), vec(Dim, 2, 3, 0)
 		gone := mem("a", memory.Raw, 2, "User: gone\nAssistant: ok")
-		gone.Vector = vec(4, 0, 1, 0)
+		gone.Vector = vec(Dim, 0, 1, 0)
 		require.NoError(t, s.SetVectors(ctx, a, stale, gone))
 		got, err := s.Get(ctx, a.ID)
 		require.NoError(t, err)
-		assert.Len(t, got.Vector, 4)
+		assert.Len(t, got.Vector, Dim)
 		assert.Equal(t, a.Metadata, got.Metadata)
 		got, err = s.Get(ctx, b.ID)
 		require.NoError(t, err)
 		assert.Nil(t, got.Vector, "text changed since the vector was made")
 		_, err = s.Get(ctx, gone.ID)
 		assert.ErrorIs(t, err, memory.ErrNotFound)
-		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: vec(4, 0, 1, 0), Threshold: 0.5, Limit: 5})
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: vec(Dim, 0, 1, 0), Threshold: 0.5, Limit: 5})
 		require.NoError(t, err)
 		assert.Equal(t, []string{a.ID}, hitIDs(hits))
 	})
@@ -199,17 +207,17 @@ func Run(t *testing.T, open Open) {
 	t.Run("VectorSearchThresholdAndOrder", func(t *testing.T) {
 		s := fresh(t)
 		near := mem("a", memory.Raw, 0, "User: alpha\nAssistant: one")
-		near.Vector = vec(16, 0, 1, 0.1)
+		near.Vector = vec(Dim, 0, 1, 0.1)
 		mid := mem("a", memory.Raw, 1, "User: beta\nAssistant: two")
-		mid.Vector = vec(16, 0, 1, 1.0) // cos ≈ 0.77 to axis 0
+		mid.Vector = vec(Dim, 0, 1, 1.0) // cos ≈ 0.77 to axis 0
 		far := mem("a", memory.Raw, 2, "User: gamma\nAssistant: three")
-		far.Vector = vec(16, 5, 6, 0.1)
+		far.Vector = vec(Dim, 5, 6, 0.1)
 		none := mem("a", memory.Raw, 3, "User: delta\nAssistant: four")
 		otherNS := mem("b", memory.Raw, 4, "User: alpha\nAssistant: one")
-		otherNS.Vector = vec(16, 0, 1, 0.1)
+		otherNS.Vector = vec(Dim, 0, 1, 0.1)
 		require.NoError(t, s.Upsert(ctx, near, mid, far, none, otherNS))
 
-		q := memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: vec(16, 0, 1, 0), Threshold: 0.5, Limit: 10}
+		q := memory.Query{Filter: memory.Filter{Namespace: "a"}, Vector: vec(Dim, 0, 1, 0), Threshold: 0.5, Limit: 10}
 		hits, err := s.Search(ctx, q)
 		require.NoError(t, err)
 		assert.Equal(t, []string{near.ID, mid.ID}, hitIDs(hits))
@@ -225,15 +233,15 @@ func Run(t *testing.T, open Open) {
 	t.Run("HybridFusesBothSides", func(t *testing.T) {
 		s := fresh(t)
 		both := mem("a", memory.Raw, 0, "User: my sister lives in Lisbon\nAssistant: Lisbon is lovely.")
-		both.Vector = vec(8, 0, 1, 0.3)
+		both.Vector = vec(Dim, 0, 1, 0.3)
 		vecOnly := mem("a", memory.Raw, 1, "User: family abroad\nAssistant: noted.")
-		vecOnly.Vector = vec(8, 0, 1, 0.2)
+		vecOnly.Vector = vec(Dim, 0, 1, 0.2)
 		lexOnly := mem("a", memory.Raw, 2, "User: Lisbon trams\nAssistant: yellow ones.")
-		lexOnly.Vector = vec(8, 4, 5, 0.1)
+		lexOnly.Vector = vec(Dim, 4, 5, 0.1)
 		pending := mem("a", memory.Raw, 3, "User: flights to Lisbon\nAssistant: book early.")
 		require.NoError(t, s.Upsert(ctx, both, vecOnly, lexOnly, pending))
 		hits, err := s.Search(ctx, memory.Query{
-			Filter: memory.Filter{Namespace: "a"}, Vector: vec(8, 0, 1, 0.25), Threshold: 0.5,
+			Filter: memory.Filter{Namespace: "a"}, Vector: vec(Dim, 0, 1, 0.25), Threshold: 0.5,
 			Text: "where does my sister live? Lisbon?", Limit: 10,
 		})
 		require.NoError(t, err)
@@ -244,7 +252,7 @@ func Run(t *testing.T, open Open) {
 
 	t.Run("VectorSearchAtScale", func(t *testing.T) {
 		s := fresh(t)
-		const n, dim = 5000, 64
+		const n, dim = 5000, Dim
 		rng := rand.New(rand.NewPCG(1, 2))
 		ms := make([]memory.Memory, n)
 		for i := range ms {
@@ -320,7 +328,7 @@ func Run(t *testing.T, open Open) {
 		for i := range 10 {
 			m := mem("a", memory.Raw, i*60, fmt.Sprintf("User: hour %d\nAssistant: ok", i)) // one per hour
 			if i%2 == 0 {
-				m.Vector = vec(4, 0, 1, 0)
+				m.Vector = vec(Dim, 0, 1, 0)
 			}
 			ms = append(ms, m)
 		}
@@ -352,13 +360,13 @@ func Run(t *testing.T, open Open) {
 	t.Run("Delete", func(t *testing.T) {
 		s := fresh(t)
 		a := mem("a", memory.Raw, 0, "User: the blue door\nAssistant: ok")
-		a.Vector = vec(4, 0, 1, 0)
+		a.Vector = vec(Dim, 0, 1, 0)
 		b := mem("a", memory.Raw, 1, "User: the red door\nAssistant: ok")
 		require.NoError(t, s.Upsert(ctx, a, b))
 		require.NoError(t, s.Delete(ctx, a.ID, memory.NewID()))
 		_, err := s.Get(ctx, a.ID)
 		assert.ErrorIs(t, err, memory.ErrNotFound)
-		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "door", Vector: vec(4, 0, 1, 0), Threshold: 0.5, Limit: 10})
+		hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "door", Vector: vec(Dim, 0, 1, 0), Threshold: 0.5, Limit: 10})
 		require.NoError(t, err)
 		assert.Equal(t, []string{b.ID}, hitIDs(hits))
 		n, err := s.Count(ctx, memory.Filter{Namespace: "a"})
@@ -385,4 +393,14 @@ func Run(t *testing.T, open Open) {
 		require.NoError(t, err)
 		assert.Equal(t, 100, n)
 	})
+}
+
+func cosine(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
 }

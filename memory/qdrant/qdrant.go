@@ -1,0 +1,825 @@
+// Package qdrant is the memory store on Qdrant, for when one machine's file
+// is not enough: several vera instances sharing one memory, or more
+// memories than one process should hold. It implements memory.Store over
+// Qdrant's gRPC API (github.com/qdrant/go-client) and passes the same
+// contract suite as the embedded store.
+//
+// Layout: one collection (general.qdrant_collection) holds every
+// namespace. Each point is one memory, under the memory's UUID, with two
+// named vectors, "dense" (the embedding, cosine) and "bm25" (a sparse
+// BM25-style vector of its words, IDF applied by Qdrant), and a payload:
+// namespace and type (keyword indexes), text, timestamp (RFC 3339, exact),
+// ts (Unix microseconds, an integer range index: filters and order_by),
+// model, tokens and metadata.
+package qdrant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Names of the vectors and payload fields.
+const (
+	denseVector  = "dense"
+	sparseVector = "bm25"
+
+	fieldNamespace = "namespace"
+	fieldType      = "type"
+	fieldText      = "text"
+	fieldTimestamp = "timestamp"
+	fieldTS        = "ts"
+	fieldModel     = "model"
+	fieldTokens    = "tokens"
+	fieldMetadata  = "metadata"
+
+	// metaModel is the collection metadata key naming the embedding model.
+	metaModel = "vera_embedding_model"
+)
+
+// rrfK makes Qdrant's reciprocal rank fusion, 1/(k + rank from 0), equal
+// to the embedded store's 1/(60 + rank from 1).
+const rrfK = 61
+
+// callTimeout bounds every call to Qdrant: memory must never hold a chat
+// for long, and a write that times out is retried from the local queue.
+const callTimeout = 10 * time.Second
+
+// batchSize bounds the points of one upsert, delete or get.
+const batchSize = 256
+
+// Options configure the store.
+type Options struct {
+	// URL is Qdrant's address: http://host:6334 (gRPC). The REST port 6333
+	// is taken to mean the same server's gRPC port 6334; https uses TLS.
+	URL string
+	// Collection is the collection's name; empty means "memories".
+	Collection string
+	// APIKey is sent with every call when set.
+	APIKey string
+}
+
+// Store is a memory.Store on Qdrant.
+type Store struct {
+	client     *qdrant.Client
+	collection string
+	addr       string
+
+	mu    sync.Mutex
+	dim   int    // dense vector size, 0 until the collection exists
+	model string // embedding model recorded on the collection
+}
+
+var _ memory.Store = (*Store)(nil)
+
+// Open connects to Qdrant. It does not wait for Qdrant to be up: an
+// outage at start is an outage like any other (chats answered without
+// memory, turns kept in the local queue). An existing collection is read
+// at once when Qdrant answers.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	cfg, addr, err := ClientConfig(o.URL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.APIKey = o.APIKey
+	c, err := qdrant.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("qdrant %s: %w", addr, err)
+	}
+	s := &Store{client: c, collection: o.Collection, addr: addr}
+	if s.collection == "" {
+		s.collection = "memories"
+	}
+	_ = s.load(ctx) // best effort: the collection is read again when needed
+	return s, nil
+}
+
+// ClientConfig turns a Qdrant URL into the go-client's configuration and
+// the gRPC address it dials.
+func ClientConfig(raw string) (*qdrant.Config, string, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return nil, "", fmt.Errorf("qdrant URL %q: want http://host:6334", raw)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" {
+		return nil, "", fmt.Errorf("qdrant URL %q: scheme must be http or https", raw)
+	}
+	port := 6334
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 || n > 65535 {
+			return nil, "", fmt.Errorf("qdrant URL %q: bad port", raw)
+		}
+		port = n
+	}
+	if port == 6333 {
+		// 6333 is Qdrant's REST port, the one people copy from its
+		// dashboard; vera speaks gRPC, served next to it on 6334.
+		port = 6334
+	}
+	cfg := &qdrant.Config{
+		Host:                   u.Hostname(),
+		Port:                   port,
+		UseTLS:                 u.Scheme == "https",
+		SkipCompatibilityCheck: true, // checked by health, not by a log line at connect
+		PoolSize:               1,
+	}
+	return cfg, net.JoinHostPort(u.Hostname(), strconv.Itoa(port)), nil
+}
+
+// Addr returns the gRPC address in use.
+func (s *Store) Addr() string { return s.addr }
+
+// Collection returns the collection's name.
+func (s *Store) Collection() string { return s.collection }
+
+// Close closes the connection.
+func (s *Store) Close() error { return s.client.Close() }
+
+// wrap turns a Qdrant error into one a caller can act on: an unreachable
+// Qdrant is memory.ErrUnavailable.
+func (s *Store) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
+		return fmt.Errorf("qdrant %s: %s: %w: %w", s.addr, op, memory.ErrUnavailable, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("qdrant %s: %s: %w: %w", s.addr, op, memory.ErrUnavailable, err)
+	}
+	return fmt.Errorf("qdrant %s: %s: %w", s.addr, op, err)
+}
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, callTimeout)
+}
+
+// load reads the collection's vector size and model, if it exists.
+func (s *Store) load(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	info, err := s.client.GetCollectionInfo(ctx, s.collection)
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		return s.wrap("reading collection "+s.collection, err)
+	}
+	dim, model, err := describe(info)
+	if err != nil {
+		return fmt.Errorf("qdrant collection %q: %w", s.collection, err)
+	}
+	s.mu.Lock()
+	s.dim, s.model = dim, model
+	s.mu.Unlock()
+	return nil
+}
+
+// describe reads what vera needs from a collection's info.
+func describe(info *qdrant.CollectionInfo) (dim int, model string, err error) {
+	params := info.GetConfig().GetParams()
+	vp, ok := params.GetVectorsConfig().GetParamsMap().GetMap()[denseVector]
+	if !ok {
+		return 0, "", fmt.Errorf("has no %q vector: it was not made by vera (Vera-AI's collections are imported with vera memories import --from-vera-ai)", denseVector)
+	}
+	if _, ok := params.GetSparseVectorsConfig().GetMap()[sparseVector]; !ok {
+		return 0, "", fmt.Errorf("has no %q sparse vector: it was not made by vera", sparseVector)
+	}
+	if v := info.GetConfig().GetMetadata()[metaModel]; v != nil {
+		model = v.GetStringValue()
+	}
+	return int(vp.GetSize()), model, nil
+}
+
+// VectorSpace creates the collection for dim-sized vectors of model, or
+// checks that the existing one holds such vectors. Several vera instances
+// share a collection, so a different size or model is an error naming
+// both, never a silent reset.
+func (s *Store) VectorSpace(ctx context.Context, model string, dim int) (bool, error) {
+	if err := s.load(ctx); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	have, haveModel := s.dim, s.model
+	s.mu.Unlock()
+	switch {
+	case have == 0:
+		return false, s.create(ctx, model, dim)
+	case have != dim:
+		return false, fmt.Errorf("qdrant collection %q holds %d-dimension vectors, but embedding model %q makes %d-dimension ones: use the model the collection was made with (%s), or another collection (general.qdrant_collection)",
+			s.collection, have, model, dim, orUnknown(haveModel))
+	case haveModel != "" && haveModel != model:
+		return false, fmt.Errorf("qdrant collection %q was embedded with %q, but this vera uses %q: set general.embedding_model = %q, or use another collection (general.qdrant_collection)",
+			s.collection, haveModel, model, haveModel)
+	}
+	return false, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "not recorded"
+	}
+	return s
+}
+
+// create makes the collection and the payload indexes vera filters and
+// orders by.
+func (s *Store) create(ctx context.Context, model string, dim int) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	err := s.client.CreateCollection(ctx, &qdrant.CreateCollection{
+		CollectionName: s.collection,
+		VectorsConfig: qdrant.NewVectorsConfigMap(map[string]*qdrant.VectorParams{
+			denseVector: {Size: uint64(dim), Distance: qdrant.Distance_Cosine},
+		}),
+		SparseVectorsConfig: qdrant.NewSparseVectorsConfig(map[string]*qdrant.SparseVectorParams{
+			sparseVector: {Modifier: qdrant.Modifier_Idf.Enum()},
+		}),
+		Metadata: qdrant.NewValueMap(map[string]any{metaModel: model}),
+	})
+	if status.Code(err) == codes.AlreadyExists {
+		// Another vera made it first: check it as if it had been there.
+		if err := s.load(ctx); err != nil {
+			return err
+		}
+		_, err := s.VectorSpace(ctx, model, dim)
+		return err
+	}
+	if err != nil {
+		return s.wrap("creating collection "+s.collection, err)
+	}
+	tenant := true
+	indexes := []*qdrant.CreateFieldIndexCollection{
+		{FieldName: fieldNamespace, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum(),
+			FieldIndexParams: qdrant.NewPayloadIndexParamsKeyword(&qdrant.KeywordIndexParams{IsTenant: &tenant})},
+		{FieldName: fieldType, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
+		{FieldName: fieldTS, FieldType: qdrant.FieldType_FieldTypeInteger.Enum(),
+			FieldIndexParams: qdrant.NewPayloadIndexParamsInt(&qdrant.IntegerIndexParams{Lookup: ptr(true), Range: ptr(true)})},
+	}
+	wait := true
+	for _, ix := range indexes {
+		ix.CollectionName, ix.Wait = s.collection, &wait
+		if _, err := s.client.CreateFieldIndex(ctx, ix); err != nil {
+			return s.wrap("indexing "+ix.FieldName, err)
+		}
+	}
+	s.mu.Lock()
+	s.dim, s.model = dim, model
+	s.mu.Unlock()
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ready returns the vector size, or ErrUnavailable while the collection
+// does not exist yet (it is created once the embedding model's size is
+// known; until then turns wait in the local queue).
+func (s *Store) ready(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	dim := s.dim
+	s.mu.Unlock()
+	if dim > 0 {
+		return dim, nil
+	}
+	if err := s.load(ctx); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	dim = s.dim
+	s.mu.Unlock()
+	if dim == 0 {
+		return 0, fmt.Errorf("%w: qdrant collection %q %w: it is created once the embedding model answers", memory.ErrUnavailable, s.collection, errNoCollection)
+	}
+	return dim, nil
+}
+
+var errNoCollection = errors.New("does not exist yet")
+
+// exists reports whether the collection exists, for reads: reading a
+// collection that is not there yet finds nothing.
+func (s *Store) exists(ctx context.Context) (bool, error) {
+	_, err := s.ready(ctx)
+	if errors.Is(err, errNoCollection) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Upsert implements memory.Store.
+func (s *Store) Upsert(ctx context.Context, ms ...memory.Memory) error {
+	for i := range ms {
+		if err := ms[i].Validate(); err != nil {
+			return err
+		}
+	}
+	dim, err := s.ready(ctx)
+	if err != nil {
+		return err
+	}
+	points := make([]*qdrant.PointStruct, 0, len(ms))
+	for _, m := range ms {
+		if m.Vector != nil && len(m.Vector) != dim {
+			return fmt.Errorf("memory %s: vector of %d dimensions, the collection holds %d", m.ID, len(m.Vector), dim)
+		}
+		p, err := point(m)
+		if err != nil {
+			return err
+		}
+		points = append(points, p)
+	}
+	for chunk := range slices.Chunk(points, batchSize) {
+		cctx, cancel := withTimeout(ctx)
+		_, err := s.client.Upsert(cctx, &qdrant.UpsertPoints{CollectionName: s.collection, Wait: ptr(true), Points: chunk})
+		cancel()
+		if err != nil {
+			return s.wrap("upsert", err)
+		}
+	}
+	return nil
+}
+
+// point renders a memory as a Qdrant point.
+func point(m memory.Memory) (*qdrant.PointStruct, error) {
+	payload := map[string]any{
+		fieldNamespace: m.Namespace,
+		fieldType:      string(m.Type),
+		fieldText:      m.Text,
+		fieldTimestamp: m.Time.UTC().Format(time.RFC3339Nano),
+		fieldTS:        m.Time.UnixMicro(),
+		fieldModel:     m.Model,
+		fieldTokens:    m.Tokens,
+	}
+	if len(m.Metadata) > 0 {
+		payload[fieldMetadata] = m.Metadata
+	}
+	values, err := qdrant.TryValueMap(payload)
+	if err != nil {
+		return nil, fmt.Errorf("memory %s: metadata: %w", m.ID, err)
+	}
+	vectors := map[string]*qdrant.Vector{}
+	if m.Vector != nil {
+		vectors[denseVector] = qdrant.NewVectorDense(m.Vector)
+	}
+	if idx, vals := SparseDoc(m.Text); len(idx) > 0 {
+		vectors[sparseVector] = qdrant.NewVectorSparse(idx, vals)
+	}
+	return &qdrant.PointStruct{Id: qdrant.NewID(m.ID), Vectors: qdrant.NewVectorsMap(vectors), Payload: values}, nil
+}
+
+// SetVectors implements memory.Store: it reads the stored texts and sets
+// the dense vector of the points whose text is unchanged. (Qdrant has no
+// conditional vector update, so an edit landing between the read and the
+// write would get the old text's vector; vera edits memories only through
+// Upsert, which replaces the vector too.)
+func (s *Store) SetVectors(ctx context.Context, ms ...memory.Memory) error {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	byID := map[string]memory.Memory{}
+	for _, m := range ms {
+		byID[m.ID] = m
+	}
+	for chunk := range slices.Chunk(ms, batchSize) {
+		ids := make([]*qdrant.PointId, len(chunk))
+		for i, m := range chunk {
+			ids[i] = qdrant.NewID(m.ID)
+		}
+		cctx, cancel := withTimeout(ctx)
+		got, err := s.client.Get(cctx, &qdrant.GetPoints{CollectionName: s.collection, Ids: ids,
+			WithPayload: qdrant.NewWithPayloadInclude(fieldText)})
+		cancel()
+		if err != nil {
+			return s.wrap("set vectors", err)
+		}
+		var updates []*qdrant.PointVectors
+		for _, p := range got {
+			id := p.GetId().GetUuid()
+			m, ok := byID[id]
+			if !ok || p.GetPayload()[fieldText].GetStringValue() != m.Text || m.Vector == nil {
+				continue
+			}
+			updates = append(updates, &qdrant.PointVectors{Id: qdrant.NewID(id),
+				Vectors: qdrant.NewVectorsMap(map[string]*qdrant.Vector{denseVector: qdrant.NewVectorDense(m.Vector)})})
+		}
+		if len(updates) == 0 {
+			continue
+		}
+		cctx, cancel = withTimeout(ctx)
+		_, err = s.client.UpdateVectors(cctx, &qdrant.UpdatePointVectors{CollectionName: s.collection, Wait: ptr(true), Points: updates})
+		cancel()
+		if err != nil {
+			return s.wrap("set vectors", err)
+		}
+	}
+	return nil
+}
+
+// filter renders f as a Qdrant filter.
+func filter(f memory.Filter) *qdrant.Filter {
+	must := []*qdrant.Condition{qdrant.NewMatchKeyword(fieldNamespace, f.Namespace)}
+	if len(f.Types) > 0 {
+		types := make([]string, len(f.Types))
+		for i, t := range f.Types {
+			types[i] = string(t)
+		}
+		must = append(must, qdrant.NewMatchKeywords(fieldType, types...))
+	}
+	if !f.Since.IsZero() || !f.Until.IsZero() {
+		r := &qdrant.Range{}
+		if !f.Since.IsZero() {
+			// Microseconds: exact in a float64 until the year 2255.
+			r.Gte = ptr(float64(ceilMicro(f.Since)))
+		}
+		if !f.Until.IsZero() {
+			r.Lt = ptr(float64(ceilMicro(f.Until)))
+		}
+		must = append(must, qdrant.NewRange(fieldTS, r))
+	}
+	out := &qdrant.Filter{Must: must}
+	if f.NoVector {
+		out.MustNot = []*qdrant.Condition{qdrant.NewHasVector(denseVector)}
+	}
+	return out
+}
+
+// ceilMicro is t in Unix microseconds, rounded up: a memory at or after t
+// (stored rounded down) compares the same way.
+func ceilMicro(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Sub(time.UnixMicro(us)) > 0 {
+		us++
+	}
+	return us
+}
+
+// Search implements memory.Store: the dense and sparse sides are fused by
+// Qdrant (prefetch + RRF); the two sides are also asked alone, in the same
+// batch, for their own scores (Hit.Cosine, Hit.Lexical). The threshold
+// applies to the dense side, as a cosine similarity.
+func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 10
+	}
+	depth := uint64(limit + 10)
+	f := filter(q.Filter)
+	var sides []*qdrant.PrefetchQuery
+	if len(q.Vector) > 0 {
+		thr := float32(q.Threshold)
+		sides = append(sides, &qdrant.PrefetchQuery{Query: qdrant.NewQueryDense(q.Vector), Using: ptr(denseVector),
+			Filter: f, ScoreThreshold: &thr, Limit: &depth})
+	}
+	if idx, vals := SparseQuery(q.Text); len(idx) > 0 {
+		sides = append(sides, &qdrant.PrefetchQuery{Query: qdrant.NewQuerySparse(idx, vals), Using: ptr(sparseVector),
+			Filter: f, Limit: &depth})
+	}
+	if len(sides) == 0 {
+		return nil, nil
+	}
+	batch := make([]*qdrant.QueryPoints, 0, 3)
+	for _, p := range sides {
+		batch = append(batch, &qdrant.QueryPoints{CollectionName: s.collection, Query: p.Query, Using: p.Using,
+			Filter: p.Filter, ScoreThreshold: p.ScoreThreshold, Limit: p.Limit, WithPayload: qdrant.NewWithPayload(true)})
+	}
+	if len(sides) == 2 {
+		batch = append(batch, &qdrant.QueryPoints{CollectionName: s.collection, Prefetch: sides,
+			Query: qdrant.NewQueryRRF(&qdrant.Rrf{K: ptr(uint32(rrfK))}), Limit: ptr(uint64(limit)),
+			WithPayload: qdrant.NewWithPayload(true)})
+	}
+	cctx, cancel := withTimeout(ctx)
+	res, err := s.client.QueryBatch(cctx, &qdrant.QueryBatchPoints{CollectionName: s.collection, QueryPoints: batch})
+	cancel()
+	if err != nil {
+		return nil, s.wrap("search", err)
+	}
+	if len(res) != len(batch) {
+		return nil, fmt.Errorf("qdrant %s: search: %d results for %d queries", s.addr, len(res), len(batch))
+	}
+	side := map[string]float64{}
+	lexical := map[string]float64{}
+	for i := range sides {
+		for _, p := range res[i].GetResult() {
+			if sides[i].GetUsing() == denseVector {
+				side[p.GetId().GetUuid()] = float64(p.GetScore())
+			} else {
+				lexical[p.GetId().GetUuid()] = float64(p.GetScore())
+			}
+		}
+	}
+	// One side alone: its own ranking, scored as fusion would score it.
+	fused := res[len(res)-1].GetResult()
+	hits := make([]memory.Hit, 0, min(len(fused), limit))
+	for r, p := range fused {
+		if len(hits) == limit {
+			break
+		}
+		m, err := memoryOf(p.GetId(), p.GetPayload(), nil)
+		if err != nil {
+			return nil, err
+		}
+		score := float64(p.GetScore())
+		if len(sides) == 1 {
+			score = 1 / float64(rrfK+r)
+		}
+		hits = append(hits, memory.Hit{Memory: m, Score: score, Cosine: side[m.ID], Lexical: lexical[m.ID]})
+	}
+	return hits, nil
+}
+
+// Latest implements memory.Store, ordered by Qdrant on the ts range index.
+func (s *Store) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok || limit <= 0 {
+		return nil, err
+	}
+	cctx, cancel := withTimeout(ctx)
+	defer cancel()
+	got, err := s.client.Scroll(cctx, &qdrant.ScrollPoints{
+		CollectionName: s.collection, Filter: filter(f), Limit: ptr(uint32(limit)),
+		OrderBy:     &qdrant.OrderBy{Key: fieldTS, Direction: qdrant.Direction_Desc.Enum()},
+		WithPayload: qdrant.NewWithPayload(true),
+	})
+	if err != nil {
+		return nil, s.wrap("latest", err)
+	}
+	out := make([]memory.Memory, 0, len(got))
+	for _, p := range got {
+		m, err := memoryOf(p.GetId(), p.GetPayload(), nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	// Equal microseconds come in Qdrant's order; the exact time decides.
+	slices.SortStableFunc(out, func(a, b memory.Memory) int { return b.Time.Compare(a.Time) })
+	return out, nil
+}
+
+// Scroll implements memory.Store: pages in point id order, the cursor
+// being the first id of the next page (Qdrant's next_page_offset). There
+// is no cap: every point is reached.
+func (s *Store) Scroll(ctx context.Context, f memory.Filter, cursor string, limit int) ([]memory.Memory, string, error) {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	req := &qdrant.ScrollPoints{CollectionName: s.collection, Filter: filter(f), Limit: ptr(uint32(limit)),
+		WithPayload: qdrant.NewWithPayload(true)}
+	if cursor != "" {
+		req.Offset = qdrant.NewID(cursor)
+	}
+	cctx, cancel := withTimeout(ctx)
+	defer cancel()
+	got, next, err := s.client.ScrollAndOffset(cctx, req)
+	if err != nil {
+		return nil, "", s.wrap("scroll", err)
+	}
+	out := make([]memory.Memory, 0, len(got))
+	for _, p := range got {
+		m, err := memoryOf(p.GetId(), p.GetPayload(), nil)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, m)
+	}
+	return out, next.GetUuid(), nil
+}
+
+// Get implements memory.Store.
+func (s *Store) Get(ctx context.Context, id string) (memory.Memory, error) {
+	ok, err := s.exists(ctx)
+	if err != nil {
+		return memory.Memory{}, err
+	}
+	if !ok {
+		return memory.Memory{}, fmt.Errorf("%w: %s", memory.ErrNotFound, id)
+	}
+	cctx, cancel := withTimeout(ctx)
+	defer cancel()
+	got, err := s.client.Get(cctx, &qdrant.GetPoints{CollectionName: s.collection, Ids: []*qdrant.PointId{qdrant.NewID(id)},
+		WithPayload: qdrant.NewWithPayload(true), WithVectors: qdrant.NewWithVectorsInclude(denseVector)})
+	if status.Code(err) == codes.InvalidArgument {
+		return memory.Memory{}, fmt.Errorf("%w: %s", memory.ErrNotFound, id) // not a UUID: no such point
+	}
+	if err != nil {
+		return memory.Memory{}, s.wrap("get", err)
+	}
+	if len(got) == 0 {
+		return memory.Memory{}, fmt.Errorf("%w: %s", memory.ErrNotFound, id)
+	}
+	p := got[0]
+	return memoryOf(p.GetId(), p.GetPayload(), p.GetVectors().GetVectors().GetVectors()[denseVector].GetDense().GetData())
+}
+
+// Delete implements memory.Store.
+func (s *Store) Delete(ctx context.Context, ids ...string) error {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok || len(ids) == 0 {
+		return err
+	}
+	for chunk := range slices.Chunk(ids, batchSize) {
+		pids := make([]*qdrant.PointId, len(chunk))
+		for i, id := range chunk {
+			pids[i] = qdrant.NewID(id)
+		}
+		cctx, cancel := withTimeout(ctx)
+		_, err := s.client.Delete(cctx, &qdrant.DeletePoints{CollectionName: s.collection, Wait: ptr(true),
+			Points: qdrant.NewPointsSelector(pids...)})
+		cancel()
+		if err != nil {
+			return s.wrap("delete", err)
+		}
+	}
+	return nil
+}
+
+// Count implements memory.Store (an exact count).
+func (s *Store) Count(ctx context.Context, f memory.Filter) (int, error) {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok {
+		return 0, err
+	}
+	cctx, cancel := withTimeout(ctx)
+	defer cancel()
+	n, err := s.client.Count(cctx, &qdrant.CountPoints{CollectionName: s.collection, Filter: filter(f), Exact: ptr(true)})
+	if err != nil {
+		return 0, s.wrap("count", err)
+	}
+	return int(n), nil
+}
+
+// maxNamespaces bounds the facet of namespaces.
+const maxNamespaces = 100_000
+
+// Namespaces implements memory.Store, with a facet on the namespace index.
+func (s *Store) Namespaces(ctx context.Context) ([]string, error) {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	cctx, cancel := withTimeout(ctx)
+	defer cancel()
+	hits, err := s.client.Facet(cctx, &qdrant.FacetCounts{CollectionName: s.collection, Key: fieldNamespace,
+		Limit: ptr(uint64(maxNamespaces)), Exact: ptr(true)})
+	if err != nil {
+		return nil, s.wrap("namespaces", err)
+	}
+	out := make([]string, 0, len(hits))
+	for _, h := range hits {
+		out = append(out, h.GetValue().GetStringValue())
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Ping checks that Qdrant answers, for health.
+func (s *Store) Ping(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := s.client.HealthCheck(cctx)
+	return s.wrap("health check", err)
+}
+
+// memoryOf reads a point back into a memory.
+func memoryOf(id *qdrant.PointId, payload map[string]*qdrant.Value, vector []float32) (memory.Memory, error) {
+	m := memory.Memory{
+		ID:        id.GetUuid(),
+		Namespace: payload[fieldNamespace].GetStringValue(),
+		Type:      memory.Type(payload[fieldType].GetStringValue()),
+		Text:      payload[fieldText].GetStringValue(),
+		Model:     payload[fieldModel].GetStringValue(),
+		Tokens:    int(payload[fieldTokens].GetIntegerValue()),
+	}
+	if m.ID == "" {
+		m.ID = strconv.FormatUint(id.GetNum(), 10)
+	}
+	ts := payload[fieldTimestamp].GetStringValue()
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return m, fmt.Errorf("point %s: timestamp %q: %w", m.ID, ts, err)
+	}
+	m.Time = t.UTC()
+	if md := payload[fieldMetadata].GetStructValue(); md != nil {
+		m.Metadata = structToMap(md)
+	}
+	if len(vector) > 0 {
+		m.Vector = vector
+	}
+	return m, nil
+}
+
+// ValueToAny converts a Qdrant payload value to plain Go (nil, bool,
+// int64, float64, string, []any, map[string]any).
+func ValueToAny(v *qdrant.Value) any {
+	switch k := v.GetKind().(type) {
+	case *qdrant.Value_BoolValue:
+		return k.BoolValue
+	case *qdrant.Value_IntegerValue:
+		return k.IntegerValue
+	case *qdrant.Value_DoubleValue:
+		return k.DoubleValue
+	case *qdrant.Value_StringValue:
+		return k.StringValue
+	case *qdrant.Value_ListValue:
+		out := make([]any, len(k.ListValue.GetValues()))
+		for i, x := range k.ListValue.GetValues() {
+			out[i] = ValueToAny(x)
+		}
+		return out
+	case *qdrant.Value_StructValue:
+		return structToMap(k.StructValue)
+	}
+	return nil
+}
+
+func structToMap(s *qdrant.Struct) map[string]any {
+	out := make(map[string]any, len(s.GetFields()))
+	for k, v := range s.GetFields() {
+		out[k] = ValueToAny(v)
+	}
+	return out
+}
+
+// BM25 for the sparse side. Qdrant multiplies query and document values
+// and, with the IDF modifier on the collection, the term's IDF over the
+// whole collection: so a document carries each term's saturated,
+// length-normalised frequency, and a query carries how often it asks for
+// each term. Document length is normalised against a fixed average
+// (Qdrant cannot know the average of one namespace at write time).
+const (
+	bm25K1     = 1.2
+	bm25B      = 0.75
+	bm25AvgLen = 40.0 // terms in a typical exchange
+)
+
+// termIndex maps a term to its sparse index (FNV-1a; collisions between
+// two words are rare and only add a little noise to one side's ranking).
+func termIndex(t string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(t))
+	return h.Sum32()
+}
+
+// SparseDoc is a document's sparse BM25 vector, indices ascending.
+func SparseDoc(text string) ([]uint32, []float32) {
+	terms := memory.Terms(text)
+	tf := map[uint32]float64{}
+	for _, t := range terms {
+		tf[termIndex(t)]++
+	}
+	norm := bm25K1 * (1 - bm25B + bm25B*float64(len(terms))/bm25AvgLen)
+	return sparse(tf, func(f float64) float32 { return float32(f * (bm25K1 + 1) / (f + norm)) })
+}
+
+// SparseQuery is a query's sparse vector: each term's count.
+func SparseQuery(text string) ([]uint32, []float32) {
+	tf := map[uint32]float64{}
+	for _, t := range memory.Terms(text) {
+		tf[termIndex(t)]++
+	}
+	return sparse(tf, func(f float64) float32 { return float32(f) })
+}
+
+func sparse(tf map[uint32]float64, value func(float64) float32) ([]uint32, []float32) {
+	idx := make([]uint32, 0, len(tf))
+	for i := range tf {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	vals := make([]float32, len(idx))
+	for i, x := range idx {
+		vals[i] = value(tf[x])
+		if math.IsNaN(float64(vals[i])) {
+			vals[i] = 0
+		}
+	}
+	return idx, vals
+}

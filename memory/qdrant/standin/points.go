@@ -1,0 +1,299 @@
+package standin
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Delete implements qdrant.PointsServer.
+func (ps pointsService) Delete(_ context.Context, r *qdrant.DeletePoints) (*qdrant.PointsOperationResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	ps.s.called("Delete")
+	if err := ps.s.deletePoints(r); err != nil {
+		return nil, err
+	}
+	return done(), nil
+}
+
+// Get implements qdrant.PointsServer.
+func (ps pointsService) Get(_ context.Context, r *qdrant.GetPoints) (*qdrant.GetResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	got, err := ps.s.getPoints(r)
+	if err != nil {
+		return nil, err
+	}
+	return &qdrant.GetResponse{Result: got}, nil
+}
+
+// Scroll implements qdrant.PointsServer.
+func (ps pointsService) Scroll(_ context.Context, r *qdrant.ScrollPoints) (*qdrant.ScrollResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	ps.s.called("Scroll")
+	return ps.s.scroll(r)
+}
+
+// Count implements qdrant.PointsServer.
+func (ps pointsService) Count(_ context.Context, r *qdrant.CountPoints) (*qdrant.CountResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	n, err := ps.s.count(r)
+	if err != nil {
+		return nil, err
+	}
+	return &qdrant.CountResponse{Result: &qdrant.CountResult{Count: n}}, nil
+}
+
+// Facet implements qdrant.PointsServer.
+func (ps pointsService) Facet(_ context.Context, r *qdrant.FacetCounts) (*qdrant.FacetResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	hits, err := ps.s.facet(r)
+	if err != nil {
+		return nil, err
+	}
+	return &qdrant.FacetResponse{Hits: hits}, nil
+}
+
+// Query implements qdrant.PointsServer.
+func (ps pointsService) Query(_ context.Context, r *qdrant.QueryPoints) (*qdrant.QueryResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	ps.s.called("Query")
+	res, err := ps.s.query(r)
+	if err != nil {
+		return nil, err
+	}
+	return &qdrant.QueryResponse{Result: res}, nil
+}
+
+// QueryBatch implements qdrant.PointsServer.
+func (ps pointsService) QueryBatch(_ context.Context, r *qdrant.QueryBatchPoints) (*qdrant.QueryBatchResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	ps.s.called("QueryBatch")
+	out := &qdrant.QueryBatchResponse{}
+	for _, q := range r.GetQueryPoints() {
+		if q.GetCollectionName() == "" {
+			q.CollectionName = r.GetCollectionName()
+		}
+		res, err := ps.s.query(q)
+		if err != nil {
+			return nil, err
+		}
+		out.Result = append(out.Result, &qdrant.BatchResult{Result: res})
+	}
+	return out, nil
+}
+
+// scored is a point with its score for one query.
+type scored struct {
+	key   string
+	p     *point
+	score float64
+}
+
+func (s *Server) query(r *qdrant.QueryPoints) ([]*qdrant.ScoredPoint, error) {
+	c, err := s.get(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	got, err := c.run(r.GetPrefetch(), r.GetQuery(), r.GetUsing(), r.GetFilter(), r.ScoreThreshold, r.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*qdrant.ScoredPoint, len(got))
+	for i, g := range got {
+		rp := g.p.retrieved(r.GetWithPayload(), r.GetWithVectors())
+		out[i] = &qdrant.ScoredPoint{Id: rp.Id, Payload: rp.Payload, Vectors: rp.Vectors, Score: float32(g.score)}
+	}
+	return out, nil
+}
+
+// run evaluates one query (or prefetch) level.
+func (c *collection) run(prefetch []*qdrant.PrefetchQuery, q *qdrant.Query, using string, f *qdrant.Filter, threshold *float32, limitp *uint64) ([]scored, error) {
+	// RULE: a query or prefetch without a limit returns 10 points.
+	// https://qdrant.tech/documentation/concepts/hybrid-queries/
+	limit := 10
+	if limitp != nil {
+		limit = int(*limitp)
+	}
+	var candidates map[string]*point // nil: every point
+	var lists [][]scored
+	if len(prefetch) > 0 {
+		candidates = map[string]*point{}
+		for _, p := range prefetch {
+			got, err := c.run(p.GetPrefetch(), p.GetQuery(), p.GetUsing(), p.GetFilter(), p.ScoreThreshold, p.Limit)
+			if err != nil {
+				return nil, err
+			}
+			lists = append(lists, got)
+			for _, g := range got {
+				candidates[g.key] = g.p
+			}
+		}
+	}
+	var out []scored
+	switch v := q.GetVariant().(type) {
+	case *qdrant.Query_Fusion, *qdrant.Query_Rrf:
+		if len(prefetch) == 0 {
+			return nil, bad("Fusion queries need at least one prefetch")
+		}
+		if fu, ok := v.(*qdrant.Query_Fusion); ok && fu.Fusion != qdrant.Fusion_RRF {
+			return nil, status.Errorf(codes.Unimplemented, "stand-in: fusion %v not implemented", fu.Fusion)
+		}
+		// RULE: reciprocal rank fusion scores each point 1/(k + rank) per
+		// list it appears in, ranks counted from 0, k = 2 unless given.
+		// https://qdrant.tech/documentation/concepts/hybrid-queries/#reciprocal-rank-fusion-rrf
+		k := 2.0
+		if rrf, ok := v.(*qdrant.Query_Rrf); ok && rrf.Rrf.K != nil {
+			k = float64(rrf.Rrf.GetK())
+		}
+		sum := map[string]*scored{}
+		for _, list := range lists {
+			for rank, g := range list {
+				if sum[g.key] == nil {
+					sum[g.key] = &scored{key: g.key, p: g.p}
+				}
+				sum[g.key].score += 1 / (k + float64(rank))
+			}
+		}
+		for _, g := range sum {
+			ok, err := c.matches(g.p, f)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, *g)
+			}
+		}
+	case *qdrant.Query_Nearest:
+		scorer, err := c.scorer(using, v.Nearest)
+		if err != nil {
+			return nil, err
+		}
+		for k, p := range c.points {
+			if candidates != nil && candidates[k] == nil {
+				continue
+			}
+			ok, err := c.matches(p, f)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			score, has := scorer(p)
+			if !has {
+				continue
+			}
+			// RULE: score_threshold drops points scoring below it.
+			// https://qdrant.tech/documentation/concepts/search/#search-api
+			if threshold != nil && score < float64(*threshold) {
+				continue
+			}
+			out = append(out, scored{key: k, p: p, score: score})
+		}
+	default:
+		return nil, status.Errorf(codes.Unimplemented, "stand-in: query %T not implemented", q.GetVariant())
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.key, b.key)
+	})
+	return out[:min(limit, len(out))], nil
+}
+
+// scorer returns how a nearest query scores a point, and whether the point
+// has the vector at all.
+func (c *collection) scorer(using string, in *qdrant.VectorInput) (func(*point) (float64, bool), error) {
+	switch in.GetVariant().(type) {
+	case *qdrant.VectorInput_Dense:
+		params, ok := c.dense[using]
+		if !ok {
+			// RULE: the query names an existing dense vector.
+			return nil, bad("Not existing vector name error: %s", using)
+		}
+		q := in.GetDense().GetData()
+		if uint64(len(q)) != params.GetSize() {
+			return nil, bad("Vector dimension error: expected dim: %d, got %d", params.GetSize(), len(q))
+		}
+		if params.GetDistance() != qdrant.Distance_Cosine {
+			return nil, status.Errorf(codes.Unimplemented, "stand-in: distance %v not implemented", params.GetDistance())
+		}
+		q = unit(q)
+		return func(p *point) (float64, bool) {
+			v, ok := p.dense[using]
+			if !ok {
+				return 0, false
+			}
+			var dot float64
+			for i := range q {
+				dot += float64(q[i]) * float64(v[i])
+			}
+			return dot, true
+		}, nil
+	case *qdrant.VectorInput_Sparse:
+		params, ok := c.sparse[using]
+		if !ok {
+			return nil, bad("Not existing vector name error: %s", using)
+		}
+		q := in.GetSparse()
+		if err := c.checkVectors(nil, map[string]*qdrant.SparseVector{using: q}); err != nil {
+			return nil, err
+		}
+		weights := make(map[uint32]float64, len(q.GetIndices()))
+		for i, idx := range q.GetIndices() {
+			weights[idx] = float64(q.GetValues()[i])
+		}
+		if params.GetModifier() == qdrant.Modifier_Idf {
+			// RULE: with the IDF modifier Qdrant weighs each index by
+			// ln(1 + (N - n + 0.5)/(n + 0.5)) over the collection's points
+			// with that sparse vector.
+			// https://qdrant.tech/documentation/concepts/indexing/#idf-modifier
+			n := map[uint32]float64{}
+			total := 0.0
+			for _, p := range c.points {
+				sv, ok := p.sparse[using]
+				if !ok {
+					continue
+				}
+				total++
+				for _, idx := range sv.GetIndices() {
+					if _, asked := weights[idx]; asked {
+						n[idx]++
+					}
+				}
+			}
+			for idx := range weights {
+				weights[idx] *= math.Log(1 + (total-n[idx]+0.5)/(n[idx]+0.5))
+			}
+		}
+		return func(p *point) (float64, bool) {
+			sv, ok := p.sparse[using]
+			if !ok {
+				return 0, false
+			}
+			score, hit := 0.0, false
+			for i, idx := range sv.GetIndices() {
+				if w, ok := weights[idx]; ok {
+					score += w * float64(sv.GetValues()[i])
+					hit = true
+				}
+			}
+			// Sparse search returns only points sharing an index.
+			return score, hit
+		}, nil
+	}
+	return nil, status.Errorf(codes.Unimplemented, "stand-in: query vector %T not implemented", in.GetVariant())
+}
