@@ -625,8 +625,8 @@ func (s *Server) facet(r *qdrant.FacetCounts) ([]*qdrant.FacetHit, error) {
 	}
 	// RULE: facets need an index on the key (keyword, integer or bool).
 	// https://qdrant.tech/documentation/concepts/payload/#facet-counts
-	switch c.indexes[r.GetKey()] {
-	case qdrant.FieldType_FieldTypeKeyword, qdrant.FieldType_FieldTypeInteger, qdrant.FieldType_FieldTypeBool:
+	switch t, ok := c.indexes[r.GetKey()]; {
+	case ok && (t == qdrant.FieldType_FieldTypeKeyword || t == qdrant.FieldType_FieldTypeInteger || t == qdrant.FieldType_FieldTypeBool):
 	default:
 		return nil, bad("Index required but not found for \"%s\" of one of the following types: [keyword, integer, boolean]", r.GetKey())
 	}
