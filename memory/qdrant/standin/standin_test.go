@@ -68,7 +68,7 @@ func TestRules(t *testing.T) {
 		_, err := c.Scroll(ctx, req)
 		assert.ErrorContains(t, err, "No range index for `order_by` key")
 		_, err = c.CreateFieldIndex(ctx, &qdrant.CreateFieldIndexCollection{CollectionName: "c", FieldName: "ts",
-			FieldType: qdrant.FieldType_FieldTypeInteger.Enum(),
+			FieldType:        qdrant.FieldType_FieldTypeInteger.Enum(),
 			FieldIndexParams: qdrant.NewPayloadIndexParamsInt(&qdrant.IntegerIndexParams{Lookup: ptr(true), Range: ptr(false)})})
 		require.NoError(t, err)
 		_, err = c.Scroll(ctx, req)
