@@ -18,6 +18,7 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/qdrant"
 	"github.com/vera-proxy/vera/proxy"
 )
 
@@ -77,8 +78,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, upstream *url.URL, out io.Writer) bool {
 	ok := true
 	if cfg.General.QdrantHost != "" {
-		fmt.Fprintf(out, "FAIL store: general.qdrant_host is set, but this build has no Qdrant backend yet\n")
-		ok = false
+		ok = checkQdrant(ctx, cfg, out)
 	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
 		fmt.Fprintf(out, "ok   store: embedded, %s (new: created when vera starts)\n", path)
 	} else if db, err := embedded.Open(ctx, cfg.Memory.DataDir); errors.Is(err, embedded.ErrInUse) {
@@ -170,4 +170,34 @@ func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// checkQdrant reaches Qdrant and reports the collection.
+func checkQdrant(ctx context.Context, cfg config.Config, out io.Writer) bool {
+	q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
+	if err != nil {
+		fmt.Fprintf(out, "FAIL store: %v\n", err)
+		return false
+	}
+	defer q.Close()
+	if err := q.Ping(ctx); err != nil {
+		fmt.Fprintf(out, "FAIL store: %v\n", err)
+		return false
+	}
+	spaces, err := q.Namespaces(ctx)
+	if err != nil {
+		fmt.Fprintf(out, "FAIL store: %v\n", err)
+		return false
+	}
+	total := 0
+	for _, ns := range spaces {
+		n, err := q.Count(ctx, memory.Filter{Namespace: ns})
+		if err != nil {
+			fmt.Fprintf(out, "FAIL store: %v\n", err)
+			return false
+		}
+		total += n
+	}
+	fmt.Fprintf(out, "ok   store: qdrant, %s, collection %q (%d memories in %d namespaces)\n", q.Addr(), q.Collection(), total, len(spaces))
+	return true
 }

@@ -12,15 +12,18 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/qdrant"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 )
 
 // memoryStack is everything long-term memory runs on, in the order it must
 // be stopped: the writer first (it commits what handlers recorded), then
-// the store.
+// the store, then the local file.
 type memoryStack struct {
-	db      *embedded.DB
+	store   memory.Store
+	local   *embedded.DB // the durable queue; with the embedded backend, the store too
+	qdrant  *qdrant.Store
 	gate    *memory.Gate
 	writer  *memory.Writer
 	builder *memory.Builder
@@ -28,35 +31,75 @@ type memoryStack struct {
 }
 
 // openMemory opens the store and starts the writer and the embedder probe.
+// The store is the embedded file, or Qdrant when general.qdrant_host is
+// set; either way finished turns are first committed to the local file's
+// queue, so a Qdrant outage loses nothing.
 func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, transport http.RoundTripper, logger *slog.Logger) (*memoryStack, error) {
-	if cfg.General.QdrantHost != "" {
-		return nil, errors.New("general.qdrant_host (VERA_QDRANT_URL) is set, but this build has no Qdrant backend yet; unset it to use the embedded store")
-	}
-	db, err := embedded.Open(ctx, cfg.Memory.DataDir)
+	local, err := embedded.Open(ctx, cfg.Memory.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	m := &memoryStack{store: local, local: local}
+	model := cfg.General.EmbeddingModel
+	embedder := memory.NewOllamaEmbedder(upstream, model, &http.Client{Transport: transport})
+	var space memory.VectorSpacer = local
+	if cfg.General.QdrantHost != "" {
+		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
+		if err != nil {
+			local.Close()
+			return nil, err
+		}
+		if err := checkVectorSpace(ctx, q, embedder, model, logger); err != nil {
+			q.Close()
+			local.Close()
+			return nil, err
+		}
+		m.store, m.qdrant, space = q, q, q
 	}
 	tok, err := memory.NewTokenizer()
 	if err != nil {
-		db.Close()
+		m.closeStores()
 		return nil, err
 	}
-	client := &http.Client{Transport: transport}
-	gate := memory.NewGate(memory.NewOllamaEmbedder(upstream, cfg.General.EmbeddingModel, client), cfg.General.EmbeddingModel, db, logger)
+	m.gate = memory.NewGate(embedder, model, space, logger)
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go gate.Settle(bg, 30*time.Second)
+	m.cancel = cancel
+	go m.gate.Settle(bg, 30*time.Second)
 
-	w := memory.NewWriter(db, db, gate, tok, logger)
-	w.Start()
-	b := memory.NewBuilder(db, gate, tok)
+	m.writer = memory.NewWriter(m.store, local, m.gate, tok, logger)
+	m.writer.Start()
+	b := memory.NewBuilder(m.store, m.gate, tok)
 	b.SemanticBudget = cfg.Layers.SemanticTokenBudget
 	b.RecentBudget = cfg.Layers.ContextTokenBudget
 	b.Threshold = cfg.Layers.SemanticScoreThreshold
 	b.RecentTurns = cfg.Layers.RecentTurns
 	b.SystemPrompt = prompts.New(cfg.Prompts.Dir).System
-	logger.Info("memory", slog.String("backend", "embedded"), slog.String("path", db.Path()),
-		slog.String("embedding_model", cfg.General.EmbeddingModel))
-	return &memoryStack{db: db, gate: gate, writer: w, builder: b, cancel: cancel}, nil
+	m.builder = b
+	if m.qdrant != nil {
+		logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", m.qdrant.Addr()),
+			slog.String("collection", m.qdrant.Collection()), slog.String("queue", local.Path()), slog.String("embedding_model", model))
+	} else {
+		logger.Info("memory", slog.String("backend", "embedded"), slog.String("path", local.Path()), slog.String("embedding_model", model))
+	}
+	return m, nil
+}
+
+// checkVectorSpace makes a Qdrant collection that holds another model's
+// vectors a startup error, as the issue of mixed sizes is best caught
+// before the first chat. When the embedder or Qdrant cannot be reached yet,
+// vera starts anyway (degraded) and the gate checks again later.
+func checkVectorSpace(ctx context.Context, q *qdrant.Store, e memory.Embedder, model string, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dim, err := memory.Probe(ctx, e)
+	if err != nil {
+		logger.Warn("embedder not available at start; the Qdrant collection is checked once it is", slog.Any("error", err))
+		return nil
+	}
+	if _, err := q.VectorSpace(ctx, model, dim); err != nil && !errors.Is(err, memory.ErrUnavailable) {
+		return err
+	}
+	return nil
 }
 
 // attach wires memory into the proxy.
@@ -68,7 +111,14 @@ func (m *memoryStack) attach(srv *proxy.Server) {
 
 func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.EmbedderHealth) {
 	st := m.writer.Status(ctx)
-	sh := proxy.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: m.db.Path(), Pending: st.Pending, Error: st.StoreError}
+	sh := proxy.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: m.local.Path(), Pending: st.Pending, Error: st.StoreError}
+	if m.qdrant != nil {
+		sh.Backend, sh.URL, sh.Collection, sh.Queue = "qdrant", m.qdrant.Addr(), m.qdrant.Collection(), m.local.Path()
+		sh.Path = ""
+		if err := m.qdrant.Ping(ctx); err != nil {
+			sh.OK, sh.Error = false, err.Error()
+		}
+	}
 	eh := proxy.EmbedderHealth{OK: st.EmbedderOK, Model: m.gate.Model(), Dim: m.gate.Dim(), Error: st.EmbedderError}
 	if m.gate.Dim() == 0 {
 		eh.OK, eh.Error = false, m.gate.Err()
@@ -76,12 +126,20 @@ func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.Embe
 	return sh, eh
 }
 
-// close commits recorded turns to the queue and closes the store.
+// close commits recorded turns to the queue and closes the stores.
 func (m *memoryStack) close() error {
 	m.cancel()
 	m.writer.Close()
-	if err := m.db.Close(); err != nil {
-		return fmt.Errorf("closing the store: %w", err)
+	return m.closeStores()
+}
+
+func (m *memoryStack) closeStores() error {
+	var errs []error
+	if m.qdrant != nil {
+		errs = append(errs, m.qdrant.Close())
 	}
-	return nil
+	if err := m.local.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the store: %w", err))
+	}
+	return errors.Join(errs...)
 }

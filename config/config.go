@@ -31,6 +31,10 @@ type Config struct {
 	Routing Routing `toml:"routing"`
 	VRAM    VRAM    `toml:"vram"`
 
+	// QdrantAPIKey is Qdrant's API key, from VERA_QDRANT_API_KEY only (a
+	// secret stays out of config files).
+	QdrantAPIKey string `toml:"-"`
+
 	// Path is the file the config was read from; empty when none existed.
 	Path string `toml:"-"`
 	// Warnings are non-fatal remarks about the input (keys accepted for
@@ -286,6 +290,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		"VERA_PROMPTS_DIR":       &cfg.Prompts.Dir,
 		"VERA_LOG_DIR":           &cfg.General.LogDir,
 		"VERA_ADMIN_TOKEN":       &cfg.Server.AdminToken,
+		"VERA_QDRANT_API_KEY":    &cfg.QdrantAPIKey,
 	}
 	for name, dst := range str {
 		if v := getenv(name); v != "" {

@@ -25,6 +25,11 @@ type StoreHealth struct {
 	OK      bool   `json:"ok"`
 	Backend string `json:"backend"` // embedded | qdrant
 	Path    string `json:"path,omitempty"`
+	// URL and Collection locate Qdrant; Queue is the local file that holds
+	// turns until Qdrant has them.
+	URL        string `json:"url,omitempty"`
+	Collection string `json:"collection,omitempty"`
+	Queue      string `json:"queue,omitempty"`
 	// Pending counts turns committed locally but not yet in the store.
 	Pending int    `json:"pending"`
 	Error   string `json:"error,omitempty"`

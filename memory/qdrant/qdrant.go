@@ -60,6 +60,10 @@ const rrfK = 61
 // for long, and a write that times out is retried from the local queue.
 const callTimeout = 10 * time.Second
 
+// readTimeout bounds the reads a chat waits for (search, latest): past it
+// the chat goes on without memory.
+const readTimeout = 3 * time.Second
+
 // batchSize bounds the points of one upsert, delete or get.
 const batchSize = 256
 
@@ -511,7 +515,7 @@ func (s *Store) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error
 			Query: qdrant.NewQueryRRF(&qdrant.Rrf{K: ptr(uint32(rrfK))}), Limit: ptr(uint64(limit)),
 			WithPayload: qdrant.NewWithPayload(true)})
 	}
-	cctx, cancel := withTimeout(ctx)
+	cctx, cancel := context.WithTimeout(ctx, readTimeout)
 	res, err := s.client.QueryBatch(cctx, &qdrant.QueryBatchPoints{CollectionName: s.collection, QueryPoints: batch})
 	cancel()
 	if err != nil {
@@ -557,7 +561,7 @@ func (s *Store) Latest(ctx context.Context, f memory.Filter, limit int) ([]memor
 	if err != nil || !ok || limit <= 0 {
 		return nil, err
 	}
-	cctx, cancel := withTimeout(ctx)
+	cctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	got, err := s.client.Scroll(cctx, &qdrant.ScrollPoints{
 		CollectionName: s.collection, Filter: filter(f), Limit: ptr(uint32(limit)),
