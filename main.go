@@ -36,6 +36,8 @@ Usage:
   vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera eval locomo [--budget N] [--embedder ollama|none] FILE...
                          memory-quality benchmark on LoCoMo conversations
+  vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]
+                         copy a Vera-AI Qdrant collection into vera's store, re-embedded
   vera help              show this help
   vera --version         print the version
 
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	case "eval":
 		return evalCmd(ctx, args, getenv, stdout)
+	case "memories":
+		return memoriesCmd(ctx, args, getenv, stdout)
 	case "serve", "check", "healthcheck":
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}

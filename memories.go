@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/proxy"
+)
+
+const memoriesUsage = "memories: want `vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]`"
+
+// memoriesCmd runs `vera memories ...`. Only the import from Vera-AI
+// exists so far.
+func memoriesCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "import" {
+		return usageError{memoriesUsage}
+	}
+	fs := flag.NewFlagSet("vera memories import", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fromVeraAI := fs.Bool("from-vera-ai", false, "")
+	from := fs.String("url", "", "")
+	collection := fs.String("collection", "memories", "")
+	ns := fs.String("namespace", memory.DefaultNamespace, "")
+	var flags config.Flags
+	fs.StringVar(&flags.ConfigPath, "config", "", "")
+	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	fs.StringVar(&flags.DataDir, "data-dir", "", "")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err.Error()}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("memories import: unexpected argument %q", fs.Arg(0))}
+	case !*fromVeraAI:
+		return usageError{"memories import: only --from-vera-ai is supported so far"}
+	case *from == "":
+		return usageError{"memories import --from-vera-ai: --url (the Qdrant holding the Vera-AI collection) is required"}
+	case strings.TrimSpace(*ns) == "":
+		return usageError{"memories import: --namespace must not be empty"}
+	}
+	cfg, err := config.Load(flags, getenv)
+	if err != nil {
+		return err
+	}
+	rep, err := importVeraAI(ctx, cfg, *from, *collection, *ns)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	return enc.Encode(rep)
+}
+
+// importVeraAI copies a Vera-AI collection into vera's store (the one the
+// config selects), re-embedding each memory with vera's model.
+func importVeraAI(ctx context.Context, cfg config.Config, from, collection, ns string) (qdrant.ImportReport, error) {
+	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
+	if err != nil {
+		return qdrant.ImportReport{}, err
+	}
+	model := cfg.General.EmbeddingModel
+	embedder := memory.NewOllamaEmbedder(upstream, model, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
+	dim, embedErr := memory.Probe(ctx, embedder)
+
+	var store memory.Store
+	if cfg.General.QdrantHost != "" {
+		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
+		if err != nil {
+			return qdrant.ImportReport{}, err
+		}
+		defer q.Close()
+		if _, src, _ := qdrant.ClientConfig(from); src == q.Addr() && collection == q.Collection() {
+			return qdrant.ImportReport{}, fmt.Errorf("the Vera-AI collection %q is the one vera is configured to use: set general.qdrant_collection (VERA_QDRANT_COLLECTION) to another name", collection)
+		}
+		if embedErr != nil {
+			return qdrant.ImportReport{}, fmt.Errorf("importing into Qdrant needs the embedding model to create the collection: %w", embedErr)
+		}
+		if _, err := q.VectorSpace(ctx, model, dim); err != nil {
+			return qdrant.ImportReport{}, err
+		}
+		store = q
+	} else {
+		db, err := embedded.Open(ctx, cfg.Memory.DataDir)
+		if errors.Is(err, embedded.ErrInUse) {
+			return qdrant.ImportReport{}, fmt.Errorf("stop vera before importing into its embedded store: %w", err)
+		}
+		if err != nil {
+			return qdrant.ImportReport{}, err
+		}
+		defer db.Close()
+		if embedErr == nil {
+			if _, err := db.VectorSpace(ctx, model, dim); err != nil {
+				return qdrant.ImportReport{}, err
+			}
+		}
+		store = db
+	}
+	tok, err := memory.NewTokenizer()
+	if err != nil {
+		return qdrant.ImportReport{}, err
+	}
+	withVectors := 0
+	rep, err := qdrant.ReadVeraAI(ctx, from, cfg.QdrantAPIKey, collection, ns, 64, func(ms []memory.Memory) error {
+		texts := make([]string, len(ms))
+		for i := range ms {
+			ms[i].Tokens = tok.Count(ms[i].Text)
+			texts[i] = ms[i].Text
+		}
+		if embedErr == nil {
+			// Without vectors now, the backfill of a running vera makes them.
+			if vecs, err := embedder.Embed(ctx, texts); err == nil {
+				for i := range ms {
+					ms[i].Vector = vecs[i]
+				}
+				withVectors += len(ms)
+			}
+		}
+		return store.Upsert(ctx, ms...)
+	})
+	rep.Embedded = withVectors
+	return rep, err
+}
