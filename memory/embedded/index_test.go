@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/storetest"
 )
 
 // bruteLexical scores every document passing f with BM25, without pruning:
@@ -49,7 +50,7 @@ func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text st
 }
 
 func TestLexicalPruningIsExact(t *testing.T) {
-	ms := textCorpus(4000)
+	ms := storetest.TextCorpus(4000)
 	rng := rand.New(rand.NewPCG(5, 9))
 	ix := newIndex()
 	for i, m := range ms {
@@ -100,7 +101,7 @@ func TestLexicalPruningIsExact(t *testing.T) {
 }
 
 func TestLatestFromIndex(t *testing.T) {
-	ms := textCorpus(300)
+	ms := storetest.TextCorpus(300)
 	ix := newIndex()
 	for _, m := range ms {
 		ix.add(m, nil)

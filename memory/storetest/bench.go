@@ -1,0 +1,157 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// The benchmarks every backend runs on the same synthetic memories, so
+// their figures compare.
+
+// Corpus builds n synthetic memories in namespace "bench": chat-like texts
+// drawn from a Zipf-distributed vocabulary, one minute apart, with random
+// dim-dimension vectors and their token counts.
+func Corpus(n, dim int) []memory.Memory {
+	rng := rand.New(rand.NewPCG(7, 11))
+	tok, _ := memory.NewTokenizer()
+	ms := TextCorpus(n)
+	for i := range ms {
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		ms[i].Vector, ms[i].Tokens = v, tok.Count(ms[i].Text)
+	}
+	return ms
+}
+
+// TextCorpus is Corpus without vectors or token counts.
+func TextCorpus(n int) []memory.Memory {
+	rng := rand.New(rand.NewPCG(7, 11))
+	vocab := make([]string, 20000)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("w%x", i*2654435761%1000003)
+	}
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(3, 5)), 1.1, 1, uint64(len(vocab)-1))
+	sentence := func(words int) string {
+		var b strings.Builder
+		for i := range words {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(vocab[zipf.Uint64()])
+		}
+		return b.String()
+	}
+	ms := make([]memory.Memory, n)
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range ms {
+		text := memory.FormatExchange(sentence(12+rng.IntN(20)), sentence(20+rng.IntN(60)))
+		ms[i] = memory.Memory{
+			ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Text: text,
+			Time: t0.Add(time.Duration(i) * time.Minute),
+		}
+	}
+	return ms
+}
+
+// QueryFor returns a question built from memory m's words and a vector
+// near m's.
+func QueryFor(rng *rand.Rand, m memory.Memory) (string, []float32) {
+	words := strings.Fields(m.Text)
+	q := strings.Join([]string{words[1], words[3], words[5], "and", words[len(words)-2]}, " ") + "?"
+	v := slices.Clone(m.Vector)
+	for j := range v {
+		v[j] += float32(rng.NormFloat64()) * 0.5
+	}
+	return q, v
+}
+
+// ReportP50 reports the median and 95th percentile of d in milliseconds.
+func ReportP50(b *testing.B, d []time.Duration) {
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(d[len(d)*95/100].Microseconds())/1000, "p95-ms")
+}
+
+// BenchSearch times one search of s, holding ms, per iteration: "lexical",
+// "vector" or "hybrid".
+func BenchSearch(b *testing.B, s memory.Store, ms []memory.Memory, mode string) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		text, vec := QueryFor(rng, ms[rng.IntN(len(ms))])
+		q := memory.Query{Filter: memory.Filter{Namespace: "bench"}, Threshold: 0.5, Limit: 47}
+		if mode != "vector" {
+			q.Text = text
+		}
+		if mode != "lexical" {
+			q.Vector = vec
+			q.Threshold = 0.3
+		}
+		start := time.Now()
+		if _, err := s.Search(context.Background(), q); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	ReportP50(b, lat)
+}
+
+// fixedEmbedder answers instantly with a precomputed vector, so the
+// injection benchmark measures vera's own work, not the model's.
+type fixedEmbedder struct{ v []float32 }
+
+func (f *fixedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = f.v
+	}
+	return out, nil
+}
+
+// BenchInject times the whole context build of one chat on s (system
+// layer, semantic search and fill, recent layer, dedup, window fitting) on
+// a realistic request, embedding excluded.
+func BenchInject(b *testing.B, s memory.Store, ms []memory.Memory) {
+	tok, err := memory.NewTokenizer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	emb := &fixedEmbedder{}
+	bl := memory.NewBuilder(s, emb, tok)
+	bl.SystemPrompt = func() string { return "You are a helpful assistant who remembers the user." }
+	rng := rand.New(rand.NewPCG(2, 2))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		text, vec := QueryFor(rng, ms[rng.IntN(len(ms))])
+		emb.v = vec
+		req := memory.Request{Namespace: "bench", ContextLength: 8192, Messages: []memory.Message{
+			{Role: "system", Content: "Be concise."},
+			{Role: "user", Content: "Can you help me plan the week?"},
+			{Role: "assistant", Content: "Of course. What is on your schedule so far, and what matters most?"},
+			{Role: "user", Content: "Work deadlines on Tuesday and a dentist appointment on Thursday."},
+			{Role: "assistant", Content: "Then keep Monday for deep work and book Thursday afternoon off."},
+			{Role: "user", Content: text},
+		}}
+		start := time.Now()
+		c := bl.Build(context.Background(), req)
+		lat = append(lat, time.Since(start))
+		if c.Err != nil {
+			b.Fatal(c.Err)
+		}
+		if i == 0 && len(c.Semantic) == 0 {
+			b.Fatal("nothing recalled")
+		}
+	}
+	ReportP50(b, lat)
+}
