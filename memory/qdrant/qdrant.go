@@ -261,13 +261,18 @@ func (s *Store) create(ctx context.Context, model string, dim int) error {
 		}),
 		Metadata: qdrant.NewValueMap(map[string]any{metaModel: model}),
 	})
-	if status.Code(err) == codes.AlreadyExists {
-		// Another vera made it first: check it as if it had been there.
-		if err := s.load(ctx); err != nil {
-			return err
+	if err != nil && status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+		// Another vera may have made it first (Qdrant answers "already
+		// exists" as a bad request): check it as if it had been there.
+		if lerr := s.load(ctx); lerr == nil {
+			s.mu.Lock()
+			made := s.dim > 0
+			s.mu.Unlock()
+			if made {
+				_, err := s.VectorSpace(ctx, model, dim)
+				return err
+			}
 		}
-		_, err := s.VectorSpace(ctx, model, dim)
-		return err
 	}
 	if err != nil {
 		return s.wrap("creating collection "+s.collection, err)

@@ -159,3 +159,19 @@ func TestClientConfig(t *testing.T) {
 		assert.Equal(t, tt.tls, cfg.UseTLS, tt.in)
 	}
 }
+
+func TestTwoInstancesCreateTheCollectionAtOnce(t *testing.T) {
+	ctx := context.Background()
+	url := server(t)
+	a := openFresh(t, url)
+	b, err := Open(ctx, Options{URL: url, Collection: a.collection})
+	require.NoError(t, err)
+	defer b.Close()
+	// b has not seen the collection; a makes it; b's own create finds it
+	// made and checks it instead of failing.
+	_, err = a.VectorSpace(ctx, "m", 8)
+	require.NoError(t, err)
+	require.NoError(t, b.create(ctx, "m", 8))
+	err = b.create(ctx, "m", 16)
+	assert.ErrorContains(t, err, "holds 8-dimension vectors")
+}
