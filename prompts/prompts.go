@@ -1,9 +1,11 @@
 // Package prompts reads vera's prompt files (systemprompt.md and the
 // curator's prompt) from the prompts directory, picking up edits without a
-// restart.
+// restart. Defaults for both ship in the binary; a file in the directory
+// overrides its default.
 package prompts
 
 import (
+	"embed"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,6 +14,21 @@ import (
 
 // SystemPrompt is the file whose text joins the system layer of every chat.
 const SystemPrompt = "systemprompt.md"
+
+// CuratorPrompt is the curator's instructions; {CURRENT_DATE} is filled in.
+const CuratorPrompt = "curator_prompt.md"
+
+//go:embed defaults/*.md
+var defaults embed.FS
+
+// Default returns the built-in text of name ("" when there is none).
+func Default(name string) string {
+	b, err := defaults.ReadFile("defaults/" + name)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
 
 // Dir is a prompts directory. Reads are cached and re-done when a file's
 // size or modification time changes, so an edit applies to the next chat.
@@ -33,13 +50,16 @@ func New(path string) *Dir {
 	return &Dir{path: path, cache: map[string]entry{}}
 }
 
-// Read returns the text of name, or "" when the file does not exist or
-// cannot be read.
+// Path returns the directory.
+func (d *Dir) Path() string { return d.path }
+
+// Read returns the text of name: the file's, or the built-in default when
+// the file does not exist or cannot be read.
 func (d *Dir) Read(name string) string {
 	p := filepath.Join(d.path, name)
 	fi, err := os.Stat(p)
 	if err != nil {
-		return ""
+		return Default(name)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -48,7 +68,7 @@ func (d *Dir) Read(name string) string {
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return ""
+		return Default(name)
 	}
 	d.cache[name] = entry{mod: fi.ModTime(), size: fi.Size(), text: string(b)}
 	return string(b)
@@ -56,3 +76,6 @@ func (d *Dir) Read(name string) string {
 
 // System returns systemprompt.md.
 func (d *Dir) System() string { return d.Read(SystemPrompt) }
+
+// Curator returns curator_prompt.md.
+func (d *Dir) Curator() string { return d.Read(CuratorPrompt) }

@@ -22,3 +22,11 @@ func TestSystemPromptIsReReadWhenItChanges(t *testing.T) {
 	require.NoError(t, os.Chtimes(p, later, later))
 	assert.Equal(t, "Be very brief.", d.System())
 }
+
+func TestDefaultsShipInTheBinary(t *testing.T) {
+	d := New(t.TempDir())
+	assert.Contains(t, d.Curator(), "{CURRENT_DATE}")
+	assert.Equal(t, "", d.System(), "the default system prompt is empty")
+	require.NoError(t, os.WriteFile(filepath.Join(d.Path(), CuratorPrompt), []byte("mine {CURRENT_DATE}"), 0o644))
+	assert.Equal(t, "mine {CURRENT_DATE}", d.Curator(), "a file overrides the default")
+}

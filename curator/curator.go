@@ -1,0 +1,557 @@
+// Package curator distils raw turns into curated memories and permanent
+// rules (SPEC §5), on a schedule and on demand, without ever losing a raw
+// turn that has no curated successor.
+//
+// Per namespace, a run:
+//  1. pages through every raw turn of its window (the last 24 h, or all of
+//     them on the 1st of the month), up to the run's start: turns that
+//     arrive during the run are left for the next one;
+//  2. first finishes what an interrupted run left: raw turns that a curated
+//     memory already names as its source are deleted;
+//  3. sends the rest to the curator model in batches that fit its context,
+//     with the current date and a sample of the curated memories;
+//  4. applies each valid answer in this order: write the curated memories
+//     (with their source ids), delete the raw turns they distil and those
+//     the model dropped, delete the curated memories it replaced, append
+//     the rules. An answer that is not valid is retried, then its batch is
+//     left as it was and reported.
+package curator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/prompts"
+)
+
+// Modes of a run.
+const (
+	Daily   = "daily"
+	Monthly = "monthly"
+)
+
+// Curator runs curation. Set the fields before the first Run.
+type Curator struct {
+	Store    memory.Store
+	Model    Model
+	Embedder memory.Embedder // nil: curated memories wait for the backfill
+	Tokens   *memory.Tokenizer
+	Prompts  *prompts.Dir
+	// ModelName is recorded on the curated memories.
+	ModelName string
+	// Location is curator.timezone: it decides the date the model is told
+	// and whether today is the 1st. nil means local time.
+	Location *time.Location
+	Now      func() time.Time
+	Log      *slog.Logger
+
+	// BatchTokens bounds the raw turns of one batch; 0 means 3000, which
+	// with the prompt, the curated sample and the answer fits an 8k
+	// context.
+	BatchTokens int
+	// Attempts per batch before it is left untouched; 0 means 2.
+	Attempts int
+	// CallTimeout bounds one call to the model; 0 means 5 minutes.
+	CallTimeout time.Duration
+	// SampleSize is how many recent curated memories the model sees; 0
+	// means 20.
+	SampleSize int
+
+	running sync.Mutex
+	mu      sync.Mutex
+	last    map[string]Result
+}
+
+// Options select a run.
+type Options struct {
+	DryRun    bool
+	Namespace string // "" means every namespace
+}
+
+// Result is a run's outcome (SPEC §5's fields, then details).
+type Result struct {
+	Status    string `json:"status"` // ok | error | busy
+	Mode      string `json:"mode,omitempty"`
+	Processed int    `json:"processed"`
+	Curated   int    `json:"curated"`
+	Deleted   int    `json:"deleted"`
+	Rules     int    `json:"rules"`
+	Summary   string `json:"summary"`
+	Error     string `json:"error,omitempty"`
+
+	DryRun        bool      `json:"dry_run,omitempty"`
+	Namespaces    []string  `json:"namespaces,omitempty"`
+	FailedBatches int       `json:"failed_batches"`
+	RulesRefused  []string  `json:"rules_refused,omitempty"`
+	Started       time.Time `json:"started"`
+	Finished      time.Time `json:"finished"`
+	// Preview lists, on a dry run, what the run would have written.
+	Preview *Preview `json:"preview,omitempty"`
+}
+
+// Preview is what a dry run would have changed.
+type Preview struct {
+	Curated []string `json:"curated"`
+	Deleted []string `json:"deleted"`
+	Rules   []string `json:"rules"`
+}
+
+// ErrBusy is returned when a run is already going.
+var ErrBusy = errors.New("a curator run is already going")
+
+func (c *Curator) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Curator) loc() *time.Location {
+	if c.Location != nil {
+		return c.Location
+	}
+	return time.Local
+}
+
+func (c *Curator) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// ModeAt returns the mode of a run starting at t: monthly on the 1st (in
+// the curator's time zone), else daily.
+func (c *Curator) ModeAt(t time.Time) string {
+	if t.In(c.loc()).Day() == 1 {
+		return Monthly
+	}
+	return Daily
+}
+
+// Last returns the last result per namespace.
+func (c *Curator) Last() map[string]Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]Result, len(c.last))
+	for k, v := range c.last {
+		out[k] = v
+	}
+	return out
+}
+
+// Running reports whether a run is going.
+func (c *Curator) Running() bool {
+	if c.running.TryLock() {
+		c.running.Unlock()
+		return false
+	}
+	return true
+}
+
+// Run curates once. It returns a busy result at once when a run is going.
+func (c *Curator) Run(ctx context.Context, o Options) Result {
+	if !c.running.TryLock() {
+		return Result{Status: "busy", Error: ErrBusy.Error()}
+	}
+	defer c.running.Unlock()
+	start := c.now()
+	res := Result{Status: "ok", Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
+	if o.DryRun {
+		res.Preview = &Preview{Curated: []string{}, Deleted: []string{}, Rules: []string{}}
+	}
+	var since time.Time
+	if res.Mode == Daily {
+		since = start.Add(-24 * time.Hour)
+	}
+	spaces := []string{o.Namespace}
+	if o.Namespace == "" {
+		var err error
+		if spaces, err = c.Store.Namespaces(ctx); err != nil {
+			res.Status, res.Error = "error", fmt.Sprintf("listing namespaces: %v", err)
+			res.Finished = c.now().UTC()
+			return res
+		}
+	}
+	var errs, summaries []string
+	for _, ns := range spaces {
+		nr := Result{Status: "ok", Mode: res.Mode, DryRun: o.DryRun, Started: res.Started, Preview: res.Preview}
+		err := c.curate(ctx, ns, since, start, &nr)
+		if err != nil {
+			nr.Status, nr.Error = "error", err.Error()
+			errs = append(errs, fmt.Sprintf("%s: %v", ns, err))
+		}
+		nr.Finished = c.now().UTC()
+		nr.Namespaces = []string{ns}
+		res.Processed += nr.Processed
+		res.Curated += nr.Curated
+		res.Deleted += nr.Deleted
+		res.Rules += nr.Rules
+		res.FailedBatches += nr.FailedBatches
+		res.RulesRefused = append(res.RulesRefused, nr.RulesRefused...)
+		if nr.Summary != "" {
+			summaries = append(summaries, nr.Summary)
+		}
+		res.Namespaces = append(res.Namespaces, ns)
+		if !o.DryRun {
+			nr.Preview = nil
+			c.mu.Lock()
+			if c.last == nil {
+				c.last = map[string]Result{}
+			}
+			c.last[ns] = nr
+			c.mu.Unlock()
+		}
+	}
+	res.Summary = strings.Join(summaries, " ")
+	if len(errs) > 0 {
+		res.Status, res.Error = "error", strings.Join(errs, "; ")
+	}
+	res.Finished = c.now().UTC()
+	c.log().Info("curator run", slog.String("status", res.Status), slog.String("mode", res.Mode), slog.Bool("dry_run", o.DryRun),
+		slog.Int("processed", res.Processed), slog.Int("curated", res.Curated), slog.Int("deleted", res.Deleted),
+		slog.Int("rules", res.Rules), slog.Int("failed_batches", res.FailedBatches), slog.String("error", res.Error))
+	return res
+}
+
+// scrollAll pages through every memory matching f.
+func (c *Curator) scrollAll(ctx context.Context, f memory.Filter) ([]memory.Memory, error) {
+	var out []memory.Memory
+	cursor := ""
+	for {
+		page, next, err := c.Store.Scroll(ctx, f, cursor, 500)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
+}
+
+// sources returns the raw ids a curated memory names as its sources.
+func sources(m memory.Memory) []string {
+	var out []string
+	switch v := m.Metadata["source_ids"].(type) {
+	case []any:
+		for _, x := range v {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	case []string:
+		out = v
+	}
+	return out
+}
+
+// curate runs one namespace.
+func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time, res *Result) error {
+	curated, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Curated}})
+	if err != nil {
+		return fmt.Errorf("reading curated memories: %w", err)
+	}
+	raws, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Raw}, Since: since, Until: until})
+	if err != nil {
+		return fmt.Errorf("reading raw turns: %w", err)
+	}
+	slices.SortFunc(raws, func(a, b memory.Memory) int { return a.Time.Compare(b.Time) })
+
+	// Finish an interrupted run: a raw turn with a curated successor goes.
+	succeeded := map[string]bool{}
+	for _, m := range curated {
+		for _, id := range sources(m) {
+			succeeded[id] = true
+		}
+	}
+	var done []string
+	todo := raws[:0:0]
+	for _, m := range raws {
+		if succeeded[m.ID] {
+			done = append(done, m.ID)
+		} else {
+			todo = append(todo, m)
+		}
+	}
+	if err := c.delete(ctx, done, res); err != nil {
+		return fmt.Errorf("deleting raw turns already curated: %w", err)
+	}
+
+	sample := c.sample(curated)
+	var failures []string
+	for _, batch := range c.batches(todo) {
+		ans, err := c.ask(ctx, batch, sample)
+		if err != nil {
+			res.FailedBatches++
+			failures = append(failures, err.Error())
+			c.log().Warn("curator batch left untouched", slog.String("namespace", ns), slog.Int("turns", len(batch)), slog.Any("error", err))
+			continue
+		}
+		res.Processed += len(batch)
+		if err := c.apply(ctx, ns, batch, sample, ans, until, res); err != nil {
+			return err // a store failure: stop here, nothing is lost (see apply)
+		}
+		if s := strings.TrimSpace(ans.Summary); s != "" {
+			res.Summary = strings.TrimSpace(res.Summary + " " + s)
+		}
+	}
+	if len(failures) > 0 {
+		return fmt.Errorf("%d batch(es) left untouched: %s", len(failures), strings.Join(failures, "; "))
+	}
+	return nil
+}
+
+// sample returns the most recent curated memories, for the model to see.
+func (c *Curator) sample(curated []memory.Memory) []memory.Memory {
+	n := c.SampleSize
+	if n <= 0 {
+		n = 20
+	}
+	s := slices.Clone(curated)
+	slices.SortFunc(s, func(a, b memory.Memory) int { return b.Time.Compare(a.Time) })
+	return s[:min(n, len(s))]
+}
+
+// batches splits turns into batches of at most BatchTokens tokens (a turn
+// larger than that goes alone).
+func (c *Curator) batches(turns []memory.Memory) [][]memory.Memory {
+	limit := c.BatchTokens
+	if limit <= 0 {
+		limit = 3000
+	}
+	var out [][]memory.Memory
+	var cur []memory.Memory
+	used := 0
+	for _, m := range turns {
+		n := m.Tokens
+		if n <= 0 && c.Tokens != nil {
+			n = c.Tokens.Count(m.Text)
+		}
+		n += 30 // id, timestamp and JSON around each turn
+		if len(cur) > 0 && used+n > limit {
+			out = append(out, cur)
+			cur, used = nil, 0
+		}
+		cur = append(cur, m)
+		used += n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+type promptTurn struct {
+	ID        string `json:"id"`
+	Timestamp string `json:"timestamp"`
+	Text      string `json:"text"`
+}
+
+// ask sends one batch, retrying an answer that is not valid.
+func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answer, error) {
+	date := c.now().In(c.loc())
+	system := strings.ReplaceAll(c.Prompts.Curator(), "{CURRENT_DATE}", date.Format("2006-01-02 (Monday)"))
+	in := struct {
+		Raw     []promptTurn `json:"raw_turns"`
+		Curated []promptTurn `json:"curated_memories"`
+	}{Raw: []promptTurn{}, Curated: []promptTurn{}}
+	inBatch, shown := map[string]bool{}, map[string]bool{}
+	for _, m := range batch {
+		in.Raw = append(in.Raw, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text})
+		inBatch[m.ID] = true
+	}
+	for _, m := range sample {
+		in.Curated = append(in.Curated, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text})
+		shown[m.ID] = true
+	}
+	user, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	attempts := max(c.Attempts, 0)
+	if attempts == 0 {
+		attempts = 2
+	}
+	timeout := c.CallTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	var last error
+	for range attempts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		text, err := c.Model.Complete(cctx, system, string(user))
+		cancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		ans, err := ParseAnswer(text)
+		if err == nil {
+			err = ans.validate(inBatch, shown)
+		}
+		if err == nil {
+			return ans, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("batch of %d turns: %w", len(batch), last)
+}
+
+// apply writes one batch's answer. The order makes a crash at any point
+// safe: curated memories (naming their sources) are written before any raw
+// turn goes, and a rerun finishes the deletions (see curate).
+func (c *Curator) apply(ctx context.Context, ns string, batch, sample []memory.Memory, a *Answer, runAt time.Time, res *Result) error {
+	byID := map[string]memory.Memory{}
+	for _, m := range batch {
+		byID[m.ID] = m
+	}
+	var curated []memory.Memory
+	drop := map[string]bool{}
+	for _, ct := range a.NewCurated {
+		u, as, _ := memory.ParseExchange(ct.Content)
+		m := memory.Memory{
+			ID: memory.NewID(), Namespace: ns, Type: memory.Curated, Text: memory.FormatExchange(u, as),
+			Time: runAt.UTC(), Model: c.ModelName,
+			Metadata: map[string]any{"source_ids": toAny(ct.SourceIDs), "curated_at": runAt.UTC().Format(time.RFC3339)},
+		}
+		// A memory is as old as the newest turn it comes from.
+		var newest time.Time
+		for _, id := range ct.SourceIDs {
+			drop[id] = true
+			if t := byID[id].Time; t.After(newest) {
+				newest = t
+			}
+		}
+		if !newest.IsZero() {
+			m.Time = newest
+		}
+		if c.Tokens != nil {
+			m.Tokens = c.Tokens.Count(m.Text)
+		}
+		curated = append(curated, m)
+	}
+	var rawGone, curatedGone []string
+	for _, id := range a.Deletions {
+		if _, ok := byID[id]; ok {
+			drop[id] = true
+		} else {
+			curatedGone = append(curatedGone, id)
+		}
+	}
+	for _, m := range batch { // batch order, so reports are stable
+		if drop[m.ID] {
+			rawGone = append(rawGone, m.ID)
+		}
+	}
+
+	if res.DryRun {
+		for _, m := range curated {
+			res.Preview.Curated = append(res.Preview.Curated, m.Text)
+		}
+		res.Preview.Deleted = append(res.Preview.Deleted, append(rawGone, curatedGone...)...)
+		res.Curated += len(curated)
+		res.Deleted += len(rawGone) + len(curatedGone)
+		for _, r := range a.Rules {
+			p, err := ruleTarget(c.Prompts.Path(), r.TargetFile)
+			if err != nil {
+				res.RulesRefused = append(res.RulesRefused, err.Error())
+				continue
+			}
+			if old, _ := os.ReadFile(p); !hasRule(string(old), r.Rule) {
+				res.Preview.Rules = append(res.Preview.Rules, r.Rule)
+				res.Rules++
+			}
+		}
+		return nil
+	}
+
+	if len(curated) > 0 {
+		c.embed(ctx, curated)
+		if err := c.Store.Upsert(ctx, curated...); err != nil {
+			return fmt.Errorf("writing curated memories: %w", err)
+		}
+		res.Curated += len(curated)
+	}
+	if err := c.delete(ctx, rawGone, res); err != nil {
+		return fmt.Errorf("deleting curated raw turns: %w", err)
+	}
+	if err := c.delete(ctx, curatedGone, res); err != nil {
+		return fmt.Errorf("deleting replaced curated memories: %w", err)
+	}
+	for _, r := range a.Rules {
+		p, err := ruleTarget(c.Prompts.Path(), r.TargetFile)
+		if err != nil {
+			res.RulesRefused = append(res.RulesRefused, err.Error())
+			c.log().Warn("curator rule refused", slog.String("namespace", ns), slog.Any("error", err))
+			continue
+		}
+		added, err := appendRule(p, r.Rule)
+		if err != nil {
+			return fmt.Errorf("appending a rule to %s: %w", p, err)
+		}
+		if added {
+			res.Rules++
+		}
+	}
+	return nil
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// embed gives curated memories their vectors when it can; otherwise the
+// writer's backfill does it later.
+func (c *Curator) embed(ctx context.Context, ms []memory.Memory) {
+	if c.Embedder == nil {
+		return
+	}
+	texts := make([]string, len(ms))
+	for i, m := range ms {
+		texts[i] = m.Text
+	}
+	ectx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	vecs, err := c.Embedder.Embed(ectx, texts)
+	if err != nil {
+		c.log().Warn("curated memories stored without vectors for now", slog.Any("error", err))
+		return
+	}
+	for i := range ms {
+		ms[i].Vector = vecs[i]
+	}
+}
+
+func (c *Curator) delete(ctx context.Context, ids []string, res *Result) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if res.DryRun {
+		res.Preview.Deleted = append(res.Preview.Deleted, ids...)
+		res.Deleted += len(ids)
+		return nil
+	}
+	if err := c.Store.Delete(ctx, ids...); err != nil {
+		return err
+	}
+	res.Deleted += len(ids)
+	return nil
+}

@@ -1,0 +1,439 @@
+package curator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/prompts"
+)
+
+// fakeModel answers with answer(system, user); calls counts them.
+type fakeModel struct {
+	answer func(ctx context.Context, system, user string) (string, error)
+	calls  atomic.Int64
+}
+
+func (f *fakeModel) Complete(ctx context.Context, system, user string) (string, error) {
+	f.calls.Add(1)
+	return f.answer(ctx, system, user)
+}
+
+// the fixed "now" of the tests: a Sunday afternoon, not the 1st.
+var now = time.Date(2026, 11, 22, 14, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	store   *embedded.DB
+	dir     string // prompts dir
+	cur     *Curator
+	model   *fakeModel
+	turns   []memory.Memory // raw turns of namespace "alice", oldest first
+	shownID string          // a curated memory the model is shown
+}
+
+// newFixture stores three raw turns of the last day, one raw turn of ten
+// days ago, and one curated memory, in namespace alice.
+func newFixture(t *testing.T, answer func(ctx context.Context, system, user string) (string, error)) *fixture {
+	t.Helper()
+	db, err := embedded.Open(context.Background(), t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	f := &fixture{store: db, dir: t.TempDir(), model: &fakeModel{answer: answer}}
+	for i, text := range []string{
+		"User: my sister Ana moved to Lisbon\nAssistant: Lovely city!",
+		"User: hi\nAssistant: hello",
+		"User: please always answer in French from now on\nAssistant: D'accord.",
+	} {
+		f.turns = append(f.turns, memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw, Text: text,
+			Time: now.Add(time.Duration(i-5) * time.Hour)})
+	}
+	old := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw, Text: "User: old news\nAssistant: ok", Time: now.Add(-240 * time.Hour)}
+	shown := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "User: Where does Ana live?\nAssistant: In Porto.", Time: now.Add(-300 * time.Hour)}
+	f.shownID = shown.ID
+	require.NoError(t, db.Upsert(context.Background(), append(slices.Clone(f.turns), old, shown)...))
+	f.turns = append([]memory.Memory{old}, f.turns...)
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	f.cur = &Curator{Store: db, Model: f.model, Tokens: tok, Prompts: prompts.New(f.dir), ModelName: "curator-test",
+		Location: time.UTC, Now: func() time.Time { return now }, CallTimeout: 2 * time.Second}
+	return f
+}
+
+// valid is a good answer for the fixture's daily batch (turns 1..3).
+func (f *fixture) valid() string {
+	a := map[string]any{
+		"new_curated_turns": []map[string]any{{"content": "User: Where does my sister Ana live?\nAssistant: In Lisbon (moved in November 2026).", "source_ids": []string{f.turns[1].ID}}},
+		"permanent_rules":   []map[string]any{{"rule": "Always answer in French.", "target_file": "systemprompt.md"}},
+		"deletions":         []string{f.turns[2].ID, f.turns[3].ID, f.shownID},
+		"summary":           "Ana lives in Lisbon now; French from now on.",
+	}
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+func (f *fixture) all(t *testing.T, typ memory.Type) []memory.Memory {
+	t.Helper()
+	page, _, err := f.store.Scroll(context.Background(), memory.Filter{Namespace: "alice", Types: []memory.Type{typ}}, "", 1000)
+	require.NoError(t, err)
+	return page
+}
+
+func texts(ms []memory.Memory) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Text
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *fixture) rules(t *testing.T) string {
+	b, err := os.ReadFile(filepath.Join(f.dir, "systemprompt.md"))
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	require.NoError(t, err)
+	return string(b)
+}
+
+// untouched asserts that the store is as the fixture made it.
+func (f *fixture) untouched(t *testing.T) {
+	t.Helper()
+	assert.Len(t, f.all(t, memory.Raw), 4, "every raw turn is still there")
+	assert.Equal(t, []string{"User: Where does Ana live?\nAssistant: In Porto."}, texts(f.all(t, memory.Curated)))
+	assert.Empty(t, f.rules(t))
+}
+
+func TestAnswers(t *testing.T) {
+	fence := func(f *fixture) string { return "Here you go:\n```json\n" + f.valid() + "\n```\nDone." }
+	tests := []struct {
+		name   string
+		answer func(f *fixture) (string, error)
+		ok     bool
+		calls  int64
+	}{
+		{"valid JSON", func(f *fixture) (string, error) { return f.valid(), nil }, true, 1},
+		{"JSON in a code fence", func(f *fixture) (string, error) { return fence(f), nil }, true, 1},
+		{"JSON inside prose", func(f *fixture) (string, error) {
+			return "Sure! I looked at {the turns} carefully. " + f.valid() + " Let me know if {anything} else.", nil
+		}, true, 1},
+		{"invalid JSON", func(f *fixture) (string, error) { return `{"new_curated_turns": [`, nil }, false, 2},
+		{"schema violation", func(f *fixture) (string, error) {
+			return `{"new_curated_turns":"none","permanent_rules":[],"deletions":[],"summary":""}`, nil
+		}, false, 2},
+		{"curated content not an exchange", func(f *fixture) (string, error) {
+			return `{"new_curated_turns":[{"content":"Ana lives in Lisbon","source_ids":[]}],"permanent_rules":[],"deletions":[],"summary":""}`, nil
+		}, false, 2},
+		{"unknown ids", func(f *fixture) (string, error) {
+			return strings.Replace(f.valid(), f.turns[2].ID, "00000000-0000-0000-0000-000000000000", 1), nil
+		}, false, 2},
+		{"id outside the batch", func(f *fixture) (string, error) {
+			return strings.Replace(f.valid(), f.turns[2].ID, f.turns[0].ID, 1), nil // the old turn was not sent
+		}, false, 2},
+		{"empty answer", func(f *fixture) (string, error) { return "", nil }, false, 2},
+		{"model error", func(f *fixture) (string, error) { return "", errors.New("model \"x\" not found") }, false, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f *fixture
+			f = newFixture(t, func(context.Context, string, string) (string, error) { return tt.answer(f) })
+			res := f.cur.Run(context.Background(), Options{})
+			assert.Equal(t, tt.calls, f.model.calls.Load())
+			if !tt.ok {
+				assert.Equal(t, "error", res.Status)
+				assert.Equal(t, 1, res.FailedBatches)
+				assert.Zero(t, res.Processed)
+				assert.NotEmpty(t, res.Error)
+				f.untouched(t)
+				return
+			}
+			assert.Equal(t, "ok", res.Status, res.Error)
+			assert.Equal(t, Daily, res.Mode)
+			assert.Equal(t, 3, res.Processed, "the turns of the last 24 h")
+			assert.Equal(t, 1, res.Curated)
+			assert.Equal(t, 4, res.Deleted, "3 raw turns and the replaced curated memory")
+			assert.Equal(t, 1, res.Rules)
+			assert.Equal(t, "Ana lives in Lisbon now; French from now on.", res.Summary)
+			assert.Equal(t, []string{"User: old news\nAssistant: ok"}, texts(f.all(t, memory.Raw)), "the old turn is outside the daily window")
+			cur := f.all(t, memory.Curated)
+			require.Len(t, cur, 1)
+			assert.Equal(t, "User: Where does my sister Ana live?\nAssistant: In Lisbon (moved in November 2026).", cur[0].Text)
+			assert.Equal(t, []string{f.turns[1].ID}, sources(cur[0]))
+			assert.True(t, cur[0].Time.Equal(f.turns[1].Time), "as old as its source")
+			assert.Equal(t, "curator-test", cur[0].Model)
+			assert.Equal(t, "- Always answer in French.\n", f.rules(t))
+			assert.Equal(t, "- Always answer in French.\n", prompts.New(f.dir).System(), "the system layer sees the rule")
+		})
+	}
+}
+
+func TestPromptHasTheDateAndTheBatch(t *testing.T) {
+	var system, user string
+	var f *fixture
+	f = newFixture(t, func(_ context.Context, s, u string) (string, error) {
+		system, user = s, u
+		return f.valid(), nil
+	})
+	f.cur.Location, _ = time.LoadLocation("Pacific/Auckland") // already Monday there
+	f.cur.Run(context.Background(), Options{})
+	assert.Contains(t, system, "Today is 2026-11-23 (Monday).")
+	assert.NotContains(t, system, "{CURRENT_DATE}")
+	var in struct {
+		R []promptTurn `json:"raw_turns"`
+		C []promptTurn `json:"curated_memories"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(user), &in))
+	require.Len(t, in.R, 3)
+	assert.Equal(t, f.turns[1].ID, in.R[0].ID, "oldest first")
+	assert.Equal(t, "2026-11-22T22:00:00+13:00", in.R[0].Timestamp, "times in the curator's zone")
+	require.Len(t, in.C, 1)
+	assert.Equal(t, f.shownID, in.C[0].ID)
+}
+
+func TestTimeoutLeavesTheBatch(t *testing.T) {
+	f := newFixture(t, func(ctx context.Context, _, _ string) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	f.cur.CallTimeout = 50 * time.Millisecond
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "error", res.Status)
+	assert.Contains(t, res.Error, "deadline exceeded")
+	f.untouched(t)
+}
+
+func TestRuleTargets(t *testing.T) {
+	var f *fixture
+	rules := `[{"rule":"Never share passwords.","target_file":"../../etc/passwd"},
+		{"rule":"Be kind.","target_file":"/etc/motd.md"},
+		{"rule":"Use metric units.","target_file":"notes.txt"},
+		{"rule":"Call me Sam.","target_file":"systemprompt.md"},
+		{"rule":"Prefer short answers.","target_file":"style.md"}]`
+	f = newFixture(t, func(context.Context, string, string) (string, error) {
+		return fmt.Sprintf(`{"new_curated_turns":[],"permanent_rules":%s,"deletions":[],"summary":"rules"}`, rules), nil
+	})
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, 2, res.Rules)
+	require.Len(t, res.RulesRefused, 3)
+	assert.Contains(t, res.RulesRefused[0], `"../../etc/passwd": only a file name inside the prompts dir`)
+	assert.Contains(t, res.RulesRefused[2], "only .md files")
+	assert.Equal(t, "- Call me Sam.\n", f.rules(t))
+	b, err := os.ReadFile(filepath.Join(f.dir, "style.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "- Prefer short answers.\n", string(b))
+	entries, _ := os.ReadDir(filepath.Dir(f.dir))
+	for _, e := range entries {
+		assert.NotEqual(t, "etc", e.Name(), "nothing written outside the prompts dir")
+	}
+	assert.Len(t, f.all(t, memory.Raw), 4, "an answer without curated turns or deletions drops no raw turn")
+}
+
+func TestRuleNeverTwice(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(context.Context, string, string) (string, error) {
+		return `{"new_curated_turns":[],"permanent_rules":[{"rule":"always answer   in french","target_file":"systemprompt.md"},{"rule":"Always answer in French!","target_file":""}],"deletions":[],"summary":""}`, nil
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(f.dir, "systemprompt.md"), []byte("You are helpful.\n- Always answer in French."), 0o644))
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, 0, res.Rules)
+	assert.Equal(t, "You are helpful.\n- Always answer in French.", f.rules(t))
+}
+
+// failingDelete fails Delete while fail is set, as a crash between writing
+// curated memories and deleting raw turns would leave things.
+type failingDelete struct {
+	*embedded.DB
+	fail atomic.Bool
+}
+
+func (s *failingDelete) Delete(ctx context.Context, ids ...string) error {
+	if s.fail.Load() {
+		return errors.New("disk I/O error")
+	}
+	return s.DB.Delete(ctx, ids...)
+}
+
+func TestFailureBetweenCuratedAndDeletedThenRerun(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })
+	store := &failingDelete{DB: f.store}
+	store.fail.Store(true)
+	f.cur.Store = store
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "error", res.Status)
+	assert.Contains(t, res.Error, "disk I/O error")
+	assert.Len(t, f.all(t, memory.Raw), 4, "no raw turn lost")
+	assert.Len(t, f.all(t, memory.Curated), 2, "the curated memory is written first")
+
+	// The rerun finishes the job: the raw turn with a curated successor
+	// goes without asking the model again about it; nothing is duplicated.
+	store.fail.Store(false)
+	calls := f.model.calls.Load()
+	f.model.answer = func(_ context.Context, _, user string) (string, error) {
+		assert.NotContains(t, user, f.turns[1].ID, "an already curated turn is not sent again")
+		return `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":"nothing new"}`, nil
+	}
+	res = f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, calls+1, f.model.calls.Load())
+	assert.Equal(t, 2, res.Processed, "the two turns without a successor")
+	assert.Equal(t, 1, res.Deleted)
+	assert.Equal(t, []string{
+		"User: hi\nAssistant: hello", "User: old news\nAssistant: ok",
+		"User: please always answer in French from now on\nAssistant: D'accord.",
+	}, texts(f.all(t, memory.Raw)))
+	assert.Len(t, f.all(t, memory.Curated), 2)
+}
+
+func TestRerunAfterAFailedBatch(t *testing.T) {
+	var f *fixture
+	bad := true
+	f = newFixture(t, func(context.Context, string, string) (string, error) {
+		if bad {
+			return "not json", nil
+		}
+		return f.valid(), nil
+	})
+	assert.Equal(t, "error", f.cur.Run(context.Background(), Options{}).Status)
+	f.untouched(t)
+	bad = false
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, 1, res.Curated)
+}
+
+func TestChatArrivingMidRunIsNotTouched(t *testing.T) {
+	var f *fixture
+	late := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw, Text: "User: new turn\nAssistant: ok", Time: now.Add(time.Second)}
+	f = newFixture(t, func(context.Context, string, string) (string, error) {
+		require.NoError(t, f.store.Upsert(context.Background(), late)) // a chat finishing now
+		// A model that deletes everything it can name.
+		return strings.Replace(f.valid(), `"deletions":[`, fmt.Sprintf(`"deletions":[%q,`, f.turns[1].ID), 1), nil
+	})
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "ok", res.Status, res.Error)
+	raws := texts(f.all(t, memory.Raw))
+	assert.Contains(t, raws, "User: new turn\nAssistant: ok")
+}
+
+func TestMonthlyAndDailyAcrossATimeZone(t *testing.T) {
+	// 2026-11-30 12:00 UTC is already 1 December in Auckland.
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	auckland, err := time.LoadLocation("Pacific/Auckland")
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		loc       *time.Location
+		mode      string
+		processed int
+	}{
+		{time.UTC, Daily, 3},
+		{auckland, Monthly, 4},
+	} {
+		t.Run(tt.loc.String(), func(t *testing.T) {
+			var f *fixture
+			f = newFixture(t, func(context.Context, string, string) (string, error) {
+				return `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":""}`, nil
+			})
+			// Shift the fixture's turns to the new "now".
+			for _, m := range f.turns {
+				m.Time = m.Time.Add(at.Sub(now))
+				require.NoError(t, f.store.Upsert(context.Background(), m))
+			}
+			f.cur.Location = tt.loc
+			f.cur.Now = func() time.Time { return at }
+			res := f.cur.Run(context.Background(), Options{})
+			assert.Equal(t, tt.mode, res.Mode)
+			assert.Equal(t, tt.processed, res.Processed)
+		})
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })
+	res := f.cur.Run(context.Background(), Options{DryRun: true})
+	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.True(t, res.DryRun)
+	assert.Equal(t, 1, res.Curated)
+	assert.Equal(t, 4, res.Deleted)
+	assert.Equal(t, 1, res.Rules)
+	require.NotNil(t, res.Preview)
+	assert.Equal(t, []string{"User: Where does my sister Ana live?\nAssistant: In Lisbon (moved in November 2026)."}, res.Preview.Curated)
+	assert.Equal(t, []string{"Always answer in French."}, res.Preview.Rules)
+	f.untouched(t)
+	assert.Empty(t, f.cur.Last(), "a dry run is not the last run")
+}
+
+func TestOneRunAtATime(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	var f *fixture
+	f = newFixture(t, func(context.Context, string, string) (string, error) {
+		once.Do(func() { close(entered) })
+		<-release
+		return f.valid(), nil
+	})
+	done := make(chan Result)
+	go func() { done <- f.cur.Run(context.Background(), Options{}) }()
+	<-entered
+	assert.True(t, f.cur.Running())
+	assert.Equal(t, "busy", f.cur.Run(context.Background(), Options{}).Status)
+	close(release)
+	assert.Equal(t, "ok", (<-done).Status)
+	assert.False(t, f.cur.Running())
+	assert.Equal(t, "ok", f.cur.Last()["alice"].Status)
+}
+
+func TestBatchesFitTheBudget(t *testing.T) {
+	c := &Curator{BatchTokens: 100}
+	var ms []memory.Memory
+	for range 10 {
+		ms = append(ms, memory.Memory{Tokens: 30})
+	}
+	ms = append(ms, memory.Memory{Tokens: 500}) // too big alone: its own batch
+	var sizes []int
+	for _, b := range c.batches(ms) {
+		sizes = append(sizes, len(b))
+	}
+	assert.Equal(t, slices.Repeat([]int{1}, 11), sizes, "30 tokens + 30 of framing each: one per batch")
+	c.BatchTokens = 200
+	sizes = sizes[:0]
+	for _, b := range c.batches(ms) {
+		sizes = append(sizes, len(b))
+	}
+	assert.Equal(t, []int{3, 3, 3, 1, 1}, sizes)
+}
+
+func TestSpec(t *testing.T) {
+	for in, want := range map[[2]string]string{
+		{"", "02:00"}:         "0 2 * * *",
+		{"", "23:45"}:         "45 23 * * *",
+		{"*/15 * * * *", "x"}: "*/15 * * * *",
+		{"@daily", ""}:        "@daily",
+		{"", "2:00"}:          "0 2 * * *",
+	} {
+		got, err := Spec(in[0], in[1])
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got)
+	}
+	for _, in := range [][2]string{{"", "25:00"}, {"", "02:5"}, {"", "noon"}, {"every day", ""}} {
+		_, err := Spec(in[0], in[1])
+		assert.Error(t, err, in)
+	}
+}
