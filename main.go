@@ -36,6 +36,8 @@ Usage:
   vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera eval locomo [--budget N] [--embedder ollama|none] FILE...
                          memory-quality benchmark on LoCoMo conversations
+  vera curate [--dry-run] [--namespace NS]
+                         run the curator once (vera stopped; else POST /curator/run)
   vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]
                          copy a Vera-AI Qdrant collection into vera's store, re-embedded
   vera help              show this help
@@ -91,6 +93,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return evalCmd(ctx, args, getenv, stdout)
 	case "memories":
 		return memoriesCmd(ctx, args, getenv, stdout)
+	case "curate":
+		return curateCmd(ctx, args, getenv, stdout, stderr)
 	case "serve", "check", "healthcheck":
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
@@ -157,6 +161,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	srv := proxy.New(upstream, transport, logger)
 	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
 	srv.Version = version
+	srv.AdminToken = cfg.Server.AdminToken
 	if cfg.Memory.Enabled {
 		mem, err := openMemory(ctx, cfg, upstream, transport, logger)
 		if err != nil {
@@ -169,6 +174,9 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 				logger.Error("memory", slog.Any("error", err))
 			}
 		}()
+		if err := mem.schedule(ctx, cfg, logger); err != nil {
+			return err
+		}
 		mem.attach(srv)
 	}
 	if cfg.General.Debug {

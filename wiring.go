@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
@@ -27,6 +28,9 @@ type memoryStack struct {
 	gate    *memory.Gate
 	writer  *memory.Writer
 	builder *memory.Builder
+	curator *curator.Curator
+	sched   *curator.Scheduler
+	spec    string
 	cancel  context.CancelFunc
 }
 
@@ -73,8 +77,15 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	b.RecentBudget = cfg.Layers.ContextTokenBudget
 	b.Threshold = cfg.Layers.SemanticScoreThreshold
 	b.RecentTurns = cfg.Layers.RecentTurns
-	b.SystemPrompt = prompts.New(cfg.Prompts.Dir).System
+	dir := prompts.New(cfg.Prompts.Dir)
+	b.SystemPrompt = dir.System
 	m.builder = b
+	if m.curator, err = newCurator(cfg, m.store, m.gate, tok, dir, upstream, transport, logger); err != nil {
+		m.cancel()
+		m.writer.Close()
+		m.closeStores()
+		return nil, err
+	}
 	if m.qdrant != nil {
 		logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", m.qdrant.Addr()),
 			slog.String("collection", m.qdrant.Collection()), slog.String("queue", local.Path()), slog.String("embedding_model", model))
@@ -82,6 +93,42 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 		logger.Info("memory", slog.String("backend", "embedded"), slog.String("path", local.Path()), slog.String("embedding_model", model))
 	}
 	return m, nil
+}
+
+// newCurator builds the curator on store.
+func newCurator(cfg config.Config, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, dir *prompts.Dir,
+	upstream *url.URL, transport http.RoundTripper, logger *slog.Logger) (*curator.Curator, error) {
+	loc := time.Local
+	if cfg.Curator.Timezone != "" {
+		var err error
+		if loc, err = time.LoadLocation(cfg.Curator.Timezone); err != nil {
+			return nil, fmt.Errorf("curator.timezone: %w", err)
+		}
+	}
+	model := curator.NewOllamaModel(upstream, cfg.Curator.CuratorModel, &http.Client{Transport: transport})
+	// Room for a batch (3000 tokens), the prompt, the curated sample and
+	// the answer; Ollama's default 4096 would cut the batch.
+	model.NumCtx = 8192
+	return &curator.Curator{
+		Store: store, Model: model, Embedder: embedder, Tokens: tok, Prompts: dir,
+		ModelName: cfg.Curator.CuratorModel, Location: loc, Log: logger,
+	}, nil
+}
+
+// schedule starts the curator's schedule.
+func (m *memoryStack) schedule(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	spec, err := curator.Spec(cfg.Curator.Schedule, cfg.Curator.RunTime)
+	if err != nil {
+		return err
+	}
+	m.spec = spec
+	m.sched, err = m.curator.Schedule(context.WithoutCancel(ctx), spec, m.curator.Location)
+	if err != nil {
+		return err
+	}
+	logger.Info("curator", slog.String("schedule", spec), slog.String("timezone", m.curator.Location.String()),
+		slog.String("model", m.curator.ModelName), slog.Time("next_run", m.sched.Next()))
+	return nil
 }
 
 // checkVectorSpace makes a Qdrant collection that holds another model's
@@ -107,6 +154,9 @@ func (m *memoryStack) attach(srv *proxy.Server) {
 	srv.Recorder = m.writer
 	srv.Memory = m.builder
 	srv.MemoryHealth = m.health
+	srv.Curator = m.curator
+	srv.CuratorSchedule = m.spec
+	srv.CuratorNext = m.sched.Next
 }
 
 func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.EmbedderHealth) {
@@ -128,6 +178,7 @@ func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.Embe
 
 // close commits recorded turns to the queue and closes the stores.
 func (m *memoryStack) close() error {
+	m.sched.Stop() // waits for a scheduled run to end
 	m.cancel()
 	m.writer.Close()
 	return m.closeStores()

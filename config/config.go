@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/robfig/cron/v3"
 )
 
 // Config is vera's whole configuration. The TOML keys are part of the
@@ -380,6 +381,11 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ParseClock(c.Curator.RunTime); err != nil {
 		return fmt.Errorf("curator.run_time: %w", err)
+	}
+	if s := strings.TrimSpace(c.Curator.Schedule); s != "" {
+		if _, err := cron.ParseStandard(s); err != nil {
+			return fmt.Errorf("curator.schedule %q: %w", s, err)
+		}
 	}
 	if c.Curator.Timezone != "" {
 		if _, err := time.LoadLocation(c.Curator.Timezone); err != nil {

@@ -281,3 +281,12 @@ func TestExampleFileIsTheDefaults(t *testing.T) {
 	want.VRAM.LargeModels = []string{}
 	assert.Equal(t, want, cfg)
 }
+
+func TestCuratorScheduleIsValidated(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.toml")
+	require.NoError(t, os.WriteFile(p, []byte("[curator]\nschedule = \"every day\"\n"), 0o600))
+	_, err := Load(Flags{ConfigPath: p}, func(string) string { return "" })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `curator.schedule "every day"`)
+}

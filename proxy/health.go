@@ -50,6 +50,18 @@ type Health struct {
 	Ollama   OllamaHealth    `json:"ollama"`
 	Store    *StoreHealth    `json:"store,omitempty"`
 	Embedder *EmbedderHealth `json:"embedder,omitempty"`
+	Curator  *CuratorHealth  `json:"curator,omitempty"`
+}
+
+// CuratorHealth is the curator's part of /healthz. A failed last run is
+// reported, not counted as degraded: chats are not affected.
+type CuratorHealth struct {
+	Running bool   `json:"running"`
+	NextRun string `json:"next_run,omitempty"`
+	// LastStatus is the status of the latest run of any namespace.
+	LastStatus string `json:"last_status,omitempty"`
+	LastRun    string `json:"last_run,omitempty"`
+	LastError  string `json:"last_error,omitempty"`
 }
 
 // healthz reports whether vera and what it depends on are working. Ollama
@@ -66,6 +78,22 @@ func (s *Server) healthz(c *gin.Context) error {
 		if !st.OK || !em.OK {
 			h.Status = "degraded"
 		}
+	}
+	if s.Curator != nil {
+		ch := &CuratorHealth{Running: s.Curator.Running()}
+		if s.CuratorNext != nil {
+			if next := s.CuratorNext(); !next.IsZero() {
+				ch.NextRun = next.Format(time.RFC3339)
+			}
+		}
+		var latest time.Time
+		for _, r := range s.Curator.Last() {
+			if r.Finished.After(latest) {
+				latest = r.Finished
+				ch.LastStatus, ch.LastRun, ch.LastError = r.Status, r.Finished.Format(time.RFC3339), r.Error
+			}
+		}
+		h.Curator = ch
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, h)

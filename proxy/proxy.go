@@ -61,6 +61,14 @@ type Server struct {
 	NamespaceHeader string
 	// Version is reported by /healthz.
 	Version string
+	// Curator serves /curator/run and /curator/status; nil answers 503.
+	Curator Curator
+	// CuratorSchedule and CuratorNext describe the schedule for status.
+	CuratorSchedule string
+	CuratorNext     func() time.Time
+	// AdminToken guards the admin routes; empty serves them to loopback
+	// clients only.
+	AdminToken string
 
 	upstream *url.URL
 	log      *slog.Logger
@@ -103,6 +111,8 @@ func (s *Server) Handler() http.Handler {
 	e.Use(s.logRequests, s.recoverPanics)
 
 	e.GET("/healthz", s.handle(s.healthz))
+	e.POST("/curator/run", s.admin, s.handle(s.curatorRun))
+	e.GET("/curator/status", s.admin, s.handle(s.curatorStatus))
 	e.POST("/api/chat", s.handle(s.chat))
 	e.POST("/v1/chat/completions", s.handle(s.openAIChat))
 	e.NoRoute(func(c *gin.Context) { s.passthrough(c.Writer, c.Request) })

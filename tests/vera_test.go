@@ -68,7 +68,9 @@ type fakeOllama struct {
 
 	mu    sync.Mutex
 	chats []api.ChatRequest
-	v1    []openAIChat // /v1/chat/completions requests
+	// curate answers the curator's requests (those with a format).
+	curate func(api.ChatRequest) string
+	v1     []openAIChat // /v1/chat/completions requests
 }
 
 // openAIChat is the part of a /v1/chat/completions request the tests read.
@@ -136,6 +138,16 @@ func newFakeOllama(t *testing.T) *fakeOllama {
 	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
 		var req api.ChatRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
+		if len(req.Format) > 0 { // a structured-output request: the curator's
+			curate := f.curate // set before vera starts
+			answer := `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":""}`
+			if curate != nil {
+				answer = curate(req)
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "created_at": "2026-11-22T10:00:00Z",
+				"message": map[string]string{"role": "assistant", "content": answer}, "done": true, "done_reason": "stop"})
+			return
+		}
 		f.mu.Lock()
 		f.chats = append(f.chats, req)
 		f.mu.Unlock()

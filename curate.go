@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/proxy"
+)
+
+// curateCmd runs `vera curate [--dry-run] [--namespace NS]`: one curator
+// run, its result printed as JSON; exit 1 unless it succeeded.
+func curateCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("vera curate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dry := fs.Bool("dry-run", false, "")
+	ns := fs.String("namespace", "", "")
+	var flags config.Flags
+	fs.StringVar(&flags.ConfigPath, "config", "", "")
+	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	fs.StringVar(&flags.DataDir, "data-dir", "", "")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("curate: unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, err := config.Load(flags, getenv)
+	if err != nil {
+		return err
+	}
+	if !cfg.Memory.Enabled {
+		return errors.New("curate: memory is off (memory.enabled = false)")
+	}
+	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, cfg.General.Debug)
+	mem, err := openMemory(ctx, cfg, upstream, proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration), logger)
+	if errors.Is(err, embedded.ErrInUse) {
+		return fmt.Errorf("curate: vera is running on this data dir; ask it instead: curl -X POST http://%s/curator/run: %w", cfg.Server.Listen, err)
+	}
+	if err != nil {
+		return err
+	}
+	defer mem.close()
+	// Curated memories get their vectors now if the embedder answers
+	// within a little while; otherwise the backfill of a running vera
+	// makes them.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	mem.gate.Settle(pctx, time.Second)
+	cancel()
+	res := mem.curator.Run(ctx, curator.Options{DryRun: *dry, Namespace: strings.TrimSpace(*ns)})
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	if res.Status != "ok" {
+		return fmt.Errorf("curate: %s", res.Error)
+	}
+	return nil
+}

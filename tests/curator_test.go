@@ -1,0 +1,150 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// curatorAnswer curates every raw turn it is shown into one memory, and
+// asks for one rule.
+func curatorAnswer(t *testing.T, req api.ChatRequest) string {
+	var in struct {
+		Raw []struct{ ID, Text string } `json:"raw_turns"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(req.Messages[1].Content), &in))
+	var curated []map[string]any
+	for _, r := range in.Raw {
+		fact := strings.TrimPrefix(strings.SplitN(r.Text, "\n", 2)[0], "User: ")
+		curated = append(curated, map[string]any{"content": "User: What do you know about me?\nAssistant: " + fact, "source_ids": []string{r.ID}})
+	}
+	b, _ := json.Marshal(map[string]any{"new_curated_turns": curated,
+		"permanent_rules": []map[string]string{{"rule": "Call the user Captain.", "target_file": "systemprompt.md"}},
+		"deletions":       []string{}, "summary": fmt.Sprintf("%d turns curated", len(in.Raw))})
+	return string(b)
+}
+
+func post(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&body))
+	return res.StatusCode, body
+}
+
+func TestCuratorThroughVera(t *testing.T) {
+	up := newFakeOllama(t)
+	var mu sync.Mutex
+	var systems []string
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	var hold atomic.Bool
+	up.curate = func(req api.ChatRequest) string {
+		mu.Lock()
+		systems = append(systems, req.Messages[0].Content)
+		mu.Unlock()
+		if hold.Load() {
+			entered <- struct{}{}
+			<-release
+		}
+		return curatorAnswer(t, req)
+	}
+	prompts := t.TempDir()
+	data := t.TempDir()
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_PROMPTS_DIR=" + prompts, "VERA_ADMIN_TOKEN=s3cret"}
+	p := startVera(t, env...)
+	base := "http://" + p.addr
+
+	chat(t, p, "alice", false, user("My boat is called Nautilus."))
+	chat(t, p, "alice", false, user("I sail every Sunday."))
+
+	// Admin routes need the token.
+	code, body := post(t, base+"/curator/run", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	assert.Contains(t, body["error"], "Bearer")
+
+	// A dry run changes nothing; it waits for both turns to be stored.
+	require.Eventually(t, func() bool {
+		_, body := post(t, base+"/curator/run?dry_run=true&namespace=alice", "s3cret")
+		return body["processed"] == float64(2)
+	}, 15*time.Second, 100*time.Millisecond)
+	_, err := os.Stat(filepath.Join(prompts, "systemprompt.md"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a dry run appends no rule")
+	mu.Lock()
+	assert.Contains(t, systems[0], "Today is "+time.Now().Format("2006-01-02"), "the date is filled in")
+	mu.Unlock()
+
+	code, body = post(t, base+"/curator/run?namespace=alice", "s3cret")
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "ok", body["status"])
+	assert.Equal(t, float64(2), body["processed"])
+	assert.Equal(t, float64(2), body["curated"])
+	assert.Equal(t, float64(2), body["deleted"])
+	assert.Equal(t, float64(1), body["rules"])
+	assert.Equal(t, "2 turns curated", body["summary"])
+
+	// The rule reaches the next chat without a restart; so do the curated
+	// memories.
+	chat(t, p, "alice", false, user("What is my boat called?"))
+	sys := systemOf(up.lastChat(t))
+	assert.Contains(t, sys, "- Call the user Captain.")
+	assert.Contains(t, sys, "Assistant: My boat is called Nautilus.")
+
+	// Status and health.
+	req, _ := http.NewRequest(http.MethodGet, base+"/curator/status", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var st map[string]any
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&st))
+	res.Body.Close()
+	assert.Equal(t, false, st["running"])
+	assert.Equal(t, "0 2 * * *", st["schedule"])
+	assert.NotEmpty(t, st["next_run"])
+	assert.Equal(t, "ok", st["last"].(map[string]any)["alice"].(map[string]any)["status"])
+	cur := healthz(t, p)["curator"].(map[string]any)
+	assert.Equal(t, "ok", cur["last_status"])
+
+	// 409 while a run is going.
+	chat(t, p, "alice", false, user("My dog is Rex."))
+	require.Eventually(t, func() bool {
+		_, body := post(t, base+"/curator/run?dry_run=true", "s3cret")
+		return body["processed"] == float64(2) // the boat question and the dog
+	}, 15*time.Second, 100*time.Millisecond)
+	hold.Store(true)
+	first := make(chan int, 1)
+	go func() {
+		c, _ := post(t, base+"/curator/run", "s3cret")
+		first <- c
+	}()
+	<-entered
+	code, body = post(t, base+"/curator/run", "s3cret")
+	assert.Equal(t, http.StatusConflict, code)
+	assert.Equal(t, "busy", body["status"])
+	close(release)
+	assert.Equal(t, http.StatusOK, <-first)
+	stop(t, p)
+
+	// vera curate, with vera stopped: nothing left to do.
+	hold.Store(false)
+	code2, out, stderr := runVera(t, env, "curate", "--dry-run")
+	require.Equal(t, 0, code2, stderr)
+	assert.Contains(t, out, `"status": "ok"`)
+	assert.Contains(t, out, `"processed": 0`)
+}
