@@ -86,6 +86,11 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 		m.closeStores()
 		return nil, err
 	}
+	if q := m.qdrant; q != nil {
+		// Instances sharing the collection curate one at a time. A run
+		// that outlives the TTL (a crashed holder) frees the lock.
+		m.curator.Lock = func(ctx context.Context) (func(), bool, error) { return q.Lock(ctx, "curator", 2*time.Hour) }
+	}
 	if m.qdrant != nil {
 		logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", m.qdrant.Addr()),
 			slog.String("collection", m.qdrant.Collection()), slog.String("queue", local.Path()), slog.String("embedding_model", model))

@@ -65,6 +65,10 @@ type Curator struct {
 	// SampleSize is how many recent curated memories the model sees; 0
 	// means 20.
 	SampleSize int
+	// Lock, when set, is taken for each run on top of the in-process one:
+	// several vera instances sharing a store run one curator at a time.
+	// ok false means another instance holds it.
+	Lock func(ctx context.Context) (release func(), ok bool, err error)
 
 	running sync.Mutex
 	mu      sync.Mutex
@@ -164,6 +168,16 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 		return Result{Status: "busy", Error: ErrBusy.Error()}
 	}
 	defer c.running.Unlock()
+	if c.Lock != nil {
+		release, ok, err := c.Lock(ctx)
+		switch {
+		case err != nil:
+			return Result{Status: "error", Error: fmt.Sprintf("taking the curator lock: %v", err)}
+		case !ok:
+			return Result{Status: "busy", Error: "another vera instance is running the curator"}
+		}
+		defer release()
+	}
 	start := c.now()
 	res := Result{Status: "ok", Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
 	if o.DryRun {

@@ -437,3 +437,27 @@ func TestSpec(t *testing.T) {
 		assert.Error(t, err, in)
 	}
 }
+
+func TestSharedLock(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })
+	held := true
+	released := 0
+	f.cur.Lock = func(context.Context) (func(), bool, error) {
+		if held {
+			return nil, false, nil
+		}
+		return func() { released++ }, true, nil
+	}
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "busy", res.Status)
+	assert.Contains(t, res.Error, "another vera instance")
+	assert.Zero(t, f.model.calls.Load())
+	held = false
+	assert.Equal(t, "ok", f.cur.Run(context.Background(), Options{}).Status)
+	assert.Equal(t, 1, released)
+	f.cur.Lock = func(context.Context) (func(), bool, error) { return nil, false, errors.New("qdrant down") }
+	res = f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, "error", res.Status)
+	assert.Contains(t, res.Error, "qdrant down")
+}

@@ -175,3 +175,30 @@ func TestTwoInstancesCreateTheCollectionAtOnce(t *testing.T) {
 	err = b.create(ctx, "m", 16)
 	assert.ErrorContains(t, err, "holds 8-dimension vectors")
 }
+
+func TestLockAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	url := server(t)
+	a := openFresh(t, url)
+	b, err := Open(ctx, Options{URL: url, Collection: a.collection})
+	require.NoError(t, err)
+	defer b.Close()
+	t.Cleanup(func() { _ = a.client.DeleteCollection(context.Background(), a.collection+"_locks") })
+	lockSettle = 10 * time.Millisecond
+
+	release, ok, err := a.Lock(ctx, "curator", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = b.Lock(ctx, "curator", time.Minute)
+	require.NoError(t, err)
+	assert.False(t, ok, "held by the other instance")
+	release()
+	release2, ok, err := b.Lock(ctx, "curator", 50*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, ok, "free once released")
+	_ = release2 // b "crashes" without releasing
+	time.Sleep(80 * time.Millisecond)
+	_, ok, err = a.Lock(ctx, "curator", time.Minute)
+	require.NoError(t, err)
+	assert.True(t, ok, "an expired lock is taken over")
+}

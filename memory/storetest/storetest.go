@@ -70,7 +70,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("UpsertGetRoundTrip", func(t *testing.T) {
 		s := fresh(t)
 		m := mem("alice", memory.Raw, 0, "User: my cat is called Miso\nAssistant: Nice name!")
-		m.Metadata = map[string]any{"source": "test", "n": float64(3)}
+		m.Metadata = map[string]any{"source": "test", "n": float64(3), "source_ids": []any{"a", "b"}}
 		m.Vector = vec(Dim, 1, 2, 0.5)
 		m.Tokens = 17
 		require.NoError(t, s.Upsert(ctx, m))
