@@ -113,7 +113,7 @@ func (f *fixture) rules(t *testing.T) string {
 // untouched asserts that the store is as the fixture made it.
 func (f *fixture) untouched(t *testing.T) {
 	t.Helper()
-	assert.Len(t, f.all(t, memory.Raw), 4, "every raw turn is still there")
+	assert.Equal(t, texts(f.turns), texts(f.all(t, memory.Raw)), "every raw turn is still there")
 	assert.Equal(t, []string{"User: Where does Ana live?\nAssistant: In Porto."}, texts(f.all(t, memory.Curated)))
 	assert.Empty(t, f.rules(t))
 }
@@ -240,7 +240,7 @@ func TestRuleTargets(t *testing.T) {
 	for _, e := range entries {
 		assert.NotEqual(t, "etc", e.Name(), "nothing written outside the prompts dir")
 	}
-	assert.Len(t, f.all(t, memory.Raw), 4, "an answer without curated turns or deletions drops no raw turn")
+	assert.Equal(t, texts(f.turns), texts(f.all(t, memory.Raw)), "an answer without curated turns or deletions drops no raw turn")
 }
 
 func TestRuleNeverTwice(t *testing.T) {
@@ -277,8 +277,9 @@ func TestFailureBetweenCuratedAndDeletedThenRerun(t *testing.T) {
 	res := f.cur.Run(context.Background(), Options{})
 	assert.Equal(t, "error", res.Status)
 	assert.Contains(t, res.Error, "disk I/O error")
-	assert.Len(t, f.all(t, memory.Raw), 4, "no raw turn lost")
-	assert.Len(t, f.all(t, memory.Curated), 2, "the curated memory is written first")
+	assert.Equal(t, texts(f.turns), texts(f.all(t, memory.Raw)), "no raw turn lost")
+	assert.Equal(t, []string{"User: Where does Ana live?\nAssistant: In Porto.", "User: Where does my sister Ana live?\nAssistant: In Lisbon (moved in November 2026)."},
+		texts(f.all(t, memory.Curated)), "the curated memory is written first")
 
 	// The rerun finishes the job: the raw turn with a curated successor
 	// goes without asking the model again about it; nothing is duplicated.
@@ -297,7 +298,8 @@ func TestFailureBetweenCuratedAndDeletedThenRerun(t *testing.T) {
 		"User: hi\nAssistant: hello", "User: old news\nAssistant: ok",
 		"User: please always answer in French from now on\nAssistant: D'accord.",
 	}, texts(f.all(t, memory.Raw)))
-	assert.Len(t, f.all(t, memory.Curated), 2)
+	assert.Equal(t, []string{"User: Where does Ana live?\nAssistant: In Porto.", "User: Where does my sister Ana live?\nAssistant: In Lisbon (moved in November 2026)."},
+		texts(f.all(t, memory.Curated)), "not duplicated")
 }
 
 func TestRerunAfterAFailedBatch(t *testing.T) {
@@ -327,8 +329,8 @@ func TestChatArrivingMidRunIsNotTouched(t *testing.T) {
 	})
 	res := f.cur.Run(context.Background(), Options{})
 	assert.Equal(t, "ok", res.Status, res.Error)
-	raws := texts(f.all(t, memory.Raw))
-	assert.Contains(t, raws, "User: new turn\nAssistant: ok")
+	assert.Equal(t, []string{"User: new turn\nAssistant: ok", "User: old news\nAssistant: ok"}, texts(f.all(t, memory.Raw)),
+		"the batch's turns are gone, the late one stays")
 }
 
 func TestMonthlyAndDailyAcrossATimeZone(t *testing.T) {
