@@ -174,7 +174,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 				logger.Error("memory", slog.Any("error", err))
 			}
 		}()
-		if err := mem.schedule(ctx, cfg, logger); err != nil {
+		if err := mem.schedule(cfg, logger); err != nil {
 			return err
 		}
 		mem.attach(srv)

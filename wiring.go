@@ -31,7 +31,10 @@ type memoryStack struct {
 	curator *curator.Curator
 	sched   *curator.Scheduler
 	spec    string
-	cancel  context.CancelFunc
+	// bg lives until close: the background work (gate probes, scheduled
+	// curator runs) stops with it.
+	bg     context.Context
+	cancel context.CancelFunc
 }
 
 // openMemory opens the store and starts the writer and the embedder probe.
@@ -67,7 +70,7 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	}
 	m.gate = memory.NewGate(embedder, model, space, logger)
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.cancel = cancel
+	m.bg, m.cancel = bg, cancel
 	go m.gate.Settle(bg, 30*time.Second)
 
 	m.writer = memory.NewWriter(m.store, local, m.gate, tok, logger)
@@ -121,13 +124,13 @@ func newCurator(cfg config.Config, store memory.Store, embedder memory.Embedder,
 }
 
 // schedule starts the curator's schedule.
-func (m *memoryStack) schedule(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+func (m *memoryStack) schedule(cfg config.Config, logger *slog.Logger) error {
 	spec, err := curator.Spec(cfg.Curator.Schedule, cfg.Curator.RunTime)
 	if err != nil {
 		return err
 	}
 	m.spec = spec
-	m.sched, err = m.curator.Schedule(context.WithoutCancel(ctx), spec, m.curator.Location)
+	m.sched, err = m.curator.Schedule(m.bg, spec, m.curator.Location)
 	if err != nil {
 		return err
 	}
@@ -183,8 +186,10 @@ func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.Embe
 
 // close commits recorded turns to the queue and closes the stores.
 func (m *memoryStack) close() error {
-	m.sched.Stop() // waits for a scheduled run to end
+	// A scheduled run stops at its next step (what it applied is safe;
+	// the next run finishes the rest), then the schedule stops.
 	m.cancel()
+	m.sched.Stop()
 	m.writer.Close()
 	return m.closeStores()
 }
