@@ -45,6 +45,7 @@ type index struct {
 	// unordered is set once a memory arrives older than one before it:
 	// until then slots are in time order and latest reads from the end.
 	unordered bool
+	newest    int64 // the latest time added, removed or not
 	// pruned counts the lexical searches MaxScore cut short (for tests).
 	pruned atomic.Int64
 
@@ -152,8 +153,10 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 		}
 		ix.nvec++
 	}
-	if k := len(ix.meta); k > 0 && m.Time.UnixNano() < ix.meta[k-1].ts {
+	if ts := m.Time.UnixNano(); len(ix.meta) > 0 && ts < ix.newest {
 		ix.unordered = true
+	} else {
+		ix.newest = ts
 	}
 	ix.docs = append(ix.docs, d)
 	ix.meta = append(ix.meta, slotMeta{ts: m.Time.UnixNano(), length: float32(n), typ: typeBit(m.Type), vec: hasVec})

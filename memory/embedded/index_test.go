@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,4 +126,18 @@ func TestLatestFromIndex(t *testing.T) {
 	}
 	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, ids)
 	assert.True(t, slices.IsSortedFunc(got, func(a, b memory.Memory) int { return b.Time.Compare(a.Time) }))
+
+	// An older memory arriving after a newer one was removed is still out
+	// of order.
+	ix = newIndex()
+	a, b, c := ms[5], ms[9], ms[7]
+	ix.add(a, nil)
+	ix.add(b, nil)
+	ix.remove(b.ID)
+	c.ID = memory.NewID()
+	c.Time = a.Time.Add(-time.Minute)
+	ix.add(c, nil)
+	got = ix.latest(&memory.Filter{Namespace: "bench"}, 1)
+	require.Len(t, got, 1)
+	assert.Equal(t, a.ID, got[0].ID)
 }
