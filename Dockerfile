@@ -8,7 +8,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/vera . \
- && mkdir -p /out/data /out/config
+ && mkdir -p /out/data/prompts /out/config
 
 # Run it as a non-root user on a minimal base.
 FROM gcr.io/distroless/static-debian12:nonroot
@@ -20,7 +20,7 @@ ENV VERA_LISTEN=0.0.0.0:11434 \
     VERA_DATA_DIR=/data \
     VERA_LOG_DIR=/data/logs \
     VERA_CONFIG_DIR=/config \
-    VERA_PROMPTS_DIR=/config/prompts
+    VERA_PROMPTS_DIR=/data/prompts
 VOLUME ["/data"]
 EXPOSE 11434
 USER nonroot:nonroot
