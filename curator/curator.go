@@ -20,7 +20,6 @@ package curator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -109,9 +108,6 @@ type Preview struct {
 	Rules   []string `json:"rules"`
 }
 
-// ErrBusy is returned when a run is already going.
-var ErrBusy = errors.New("a curator run is already going")
-
 func (c *Curator) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
@@ -165,7 +161,7 @@ func (c *Curator) Running() bool {
 // Run curates once. It returns a busy result at once when a run is going.
 func (c *Curator) Run(ctx context.Context, o Options) Result {
 	if !c.running.TryLock() {
-		return Result{Status: "busy", Error: ErrBusy.Error()}
+		return Result{Status: "busy", Error: "a curator run is already going"}
 	}
 	defer c.running.Unlock()
 	if c.Lock != nil {

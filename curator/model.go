@@ -32,9 +32,6 @@ func NewOllamaModel(base *url.URL, name string, client *http.Client) *OllamaMode
 	return &OllamaModel{base: base, name: name, client: client}
 }
 
-// Name returns the model's name.
-func (m *OllamaModel) Name() string { return m.name }
-
 // Complete implements Model.
 func (m *OllamaModel) Complete(ctx context.Context, system, user string) (string, error) {
 	opts := map[string]any{"temperature": 0.1}

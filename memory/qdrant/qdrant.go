@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -826,9 +825,6 @@ func sparse(tf map[uint32]float64, value func(float64) float32) ([]uint32, []flo
 	vals := make([]float32, len(idx))
 	for i, x := range idx {
 		vals[i] = value(tf[x])
-		if math.IsNaN(float64(vals[i])) {
-			vals[i] = 0
-		}
 	}
 	return idx, vals
 }

@@ -15,7 +15,6 @@ import (
 func (ps pointsService) Delete(_ context.Context, r *qdrant.DeletePoints) (*qdrant.PointsOperationResponse, error) {
 	ps.s.mu.Lock()
 	defer ps.s.mu.Unlock()
-	ps.s.called("Delete")
 	if err := ps.s.deletePoints(r); err != nil {
 		return nil, err
 	}
@@ -37,7 +36,6 @@ func (ps pointsService) Get(_ context.Context, r *qdrant.GetPoints) (*qdrant.Get
 func (ps pointsService) Scroll(_ context.Context, r *qdrant.ScrollPoints) (*qdrant.ScrollResponse, error) {
 	ps.s.mu.Lock()
 	defer ps.s.mu.Unlock()
-	ps.s.called("Scroll")
 	return ps.s.scroll(r)
 }
 
@@ -67,7 +65,6 @@ func (ps pointsService) Facet(_ context.Context, r *qdrant.FacetCounts) (*qdrant
 func (ps pointsService) Query(_ context.Context, r *qdrant.QueryPoints) (*qdrant.QueryResponse, error) {
 	ps.s.mu.Lock()
 	defer ps.s.mu.Unlock()
-	ps.s.called("Query")
 	res, err := ps.s.query(r)
 	if err != nil {
 		return nil, err
@@ -79,7 +76,6 @@ func (ps pointsService) Query(_ context.Context, r *qdrant.QueryPoints) (*qdrant
 func (ps pointsService) QueryBatch(_ context.Context, r *qdrant.QueryBatchPoints) (*qdrant.QueryBatchResponse, error) {
 	ps.s.mu.Lock()
 	defer ps.s.mu.Unlock()
-	ps.s.called("QueryBatch")
 	out := &qdrant.QueryBatchResponse{}
 	for _, q := range r.GetQueryPoints() {
 		if q.GetCollectionName() == "" {

@@ -34,7 +34,6 @@ type Server struct {
 	grpc        *grpc.Server
 	ln          net.Listener
 	addr        string
-	calls       map[string]int
 }
 
 type collection struct {
@@ -60,7 +59,7 @@ func Start(addr string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{collections: map[string]*collection{}, calls: map[string]int{}}
+	s := &Server{collections: map[string]*collection{}}
 	s.serve(ln)
 	return s, nil
 }
@@ -91,17 +90,6 @@ func (s *Server) Restart() error {
 	}
 	s.serve(ln)
 	return nil
-}
-
-// Calls returns how many times a method was called.
-func (s *Server) Calls(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[method]
-}
-
-func (s *Server) called(method string) {
-	s.calls[method]++
 }
 
 // Points returns the number of points in a collection.
@@ -149,7 +137,6 @@ func (cs collectionsService) Create(_ context.Context, r *qdrant.CreateCollectio
 	s := cs.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.called("Create")
 	if s.collections[r.GetCollectionName()] != nil {
 		// RULE: a name is taken once.
 		// https://qdrant.tech/documentation/concepts/collections/#create-a-collection
@@ -354,7 +341,6 @@ func (ps pointsService) Upsert(_ context.Context, r *qdrant.UpsertPoints) (*qdra
 	s := ps.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.called("Upsert")
 	c, err := s.get(r.GetCollectionName())
 	if err != nil {
 		return nil, err
