@@ -28,6 +28,9 @@ type OpenAIMessage struct {
 	Role    string
 	Content json.RawMessage
 	Extra   map[string]json.RawMessage
+
+	plain  string // Content's text, read once by ParseOpenAIRequest
+	parsed bool
 }
 
 // ParseOpenAIRequest decodes a /v1/chat/completions body. The error is meant
@@ -40,10 +43,13 @@ func ParseOpenAIRequest(body []byte) (*OpenAIRequest, error) {
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, fmt.Errorf("invalid JSON in request body: %w", err)
 	}
-	for i, m := range r.Messages {
-		if _, err := m.text(); err != nil {
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		var err error
+		if m.plain, err = m.text(); err != nil {
 			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
+		m.parsed = true
 	}
 	return &r, nil
 }
@@ -132,6 +138,9 @@ func (msg OpenAIMessage) text() (string, error) {
 // Text returns the message's text content (see text); malformed content
 // reads as empty, which ParseOpenAIRequest has already refused.
 func (msg OpenAIMessage) Text() string {
+	if msg.parsed {
+		return msg.plain
+	}
 	s, _ := msg.text()
 	return s
 }
