@@ -77,9 +77,7 @@ func TestCollectionCreatedWithIndexes(t *testing.T) {
 	}
 
 	// Opening again finds it; the same model and size are fine.
-	again, err := Open(ctx, Options{URL: "http://" + s.addr, Collection: s.collection})
-	require.NoError(t, err)
-	defer again.Close()
+	again := another(t, s)
 	_, err = again.VectorSpace(ctx, "nomic-embed-text", 768)
 	require.NoError(t, err)
 
@@ -160,16 +158,22 @@ func TestClientConfig(t *testing.T) {
 	}
 }
 
+// another opens a second store on a's collection, as a second vera would.
+func another(t *testing.T, a *Store) *Store {
+	t.Helper()
+	b, err := Open(context.Background(), Options{URL: "http://" + a.addr, Collection: a.collection})
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func TestTwoInstancesCreateTheCollectionAtOnce(t *testing.T) {
 	ctx := context.Background()
-	url := server(t)
-	a := openFresh(t, url)
-	b, err := Open(ctx, Options{URL: url, Collection: a.collection})
-	require.NoError(t, err)
-	defer b.Close()
+	a := openFresh(t, server(t))
+	b := another(t, a)
 	// b has not seen the collection; a makes it; b's own create finds it
 	// made and checks it instead of failing.
-	_, err = a.VectorSpace(ctx, "m", 8)
+	_, err := a.VectorSpace(ctx, "m", 8)
 	require.NoError(t, err)
 	require.NoError(t, b.create(ctx, "m", 8))
 	err = b.create(ctx, "m", 16)
@@ -178,11 +182,8 @@ func TestTwoInstancesCreateTheCollectionAtOnce(t *testing.T) {
 
 func TestLockAcrossInstances(t *testing.T) {
 	ctx := context.Background()
-	url := server(t)
-	a := openFresh(t, url)
-	b, err := Open(ctx, Options{URL: url, Collection: a.collection})
-	require.NoError(t, err)
-	defer b.Close()
+	a := openFresh(t, server(t))
+	b := another(t, a)
 	t.Cleanup(func() { _ = a.client.DeleteCollection(context.Background(), a.collection+"_locks") })
 	lockSettle = 10 * time.Millisecond
 
