@@ -63,6 +63,14 @@ type Server struct {
 	Listen          string   `toml:"listen"`
 	AdminToken      string   `toml:"admin_token"`
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// APIKeys, when set, are required of every client (SPEC §6; enforced
+	// with the admin issue). Env VERA_API_KEYS, comma-separated.
+	APIKeys []string `toml:"api_keys"`
+	// TrustLoopback serves loopback clients without an API key.
+	TrustLoopback bool `toml:"trust_loopback"`
+	// BodyIdleTimeout ends a request whose body sends no byte for this
+	// long; a body that keeps flowing is never cut.
+	BodyIdleTimeout Duration `toml:"body_idle_timeout"`
 }
 
 // Layers are the token budgets of the injected context (SPEC §4).
@@ -71,6 +79,9 @@ type Layers struct {
 	ContextTokenBudget     int     `toml:"context_token_budget"`
 	SemanticScoreThreshold float64 `toml:"semantic_score_threshold"`
 	RecentTurns            int     `toml:"recent_turns"`
+	// RulesTokenBudget bounds the namespace's curator rules in the system
+	// layer.
+	RulesTokenBudget int `toml:"rules_token_budget"`
 
 	// Vera-AI keys: accepted so its config loads, ignored with a warning.
 	SemanticSearchTurns *int `toml:"semantic_search_turns"`
@@ -82,6 +93,19 @@ type Memory struct {
 	Enabled         bool   `toml:"enabled"`
 	NamespaceHeader string `toml:"namespace_header"`
 	DataDir         string `toml:"data_dir"`
+	// MaxTurnTokens caps a stored turn's text: a longer one keeps its head
+	// and tail around a marker.
+	MaxTurnTokens int `toml:"max_turn_tokens"`
+	// SkipTasks leaves Open WebUI's background task prompts (titles, tags,
+	// follow-ups...) out of memory.
+	SkipTasks bool `toml:"skip_tasks"`
+	// StablePrefix keeps a conversation's injected layers byte-stable
+	// across its turns (the conversations issue).
+	StablePrefix bool `toml:"stable_prefix"`
+	// JWTSecret verifies Open WebUI's X-OpenWebUI-User-Jwt (env
+	// VERA_JWT_SECRET); RequireIdentity refuses requests without one.
+	JWTSecret       string `toml:"jwt_secret"`
+	RequireIdentity bool   `toml:"require_identity"`
 }
 
 // Curator schedules the distillation of raw turns.
@@ -161,17 +185,24 @@ func Default() Config {
 		Server: Server{
 			Listen:          "127.0.0.1:11434",
 			ShutdownTimeout: Duration{30 * time.Second},
+			APIKeys:         []string{},
+			TrustLoopback:   true,
+			BodyIdleTimeout: Duration{60 * time.Second},
 		},
 		Layers: Layers{
 			SemanticTokenBudget:    1500,
 			ContextTokenBudget:     1500,
 			SemanticScoreThreshold: 0.5,
 			RecentTurns:            10,
+			RulesTokenBudget:       500,
 		},
 		Memory: Memory{
 			Enabled:         true,
 			NamespaceHeader: "X-OpenWebUI-User-Id",
 			DataDir:         "./data",
+			MaxTurnTokens:   4096,
+			SkipTasks:       true,
+			StablePrefix:    true,
 		},
 		Curator: Curator{
 			RunTime:      "02:00",
@@ -292,10 +323,19 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		"VERA_LOG_DIR":           &cfg.General.LogDir,
 		"VERA_ADMIN_TOKEN":       &cfg.Server.AdminToken,
 		"VERA_QDRANT_API_KEY":    &cfg.QdrantAPIKey,
+		"VERA_JWT_SECRET":        &cfg.Memory.JWTSecret,
 	}
 	for name, dst := range str {
 		if v := getenv(name); v != "" {
 			*dst = v
+		}
+	}
+	if v := getenv("VERA_API_KEYS"); v != "" {
+		cfg.Server.APIKeys = nil
+		for _, k := range strings.Split(v, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				cfg.Server.APIKeys = append(cfg.Server.APIKeys, k)
+			}
 		}
 	}
 	if v := getenv("VERA_DEBUG"); v != "" {
@@ -368,6 +408,7 @@ func (c *Config) Validate() error {
 		"layers.semantic_token_budget": c.Layers.SemanticTokenBudget,
 		"layers.context_token_budget":  c.Layers.ContextTokenBudget,
 		"layers.recent_turns":          c.Layers.RecentTurns,
+		"layers.rules_token_budget":    c.Layers.RulesTokenBudget,
 	} {
 		if v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", key, v)
@@ -375,6 +416,12 @@ func (c *Config) Validate() error {
 	}
 	if t := c.Layers.SemanticScoreThreshold; t < 0 || t > 1 {
 		return fmt.Errorf("layers.semantic_score_threshold: must be between 0 and 1, got %g", t)
+	}
+	if c.Memory.MaxTurnTokens < 64 {
+		return fmt.Errorf("memory.max_turn_tokens: must be at least 64, got %d", c.Memory.MaxTurnTokens)
+	}
+	if c.Server.BodyIdleTimeout.Duration <= 0 {
+		return errors.New("server.body_idle_timeout: must be positive")
 	}
 	if c.Memory.NamespaceHeader == "" {
 		return errors.New("memory.namespace_header: must not be empty")

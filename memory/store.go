@@ -9,16 +9,19 @@ import (
 	"time"
 )
 
-// Type tells a raw turn from a curated memory.
+// Type tells a raw turn from a curated memory or a rule.
 type Type string
 
 const (
 	Raw     Type = "raw"
 	Curated Type = "curated"
+	// Rule is a curator rule: it joins its namespace's system layer, and
+	// is never searched as a memory.
+	Rule Type = "rule"
 )
 
 // Valid reports whether t is one of the known types.
-func (t Type) Valid() bool { return t == Raw || t == Curated }
+func (t Type) Valid() bool { return t == Raw || t == Curated || t == Rule }
 
 // Memory is one stored memory: a raw turn or a curated memory. Text is what
 // is embedded and searched: the exchange itself, in "User: ...\nAssistant:
@@ -133,7 +136,7 @@ func (m *Memory) Validate() error {
 	case m.Namespace == "":
 		return fmt.Errorf("memory %s: empty namespace", m.ID)
 	case !m.Type.Valid():
-		return fmt.Errorf("memory %s: type %q is not raw or curated", m.ID, m.Type)
+		return fmt.Errorf("memory %s: type %q is not raw, curated or rule", m.ID, m.Type)
 	case m.Time.IsZero():
 		return fmt.Errorf("memory %s: no timestamp", m.ID)
 	}
