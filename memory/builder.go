@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -36,6 +37,9 @@ type Builder struct {
 	RecentBudget   int
 	Threshold      float64
 	RecentTurns    int
+	// RulesBudget bounds the namespace's curator rules in the system layer;
+	// 0 means 500.
+	RulesBudget int
 	// SystemPrompt returns the text of systemprompt.md; nil means none.
 	SystemPrompt func() string
 	// EmbedTimeout bounds embedding the query on the request path; 0 means
@@ -60,6 +64,10 @@ type Request struct {
 	// AnswerTokens is room kept for the answer; 0 means a quarter of the
 	// window, at most 1024.
 	AnswerTokens int
+	// ModelSystem is the model's own Modelfile SYSTEM prompt. Ollama applies
+	// it only to requests without a system message, so once vera adds one
+	// to a request that had none, it must carry this text first.
+	ModelSystem string
 	// NoMemory applies the system layer only (X-Vera-Memory: off).
 	NoMemory bool
 	// SemanticOnly leaves the recent layer out (used by `vera eval`).
@@ -69,8 +77,9 @@ type Request struct {
 // Context is what the builder decided to inject.
 type Context struct {
 	// System is the content of the one system message that replaces the
-	// request's leading system messages (SystemReplaces of them): theirs,
-	// then systemprompt.md, then the semantic layer, joined by blank
+	// request's leading system messages (SystemReplaces of them): theirs
+	// (or, when there are none, the Modelfile's), then systemprompt.md,
+	// then the namespace's rules, then the semantic layer, joined by blank
 	// lines. Empty when there is nothing to say.
 	System         string
 	SystemReplaces int
@@ -80,8 +89,10 @@ type Context struct {
 
 	Semantic       []Hit    // the memories in the semantic layer
 	RecentIDs      []string // the turns in the recent layer
+	RuleIDs        []string // the rules in the system layer
 	SemanticTokens int
 	RecentTokens   int
+	RulesTokens    int
 	// Budgets after fitting the context window.
 	SemanticBudget int
 	RecentBudget   int
@@ -89,8 +100,19 @@ type Context struct {
 	Err            error // memory failed; the chat goes on without it
 }
 
-// Tokens is how many tokens of memory were injected.
-func (c *Context) Tokens() int { return c.SemanticTokens + c.RecentTokens }
+// Tokens is how many tokens of memory were injected, rules included.
+func (c *Context) Tokens() int { return c.SemanticTokens + c.RecentTokens + c.RulesTokens }
+
+// IDs lists every injected memory in injection order: rules, the semantic
+// layer, then the recent one.
+func (c *Context) IDs() []string {
+	ids := make([]string, 0, len(c.RuleIDs)+len(c.Semantic)+len(c.RecentIDs))
+	ids = append(ids, c.RuleIDs...)
+	for _, h := range c.Semantic {
+		ids = append(ids, h.ID)
+	}
+	return append(ids, c.RecentIDs...)
+}
 
 func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 	sem, rec, thr, turns = b.SemanticBudget, b.RecentBudget, b.Threshold, b.RecentTurns
@@ -112,6 +134,16 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 // Build decides the layers for req. It never fails the chat: a memory
 // failure is reported in Context.Err and the chat goes on without memory.
 func (b *Builder) Build(ctx context.Context, req Request) *Context {
+	c := b.build(ctx, req)
+	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
+		// The request had no system message, so Ollama would have used
+		// the Modelfile's; the one vera adds must carry it.
+		c.System = req.ModelSystem + "\n\n" + c.System
+	}
+	return c
+}
+
+func (b *Builder) build(ctx context.Context, req Request) *Context {
 	c := &Context{}
 	var sys []string
 	for _, m := range req.Messages {
@@ -128,9 +160,15 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 			sys = append(sys, p)
 		}
 	}
-	systemLayer := strings.Join(sys, "\n\n")
-	c.System = systemLayer
-	if req.NoMemory || b.store == nil {
+	if rules := b.rules(ctx, req.Namespace, sys, c); rules != "" {
+		sys = append(sys, rules)
+	}
+	c.System = strings.Join(sys, "\n\n")
+	systemLayer := c.System
+	if c.SystemReplaces == 0 {
+		systemLayer += req.ModelSystem // counted in the window, added by Build
+	}
+	if req.NoMemory || b.store == nil || c.Err != nil {
 		return c
 	}
 	query, lexical := semanticQuery(req.Messages)
@@ -147,8 +185,93 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 		return c
 	}
 	hist := history(req.Messages)
+	// Memories with the same normalised text are injected once, across
+	// both layers: a question asked many times is one memory, not many.
+	seen := map[string]bool{}
 
-	// Semantic layer.
+	block := b.semantic(ctx, req, query, lexical, thr, hist, seen, c)
+	if c.Err != nil {
+		return c
+	}
+	b.recent(ctx, req.Namespace, turns, hist, seen, c)
+
+	if len(block) > 0 {
+		sem := semanticIntro + "\n\n" + strings.Join(block, "\n\n")
+		if c.System == "" {
+			c.System = sem
+		} else {
+			c.System += "\n\n" + sem
+		}
+	}
+	return c
+}
+
+// rulesIntro heads the namespace's rules in the system layer.
+const rulesIntro = "Rules learned from earlier conversations with this user:"
+
+// rules returns the namespace's curator rules as a block of the system
+// layer: newest first, each once, none already in the system text, within
+// the rules budget.
+func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Context) string {
+	if b.store == nil {
+		return ""
+	}
+	budget := b.RulesBudget
+	if budget <= 0 {
+		budget = 500
+	}
+	rules, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Rule}}, 200)
+	if err != nil {
+		c.Err = fmt.Errorf("rules: %w", err)
+		return ""
+	}
+	if len(rules) == 0 {
+		return ""
+	}
+	seen := map[string]bool{}
+	for _, s := range system {
+		for _, line := range strings.Split(s, "\n") {
+			seen[normalizeRule(line)] = true
+		}
+	}
+	left := budget - b.count(rulesIntro) - 1
+	var lines []string
+	for _, r := range rules {
+		key := normalizeRule(r.Text)
+		if key == "" || seen[key] {
+			continue
+		}
+		line := "- " + strings.Join(strings.Fields(r.Text), " ")
+		n := b.countAtMost(line, left) + 1
+		if n > left {
+			continue
+		}
+		seen[key] = true
+		left -= n
+		c.RulesTokens += n
+		c.RuleIDs = append(c.RuleIDs, r.ID)
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	c.RulesTokens += b.count(rulesIntro) + 1
+	return rulesIntro + "\n" + strings.Join(lines, "\n")
+}
+
+// normalizeRule makes rules comparable: case, spacing, a list marker and
+// final punctuation do not make a rule new (as the curator compares them).
+func normalizeRule(s string) string {
+	s = strings.TrimLeft(strings.TrimSpace(s), "-*• \t")
+	s = strings.ToLower(strings.Join(strings.Fields(s), " "))
+	return strings.TrimRightFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+}
+
+// semantic fills the semantic layer and returns its entries.
+func (b *Builder) semantic(ctx context.Context, req Request, query, lexical string, thr float64, hist historySet, seen map[string]bool, c *Context) []string {
+	if c.SemanticBudget <= 0 {
+		return nil
+	}
 	var qvec []float32
 	if b.embedder != nil {
 		timeout := b.EmbedTimeout
@@ -166,88 +289,81 @@ func (b *Builder) Build(ctx context.Context, req Request) *Context {
 	} else {
 		c.LexicalOnly = true
 	}
-	inSemantic := map[string]bool{}
+	hits, err := b.store.Search(ctx, Query{
+		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Vector: qvec, Threshold: thr,
+		Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
+	})
+	if err != nil {
+		c.Err = fmt.Errorf("semantic layer: %w", err)
+		return nil
+	}
+	intro := b.count(semanticIntro) + 2
+	left := c.SemanticBudget - intro
+	// Every date header has the same shape, and so the same count.
+	header := b.count("[2006-01-02]\n")
 	var block []string
-	if c.SemanticBudget > 0 {
-		hits, err := b.store.Search(ctx, Query{
-			Filter: Filter{Namespace: req.Namespace}, Vector: qvec, Threshold: thr,
-			Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
-		})
-		if err != nil {
-			c.Err = fmt.Errorf("semantic layer: %w", err)
-			return c
+	for _, h := range hits {
+		key := normalize(h.Text)
+		if seen[key] || hist.has(h.Text) {
+			continue
 		}
-		intro := b.count(semanticIntro) + 2
-		left := c.SemanticBudget - intro
-		// Every date header has the same shape, and so the same count.
-		header := b.count("[2006-01-02]\n")
-		for _, h := range hits {
-			if hist.has(h.Text) {
-				continue
-			}
-			entry := "[" + h.Time.Format("2006-01-02") + "]\n" + h.Text
-			n := h.Tokens + header + 2
-			if h.Tokens <= 0 {
-				n = b.count(entry) + 2
-			}
-			if n > left {
-				continue
-			}
-			left -= n
-			c.SemanticTokens += n
-			c.Semantic = append(c.Semantic, h)
-			block = append(block, entry)
-			inSemantic[h.ID] = true
+		n := h.Tokens + header + 2
+		if h.Tokens <= 0 {
+			n = b.countAtMost(h.Text, left) + header + 2
 		}
-		if len(block) > 0 {
-			c.SemanticTokens += intro
+		if n > left {
+			continue
 		}
+		seen[key] = true
+		left -= n
+		c.SemanticTokens += n
+		c.Semantic = append(c.Semantic, h)
+		block = append(block, "["+h.Time.Format("2006-01-02")+"]\n"+h.Text)
 	}
-
-	// Recent layer: newest first until the budget runs out, then put back
-	// in time order.
-	if c.RecentBudget > 0 {
-		latest, err := b.store.Latest(ctx, Filter{Namespace: req.Namespace, Types: []Type{Raw}}, turns+len(inSemantic)+8)
-		if err != nil {
-			c.Err = fmt.Errorf("recent layer: %w", err)
-		}
-		left := c.RecentBudget
-		for _, m := range latest {
-			if len(c.RecentIDs) == turns {
-				break
-			}
-			if inSemantic[m.ID] || hist.has(m.Text) {
-				continue
-			}
-			user, assistant, ok := ParseExchange(m.Text)
-			if !ok {
-				continue
-			}
-			n := m.Tokens + 10
-			if m.Tokens <= 0 {
-				n = b.count(m.Text) + 10
-			}
-			if n > left {
-				break // older turns would leave a gap in the recent past
-			}
-			left -= n
-			c.RecentTokens += n
-			c.RecentIDs = append(c.RecentIDs, m.ID)
-			c.Recent = append(c.Recent, Message{Role: "assistant", Content: assistant}, Message{Role: "user", Content: user})
-		}
-		slices.Reverse(c.Recent)
-		slices.Reverse(c.RecentIDs)
-	}
-
 	if len(block) > 0 {
-		sem := semanticIntro + "\n\n" + strings.Join(block, "\n\n")
-		if c.System == "" {
-			c.System = sem
-		} else {
-			c.System += "\n\n" + sem
-		}
+		c.SemanticTokens += intro
 	}
-	return c
+	return block
+}
+
+// recent fills the recent layer: newest first until the budget runs out,
+// then put back in time order.
+func (b *Builder) recent(ctx context.Context, ns string, turns int, hist historySet, seen map[string]bool, c *Context) {
+	if c.RecentBudget <= 0 {
+		return
+	}
+	latest, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Raw}}, turns+len(c.Semantic)+8)
+	if err != nil {
+		c.Err = fmt.Errorf("recent layer: %w", err)
+	}
+	left := c.RecentBudget
+	for _, m := range latest {
+		if len(c.RecentIDs) == turns {
+			break
+		}
+		key := normalize(m.Text)
+		if seen[key] || hist.has(m.Text) {
+			continue
+		}
+		user, assistant, ok := ParseExchange(m.Text)
+		if !ok {
+			continue
+		}
+		n := m.Tokens + 10
+		if m.Tokens <= 0 {
+			n = b.countAtMost(m.Text, left) + 10
+		}
+		if n > left {
+			break // older turns would leave a gap in the recent past
+		}
+		seen[key] = true
+		left -= n
+		c.RecentTokens += n
+		c.RecentIDs = append(c.RecentIDs, m.ID)
+		c.Recent = append(c.Recent, Message{Role: "assistant", Content: assistant}, Message{Role: "user", Content: user})
+	}
+	slices.Reverse(c.Recent)
+	slices.Reverse(c.RecentIDs)
 }
 
 // fit shrinks the budgets so that the system layer, the request's own
@@ -274,10 +390,15 @@ func (b *Builder) fit(req Request, system string, sem, rec int) (int, int) {
 		}
 	}
 	if room-used < sem+rec {
-		used = b.count(system)
+		// Count only as far as it matters: once the request fills the
+		// room, a huge message costs no more than a full window.
+		used = b.countAtMost(system, room)
 		for _, m := range req.Messages {
+			if used > room {
+				break
+			}
 			if m.Role != "system" {
-				used += b.count(m.Content)
+				used += b.countAtMost(m.Content, room-used)
 			}
 		}
 	}
@@ -297,6 +418,12 @@ func (b *Builder) count(s string) int {
 		return (len(s) + 3) / 4
 	}
 	return b.tokens.Count(s)
+}
+
+// countAtMost counts s's tokens, stopping past limit (see
+// Tokenizer.CountAtMost).
+func (b *Builder) countAtMost(s string, limit int) int {
+	return countAtMost(b.tokens, s, limit)
 }
 
 // semanticQuery builds the retrieval query from the last user message and
@@ -349,6 +476,12 @@ type historySet struct {
 func history(msgs []Message) historySet {
 	h := historySet{user: map[string]bool{}, assistant: map[string]bool{}}
 	for _, m := range msgs {
+		if len(m.Content) > maxHistoryBytes {
+			// Too long to have been stored whole (max_turn_tokens): it
+			// cannot match a memory, and normalising it would cost
+			// time in proportion to its size on every chat.
+			continue
+		}
 		switch m.Role {
 		case "user":
 			h.user[normalize(m.Content)] = true
@@ -368,6 +501,9 @@ func (h historySet) has(text string) bool {
 	}
 	return h.user[normalize(user)] && h.assistant[normalize(assistant)]
 }
+
+// maxHistoryBytes is the longest message compared with stored memories.
+const maxHistoryBytes = 256 << 10
 
 func normalize(s string) string {
 	return strings.ToLower(strings.Join(strings.Fields(s), " "))

@@ -2,6 +2,8 @@ package memory
 
 import (
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
@@ -54,4 +56,99 @@ func (t *Tokenizer) Count(s string) int {
 		return 0
 	}
 	return len(t.enc.EncodeOrdinary(s))
+}
+
+// chunkBytes is how much text is encoded at a time by the bounded
+// functions below. BPE works per pre-tokenized piece, and a piece with no
+// spaces in it (a base64 blob, a long run of one letter) costs time
+// quadratic in its length: chunking bounds that cost as well as the total.
+const chunkBytes = 2048
+
+// chunk returns the first piece of s to encode: at most chunkBytes, cut
+// after whitespace near the end when there is some (so few words are
+// split), and always on a rune boundary.
+func chunk(s string) string {
+	if len(s) <= chunkBytes {
+		return s
+	}
+	c := s[:chunkBytes]
+	if i := strings.LastIndexAny(c[chunkBytes-256:], " \n\t"); i >= 0 {
+		return c[:chunkBytes-256+i+1]
+	}
+	for len(c) > 0 && !utf8.RuneStart(s[len(c)]) {
+		c = c[:len(c)-1]
+	}
+	return c
+}
+
+// CountAtMost counts the tokens of s, but stops as soon as there are more
+// than limit and returns limit+1: its work is proportional to limit, not
+// to the length of s. Counts of long texts are approximate by a token or
+// so per 2 KiB.
+func (t *Tokenizer) CountAtMost(s string, limit int) int {
+	limit = max(limit, 0)
+	n := 0
+	for s != "" {
+		c := chunk(s)
+		n += t.Count(c)
+		if n > limit {
+			return limit + 1
+		}
+		s = s[len(c):]
+	}
+	return n
+}
+
+// Head returns the longest start of s that holds at most n tokens.
+func (t *Tokenizer) Head(s string, n int) string {
+	end := 0
+	for end < len(s) && n > 0 {
+		c := chunk(s[end:])
+		toks := t.enc.EncodeOrdinary(c)
+		if len(toks) <= n {
+			end += len(c)
+			n -= len(toks)
+			continue
+		}
+		end += len(t.enc.Decode(toks[:n]))
+		break
+	}
+	return validPrefix(s[:end])
+}
+
+// Tail returns the longest end of s that holds at most n tokens (counted
+// from the end in chunks, so approximately).
+func (t *Tokenizer) Tail(s string, n int) string {
+	start := len(s)
+	for start > 0 && n > 0 {
+		from := max(start-chunkBytes, 0)
+		for from > 0 && !utf8.RuneStart(s[from]) {
+			from++
+		}
+		toks := t.enc.EncodeOrdinary(s[from:start])
+		if len(toks) <= n {
+			start = from
+			n -= len(toks)
+			continue
+		}
+		start -= len(t.enc.Decode(toks[len(toks)-n:]))
+		break
+	}
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[start:]
+}
+
+// validPrefix drops a rune cut in half at the end of s.
+func validPrefix(s string) string {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s
 }

@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -10,7 +12,9 @@ import (
 
 // Writer takes finished turns off the request path and makes sure each
 // ends up in the store exactly once: Record hands a turn to a committer
-// goroutine, which commits it to the durable local queue; a worker then
+// goroutine, which commits it to the durable local queue (one transaction,
+// one fsync, for every turn that arrived meanwhile: group commit) and only
+// then lets Record return; a worker then
 // embeds it (if it can), upserts it by its fixed ID, and only then removes
 // it from the queue. Whatever fails is retried with backoff, also after a
 // restart. A turn stored while the embedder is down is searchable lexically
@@ -30,8 +34,11 @@ type Writer struct {
 	// RetryInterval is how often a down embedder is tried again for the
 	// backfill; 0 means 30s.
 	RetryInterval time.Duration
+	// MaxTurnTokens caps a stored turn (memory.max_turn_tokens); 0 means
+	// DefaultMaxTurnTokens.
+	MaxTurnTokens int
 
-	in       chan Turn
+	in       chan pending
 	kick     chan struct{}
 	closing  chan struct{}
 	done     sync.WaitGroup
@@ -52,7 +59,7 @@ func NewWriter(store Store, queue Queue, embedder Embedder, tokens *Tokenizer, l
 	}
 	w := &Writer{
 		store: store, queue: queue, embedder: embedder, tokens: tokens, log: logger,
-		in: make(chan Turn, 4096), kick: make(chan struct{}, 1), closing: make(chan struct{}),
+		in: make(chan pending, 4096), kick: make(chan struct{}, 1), closing: make(chan struct{}),
 		lastErr: map[string]string{},
 	}
 	w.embedOK.Store(embedder != nil)
@@ -67,11 +74,37 @@ func (w *Writer) Start() {
 	go w.work()
 }
 
-// Record hands over a finished turn. It returns at once unless thousands of
-// turns are already waiting for the disk, in which case it waits rather
-// than drop one.
-func (w *Writer) Record(t Turn) {
-	w.in <- t
+// pending is a turn on its way to the queue, and where to say it arrived.
+type pending struct {
+	m    Memory
+	done chan struct{}
+}
+
+// ErrCommitSlow is returned by Record when the local queue did not commit a
+// turn in time. The turn is not lost from this process: it is committed as
+// soon as the disk allows.
+var ErrCommitSlow = errors.New("the local queue did not commit the turn in time")
+
+// Record hands over a finished turn and returns once it is committed to
+// the durable queue, so that a crash from then on loses nothing, or when
+// ctx ends first (ErrCommitSlow; the turn is still committed later, and
+// the failure shows in Status). Concurrent calls share one commit.
+func (w *Writer) Record(ctx context.Context, t Turn) error {
+	p := pending{m: w.memoryOf(t), done: make(chan struct{})}
+	select {
+	case w.in <- p:
+	default:
+		// Thousands of turns are waiting for the disk: wait for room
+		// rather than drop this one, but not on the caller's time.
+		go func() { w.in <- p }()
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		w.fail("queue", fmt.Errorf("a turn was not committed within the time an answer may be held; answers are released before their turns are on disk: %w", ErrCommitSlow))
+		return ErrCommitSlow
+	}
 }
 
 // Close commits every recorded turn to the queue and stops. Turns not yet
@@ -113,7 +146,7 @@ func (w *Writer) Status(ctx context.Context) Status {
 
 func (w *Writer) memoryOf(t Turn) Memory {
 	m := Memory{
-		ID: NewID(), Namespace: t.Namespace, Type: Raw, Text: FormatExchange(t.User, t.Assistant),
+		ID: NewID(), Namespace: t.Namespace, Type: Raw,
 		Time: t.Time.UTC(), Model: t.Model,
 	}
 	if m.Namespace == "" {
@@ -122,9 +155,7 @@ func (w *Writer) memoryOf(t Turn) Memory {
 	if m.Time.IsZero() {
 		m.Time = time.Now().UTC()
 	}
-	if w.tokens != nil {
-		m.Tokens = w.tokens.Count(m.Text)
-	}
+	m.Text, m.Tokens = CapExchange(w.tokens, t.User, t.Assistant, w.MaxTurnTokens)
 	return m
 }
 
@@ -132,16 +163,18 @@ func (w *Writer) memoryOf(t Turn) Memory {
 // has arrived together into one transaction.
 func (w *Writer) commit() {
 	defer w.done.Done()
-	for t := range w.in {
-		batch := []Memory{w.memoryOf(t)}
+	for p := range w.in {
+		waiting := []pending{p}
+		batch := []Memory{p.m}
 	more:
 		for len(batch) < 256 {
 			select {
-			case t, ok := <-w.in:
+			case p, ok := <-w.in:
 				if !ok {
 					break more
 				}
-				batch = append(batch, w.memoryOf(t))
+				waiting = append(waiting, p)
+				batch = append(batch, p.m)
 			default:
 				break more
 			}
@@ -158,6 +191,9 @@ func (w *Writer) commit() {
 			w.fail("queue", err)
 			backoff = w.next(backoff)
 			time.Sleep(backoff)
+		}
+		for _, p := range waiting {
+			close(p.done)
 		}
 		select {
 		case w.kick <- struct{}{}:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,7 +84,7 @@ func TestWriterStoresEachTurnOnce(t *testing.T) {
 	w.Start()
 	var wg sync.WaitGroup
 	for i := range 50 {
-		wg.Go(func() { w.Record(turn("a", i)) })
+		wg.Go(func() { w.Record(context.Background(), turn("a", i)) })
 	}
 	wg.Wait()
 	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 50 }, 10*time.Second, 10*time.Millisecond)
@@ -105,7 +106,7 @@ func TestWriterEmbedderDownStoresLexicallyThenBackfills(t *testing.T) {
 	w := fastWriter(db, db, e)
 	w.Start()
 	defer w.Close()
-	w.Record(memory.Turn{Namespace: "a", User: "my sister lives in Lisbon", Assistant: "noted", Time: time.Now()})
+	w.Record(context.Background(), memory.Turn{Namespace: "a", User: "my sister lives in Lisbon", Assistant: "noted", Time: time.Now()})
 	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 1 }, 10*time.Second, 10*time.Millisecond)
 	hits, err := db.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "Lisbon", Limit: 5})
 	require.NoError(t, err)
@@ -133,7 +134,7 @@ func TestWriterStoreDownKeepsTurnsQueuedAcrossRestart(t *testing.T) {
 	w := fastWriter(fs, db, &flakyEmbedder{})
 	w.Start()
 	for i := range 5 {
-		w.Record(turn("a", i))
+		w.Record(context.Background(), turn("a", i))
 	}
 	require.Eventually(t, func() bool {
 		p, err := db.Pending(ctx, 100)
@@ -171,10 +172,107 @@ func TestWriterCloseCommitsRecordedTurns(t *testing.T) {
 	w := fastWriter(fs, db, nil)
 	w.Start()
 	for i := range 100 {
-		w.Record(turn("a", i))
+		w.Record(context.Background(), turn("a", i))
 	}
 	w.Close() // right away: every recorded turn must be in the queue
 	p, err := db.Pending(ctx, 1000)
 	require.NoError(t, err)
 	assert.Len(t, p, 100)
+}
+
+// countingQueue counts commits and can be made slow.
+type countingQueue struct {
+	memory.Queue
+	commits atomic.Int64
+	delay   atomic.Int64 // nanoseconds each commit takes
+}
+
+func (q *countingQueue) Enqueue(ctx context.Context, ms ...memory.Memory) error {
+	q.commits.Add(1)
+	time.Sleep(time.Duration(q.delay.Load()))
+	return q.Queue.Enqueue(ctx, ms...)
+}
+
+func TestWriterRecordReturnsOnceCommitted(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	fs := &flakyStore{Store: db}
+	fs.down.Store(true) // the turn stays in the queue, where we can see it
+	q := &countingQueue{Queue: db}
+	q.delay.Store(int64(20 * time.Millisecond))
+	w := fastWriter(fs, q, nil)
+	w.Start()
+	defer w.Close()
+	require.NoError(t, w.Record(ctx, turn("a", 1)))
+	p, err := db.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, p, 1, "on disk when Record returns")
+	assert.Equal(t, "User: question 1\nAssistant: answer 1", p[0].Text)
+}
+
+func TestWriterGroupsConcurrentCommits(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	q := &countingQueue{Queue: db}
+	q.delay.Store(int64(5 * time.Millisecond))
+	w := fastWriter(db, q, nil)
+	w.Start()
+	defer w.Close()
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() { assert.NoError(t, w.Record(context.Background(), turn("a", i))) })
+	}
+	wg.Wait()
+	assert.Less(t, q.commits.Load(), int64(64), "concurrent turns share commits")
+	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 64 }, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestWriterSlowQueueReleasesAndTells(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	q := &countingQueue{Queue: db}
+	q.delay.Store(int64(300 * time.Millisecond))
+	w := fastWriter(db, q, nil)
+	w.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := w.Record(ctx, turn("a", 1))
+	require.ErrorIs(t, err, memory.ErrCommitSlow)
+	st := w.Status(context.Background())
+	assert.False(t, st.StoreOK)
+	assert.Contains(t, st.StoreError, "not committed")
+	w.Close() // the turn is still committed: stored, or queued for the next start
+	p, err := db.Pending(context.Background(), 10)
+	require.NoError(t, err)
+	assert.Equal(t, 1, len(p)+count(t, db, memory.Filter{Namespace: "a"}))
+}
+
+func TestWriterCapsLongTurnsAndKeepsTheirCount(t *testing.T) {
+	ctx := context.Background()
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	w := memory.NewWriter(db, db, nil, tok, nil)
+	w.MaxTurnTokens = 200
+	w.Start()
+	defer w.Close()
+	huge := "START " + strings.Repeat("lorem ipsum dolor sit amet ", 400_000) + " END"
+	require.NoError(t, w.Record(ctx, memory.Turn{Namespace: "a", User: huge, Assistant: "short answer", Time: time.Now()}))
+	require.NoError(t, w.Record(ctx, memory.Turn{Namespace: "a", User: "short question", Assistant: "fine"}))
+	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 2 }, 10*time.Second, 10*time.Millisecond)
+	ms, _, err := db.Scroll(ctx, memory.Filter{Namespace: "a"}, "", 10)
+	require.NoError(t, err)
+	for _, m := range ms {
+		assert.Equal(t, tok.Count(m.Text), m.Tokens, "count kept: %.40q", m.Text)
+		assert.LessOrEqual(t, m.Tokens, 200)
+		user, answer, ok := memory.ParseExchange(m.Text)
+		require.True(t, ok)
+		if strings.HasPrefix(user, "START") {
+			assert.Contains(t, user, "[…]")
+			assert.True(t, strings.HasSuffix(user, "END"), "tail kept")
+			assert.Equal(t, "short answer", answer, "the short side is whole")
+		}
+	}
 }

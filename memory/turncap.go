@@ -1,0 +1,75 @@
+package memory
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultMaxTurnTokens is memory.max_turn_tokens' default.
+const DefaultMaxTurnTokens = 4096
+
+// cutMarker stands where the middle of an over-long side of a turn was
+// left out.
+const cutMarker = " […] "
+
+// exchangeOverhead is what FormatExchange adds to the two sides, in
+// tokens, with room to spare.
+const exchangeOverhead = 8
+
+// CapExchange renders a turn as FormatExchange does, keeping it within
+// maxTokens: a side too long keeps its head and tail around a "[…]"
+// marker, so the question and the answer both survive whatever their
+// lengths (a 10 MB paste must not become a memory that costs every later
+// chat its whole budget). It returns the text and its token count. Work is
+// proportional to maxTokens, not to the length of the turn.
+func CapExchange(tok *Tokenizer, user, assistant string, maxTokens int) (string, int) {
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTurnTokens
+	}
+	user, assistant = strings.TrimSpace(user), strings.TrimSpace(assistant)
+	budget := maxTokens - exchangeOverhead
+	nu := countAtMost(tok, user, budget)
+	na := countAtMost(tok, assistant, budget)
+	if nu+na > budget {
+		half := budget / 2
+		switch {
+		case nu <= half:
+			assistant = clipMiddle(tok, assistant, budget-nu)
+		case na <= half:
+			user = clipMiddle(tok, user, budget-na)
+		default:
+			user = clipMiddle(tok, user, half)
+			assistant = clipMiddle(tok, assistant, budget-half)
+		}
+	}
+	text := FormatExchange(user, assistant)
+	return text, countAtMost(tok, text, maxTokens+exchangeOverhead)
+}
+
+// clipMiddle keeps the head and tail of s within n tokens around cutMarker.
+func clipMiddle(tok *Tokenizer, s string, n int) string {
+	n -= 4 // the marker
+	if n <= 2 {
+		return strings.TrimSpace(cutMarker)
+	}
+	headN := n / 2
+	if tok == nil {
+		// About four bytes a token.
+		head, tail := s[:min(len(s), headN*4)], s[max(0, len(s)-(n-headN)*4):]
+		for len(head) > 0 && len(head) < len(s) && !utf8.RuneStart(s[len(head)]) {
+			head = head[:len(head)-1]
+		}
+		for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+			tail = tail[1:]
+		}
+		return strings.TrimSpace(head) + cutMarker + strings.TrimSpace(tail)
+	}
+	return strings.TrimSpace(tok.Head(s, headN)) + cutMarker + strings.TrimSpace(tok.Tail(s, n-headN))
+}
+
+func countAtMost(tok *Tokenizer, s string, limit int) int {
+	if tok == nil {
+		return min((len(s)+3)/4, limit+1)
+	}
+	return tok.CountAtMost(s, limit)
+}
