@@ -26,9 +26,14 @@ type CuratedTurn struct {
 	SourceIDs []string `json:"source_ids"`
 }
 
-// Rule is a permanent rule to append to a prompt file.
+// Rule is a permanent rule, stored as a rule memory of the namespace whose
+// turns taught it.
 type Rule struct {
-	Rule       string `json:"rule"`
+	Rule string `json:"rule"`
+	// TargetFile is accepted, so that models prompted with the original
+	// schema keep working, and ignored: whatever it holds (a path, a NUL
+	// byte, curator_prompt.md), the rule goes to the namespace, never to a
+	// file.
 	TargetFile string `json:"target_file"`
 }
 
@@ -144,8 +149,8 @@ func balanced(b []byte) int {
 // validate checks an answer against the batch it answers: every id must be
 // one the model was shown, every curated memory a non-empty
 // "User: ...\nAssistant: ..." exchange whose sources are raw turns of the
-// batch, every rule non-empty. Rule targets are checked when rules are
-// applied (a bad target refuses that rule, not the batch).
+// batch, every rule non-empty. A deletion id must be a raw turn of the batch
+// or a curated memory of the sample: never a rule, nor anything else.
 func (a *Answer) validate(batch, shown map[string]bool) error {
 	for i, c := range a.NewCurated {
 		if _, _, ok := memory.ParseExchange(c.Content); !ok {

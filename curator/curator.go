@@ -12,9 +12,13 @@
 //     with the current date and a sample of the curated memories;
 //  4. applies each valid answer in this order: write the curated memories
 //     (with their source ids), delete the raw turns they distil and those
-//     the model dropped, delete the curated memories it replaced, append
-//     the rules. An answer that is not valid is retried, then its batch is
-//     left as it was and reported.
+//     the model dropped, delete the curated memories it replaced, store
+//     the rules as rule memories of the namespace (never twice). An answer
+//     that is not valid is retried, then its batch is left as it was and
+//     reported.
+//
+// Rules belong to the namespace whose turns taught them: the curator never
+// writes into the prompts dir, whose files are the operator's.
 package curator
 
 import (
@@ -22,7 +26,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -44,8 +47,9 @@ type Curator struct {
 	Model    Model
 	Embedder memory.Embedder // nil: curated memories wait for the backfill
 	Tokens   *memory.Tokenizer
-	Prompts  *prompts.Dir
-	// ModelName is recorded on the curated memories.
+	// Prompts is read for curator_prompt.md, never written.
+	Prompts *prompts.Dir
+	// ModelName is recorded on the curated memories and rules.
 	ModelName string
 	// Location is curator.timezone: it decides the date the model is told
 	// and whether today is the 1st. nil means local time.
@@ -94,7 +98,6 @@ type Result struct {
 	DryRun        bool      `json:"dry_run,omitempty"`
 	Namespaces    []string  `json:"namespaces,omitempty"`
 	FailedBatches int       `json:"failed_batches"`
-	RulesRefused  []string  `json:"rules_refused,omitempty"`
 	Started       time.Time `json:"started"`
 	Finished      time.Time `json:"finished"`
 	// Preview lists, on a dry run, what the run would have written.
@@ -207,7 +210,6 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 		res.Deleted += nr.Deleted
 		res.Rules += nr.Rules
 		res.FailedBatches += nr.FailedBatches
-		res.RulesRefused = append(res.RulesRefused, nr.RulesRefused...)
 		if nr.Summary != "" {
 			summaries = append(summaries, nr.Summary)
 		}
@@ -299,6 +301,7 @@ func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time,
 	}
 
 	sample := c.sample(curated)
+	var known map[string]bool // the namespace's rules, normalised; read when first needed
 	var failures []string
 	for _, batch := range c.batches(todo) {
 		ans, err := c.ask(ctx, batch, sample)
@@ -309,7 +312,12 @@ func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time,
 			continue
 		}
 		res.Processed += len(batch)
-		if err := c.apply(ctx, ns, batch, sample, ans, until, res); err != nil {
+		if len(ans.Rules) > 0 && known == nil {
+			if known, err = c.knownRules(ctx, ns); err != nil {
+				return fmt.Errorf("reading rules: %w", err)
+			}
+		}
+		if err := c.apply(ctx, ns, batch, ans, known, until, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see apply)
 		}
 		if s := strings.TrimSpace(ans.Summary); s != "" {
@@ -424,7 +432,10 @@ func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answ
 // apply writes one batch's answer. The order makes a crash at any point
 // safe: curated memories (naming their sources) are written before any raw
 // turn goes, and a rerun finishes the deletions (see curate).
-func (c *Curator) apply(ctx context.Context, ns string, batch, sample []memory.Memory, a *Answer, runAt time.Time, res *Result) error {
+//
+// known holds the namespace's rules, normalised; the answer's new rules
+// are added to it.
+func (c *Curator) apply(ctx context.Context, ns string, batch []memory.Memory, a *Answer, known map[string]bool, runAt time.Time, res *Result) error {
 	byID := map[string]memory.Memory{}
 	for _, m := range batch {
 		byID[m.ID] = m
@@ -468,6 +479,8 @@ func (c *Curator) apply(ctx context.Context, ns string, batch, sample []memory.M
 		}
 	}
 
+	rules := c.newRules(ns, a.Rules, known, c.now())
+
 	if res.DryRun {
 		for _, m := range curated {
 			res.Preview.Curated = append(res.Preview.Curated, m.Text)
@@ -475,17 +488,10 @@ func (c *Curator) apply(ctx context.Context, ns string, batch, sample []memory.M
 		res.Preview.Deleted = append(res.Preview.Deleted, append(rawGone, curatedGone...)...)
 		res.Curated += len(curated)
 		res.Deleted += len(rawGone) + len(curatedGone)
-		for _, r := range a.Rules {
-			p, err := ruleTarget(c.Prompts.Path(), r.TargetFile)
-			if err != nil {
-				res.RulesRefused = append(res.RulesRefused, err.Error())
-				continue
-			}
-			if old, _ := os.ReadFile(p); !hasRule(string(old), r.Rule) {
-				res.Preview.Rules = append(res.Preview.Rules, r.Rule)
-				res.Rules++
-			}
+		for _, m := range rules {
+			res.Preview.Rules = append(res.Preview.Rules, m.Text)
 		}
+		res.Rules += len(rules)
 		return nil
 	}
 
@@ -502,20 +508,11 @@ func (c *Curator) apply(ctx context.Context, ns string, batch, sample []memory.M
 	if err := c.delete(ctx, curatedGone, res); err != nil {
 		return fmt.Errorf("deleting replaced curated memories: %w", err)
 	}
-	for _, r := range a.Rules {
-		p, err := ruleTarget(c.Prompts.Path(), r.TargetFile)
-		if err != nil {
-			res.RulesRefused = append(res.RulesRefused, err.Error())
-			c.log().Warn("curator rule refused", slog.String("namespace", ns), slog.Any("error", err))
-			continue
+	if len(rules) > 0 {
+		if err := c.Store.Upsert(ctx, rules...); err != nil {
+			return fmt.Errorf("writing rules: %w", err)
 		}
-		added, err := appendRule(p, r.Rule)
-		if err != nil {
-			return fmt.Errorf("appending a rule to %s: %w", p, err)
-		}
-		if added {
-			res.Rules++
-		}
+		res.Rules += len(rules)
 	}
 	return nil
 }

@@ -1,34 +1,13 @@
 package curator
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
+	"context"
 	"strings"
+	"time"
 	"unicode"
-)
 
-// ruleTarget resolves a rule's target file inside the prompts dir. Only a
-// bare name ending in .md is accepted: no directories, no "..", nothing
-// outside the prompts dir (Vera-AI let the model write to any path).
-func ruleTarget(dir, name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		name = "systemprompt.md"
-	}
-	switch {
-	case name != filepath.Base(name) || strings.ContainsAny(name, `/\`) || name == "." || name == "..":
-		return "", fmt.Errorf("rule target %q: only a file name inside the prompts dir is allowed", name)
-	case strings.ToLower(filepath.Ext(name)) != ".md":
-		return "", fmt.Errorf("rule target %q: only .md files take rules", name)
-	}
-	p := filepath.Join(dir, name)
-	// A symlink planted in the prompts dir must not lead outside it.
-	if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return "", fmt.Errorf("rule target %q is a symbolic link: refused", name)
-	}
-	return p, nil
-}
+	"github.com/vera-proxy/vera/memory"
+)
 
 // normalize makes rules comparable: case, spacing, list markers and final
 // punctuation do not make a rule new.
@@ -39,42 +18,43 @@ func normalize(s string) string {
 	return strings.TrimRightFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
 }
 
-// hasRule reports whether text already holds rule, as a line.
-func hasRule(text, rule string) bool {
-	want := normalize(rule)
-	for _, line := range strings.Split(text, "\n") {
-		if normalize(line) == want {
-			return true
-		}
+// knownRules returns the normalised rules a namespace already has, so that
+// a rule is never stored twice there.
+func (c *Curator) knownRules(ctx context.Context, ns string) (map[string]bool, error) {
+	rules, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Rule}})
+	if err != nil {
+		return nil, err
 	}
-	return false
+	known := make(map[string]bool, len(rules))
+	for _, m := range rules {
+		known[normalize(m.Text)] = true
+	}
+	return known, nil
 }
 
-// appendRule adds rule as a "- rule" line to path unless it is there; it
-// reports whether it added it.
-func appendRule(path, rule string) (bool, error) {
-	rule = strings.Join(strings.Fields(rule), " ")
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return false, err
+// newRules turns an answer's rules into rule memories of namespace ns,
+// leaving out those ns already has (known, which it updates) and those
+// that normalise to nothing. A rule's target_file is ignored: a rule
+// belongs to the namespace whose turns taught it, never to a prompt file
+// (SPEC §5).
+func (c *Curator) newRules(ns string, rules []Rule, known map[string]bool, at time.Time) []memory.Memory {
+	var out []memory.Memory
+	for _, r := range rules {
+		text := strings.Join(strings.Fields(r.Rule), " ")
+		key := normalize(text)
+		if key == "" || known[key] {
+			continue
+		}
+		known[key] = true
+		m := memory.Memory{
+			ID: memory.NewID(), Namespace: ns, Type: memory.Rule, Text: text,
+			Time: at.UTC(), Model: c.ModelName,
+			Metadata: map[string]any{"source": "curator"},
+		}
+		if c.Tokens != nil {
+			m.Tokens = c.Tokens.Count(m.Text)
+		}
+		out = append(out, m)
 	}
-	if hasRule(string(old), rule) {
-		return false, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return false, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return false, err
-	}
-	line := "- " + rule + "\n"
-	if len(old) > 0 && old[len(old)-1] != '\n' {
-		line = "\n" + line
-	}
-	if _, err := f.WriteString(line); err != nil {
-		f.Close()
-		return false, err
-	}
-	return true, f.Close()
+	return out
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,22 +16,28 @@ import (
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // curatorAnswer curates every raw turn it is shown into one memory, and
-// asks for one rule.
+// asks for one rule when a turn speaks of the boat.
 func curatorAnswer(t *testing.T, req api.ChatRequest) string {
 	var in struct {
 		Raw []struct{ ID, Text string } `json:"raw_turns"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(req.Messages[1].Content), &in))
 	var curated []map[string]any
+	rules := []map[string]string{}
 	for _, r := range in.Raw {
+		if strings.Contains(r.Text, "boat") && len(rules) == 0 {
+			rules = append(rules, map[string]string{"rule": "Call the user Captain.", "target_file": "systemprompt.md"})
+		}
 		fact := strings.TrimPrefix(strings.SplitN(r.Text, "\n", 2)[0], "User: ")
 		curated = append(curated, map[string]any{"content": "User: What do you know about me?\nAssistant: " + fact, "source_ids": []string{r.ID}})
 	}
 	b, _ := json.Marshal(map[string]any{"new_curated_turns": curated,
-		"permanent_rules": []map[string]string{{"rule": "Call the user Captain.", "target_file": "systemprompt.md"}},
+		"permanent_rules": rules,
 		"deletions":       []string{}, "summary": fmt.Sprintf("%d turns curated", len(in.Raw))})
 	return string(b)
 }
@@ -66,6 +73,19 @@ func TestCuratorThroughVera(t *testing.T) {
 		return curatorAnswer(t, req)
 	}
 	prompts := t.TempDir()
+	const operators = "You are a helpful assistant.\n"
+	require.NoError(t, os.WriteFile(filepath.Join(prompts, "systemprompt.md"), []byte(operators), 0o644))
+	// The curator never writes into the prompts dir: it holds the
+	// operator's systemprompt.md and nothing else, byte for byte.
+	promptsUnchanged := func(msg string) {
+		t.Helper()
+		entries, err := os.ReadDir(prompts)
+		require.NoError(t, err)
+		require.Len(t, entries, 1, msg)
+		b, err := os.ReadFile(filepath.Join(prompts, "systemprompt.md"))
+		require.NoError(t, err)
+		assert.Equal(t, operators, string(b), msg)
+	}
 	data := t.TempDir()
 	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_PROMPTS_DIR=" + prompts, "VERA_ADMIN_TOKEN=s3cret"}
 	p := startVera(t, env...)
@@ -84,8 +104,7 @@ func TestCuratorThroughVera(t *testing.T) {
 		_, body := post(t, base+"/curator/run?dry_run=true&namespace=alice", "s3cret")
 		return body["processed"] == float64(2)
 	}, 15*time.Second, 100*time.Millisecond)
-	_, err := os.Stat(filepath.Join(prompts, "systemprompt.md"))
-	assert.ErrorIs(t, err, os.ErrNotExist, "a dry run appends no rule")
+	promptsUnchanged("a dry run writes nothing")
 	mu.Lock()
 	assert.Contains(t, systems[0], "Today is "+time.Now().Format("2006-01-02"), "the date is filled in")
 	mu.Unlock()
@@ -99,11 +118,11 @@ func TestCuratorThroughVera(t *testing.T) {
 	assert.Equal(t, float64(1), body["rules"])
 	assert.Equal(t, "2 turns curated", body["summary"])
 
-	// The rule reaches the next chat without a restart; so do the curated
-	// memories.
+	promptsUnchanged("the rule is alice's, not the prompts dir's")
+
+	// The curated memories reach the next chat without a restart.
 	chat(t, p, "alice", false, user("What is my boat called?"))
 	sys := systemOf(up.lastChat(t))
-	assert.Contains(t, sys, "- Call the user Captain.")
 	assert.Contains(t, sys, "Assistant: My boat is called Nautilus.")
 
 	// Status and health.
@@ -123,9 +142,10 @@ func TestCuratorThroughVera(t *testing.T) {
 
 	// 409 while a run is going.
 	chat(t, p, "alice", false, user("My dog is Rex."))
+	chat(t, p, "bob", false, user("I like tea."))
 	require.Eventually(t, func() bool {
 		_, body := post(t, base+"/curator/run?dry_run=true", "s3cret")
-		return body["processed"] == float64(2) // the boat question and the dog
+		return body["processed"] == float64(3) // the boat question, the dog and bob's tea
 	}, 15*time.Second, 100*time.Millisecond)
 	hold.Store(true)
 	first := make(chan int, 1)
@@ -147,4 +167,20 @@ func TestCuratorThroughVera(t *testing.T) {
 	require.Equal(t, 0, code2, stderr)
 	assert.Contains(t, out, `"status": "ok"`)
 	assert.Contains(t, out, `"processed": 0`)
+	promptsUnchanged("no run writes into the prompts dir")
+
+	// The rule is a memory of alice's alone, stored once although the boat
+	// question taught it again.
+	db := openStore(t, data)
+	rulesOf := func(ns string) []string {
+		page, _, err := db.Scroll(context.Background(), memory.Filter{Namespace: ns, Types: []memory.Type{memory.Rule}}, "", 100)
+		require.NoError(t, err)
+		var out []string
+		for _, m := range page {
+			out = append(out, m.Text)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"Call the user Captain."}, rulesOf("alice"))
+	assert.Empty(t, rulesOf("bob"), "alice's rule never reaches bob")
 }
