@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/vera-proxy/vera/config"
@@ -35,6 +36,7 @@ type memoryStack struct {
 	// curator runs) stops with it.
 	bg     context.Context
 	cancel context.CancelFunc
+	bgWork sync.WaitGroup // background work that uses the store
 }
 
 // openMemory opens the store and starts the writer and the embedder probe.
@@ -74,12 +76,27 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	go m.gate.Settle(bg, 30*time.Second)
 
 	m.writer = memory.NewWriter(m.store, local, m.gate, tok, logger)
+	m.writer.MaxTurnTokens = cfg.Memory.MaxTurnTokens
 	m.writer.Start()
+	if tc, ok := m.store.(memory.TokenCounter); ok {
+		// Turns stored by earlier versions went through a queue that lost
+		// their counts; count them once, in the background, not at open.
+		m.bgWork.Go(func() {
+			n, err := memory.BackfillTokens(bg, tc, tok.Count)
+			switch {
+			case err != nil && bg.Err() == nil:
+				logger.Warn("counting the tokens of stored memories", slog.Int("counted", n), slog.Any("error", err))
+			case n > 0:
+				logger.Info("counted the tokens of stored memories", slog.Int("counted", n))
+			}
+		})
+	}
 	b := memory.NewBuilder(m.store, m.gate, tok)
 	b.SemanticBudget = cfg.Layers.SemanticTokenBudget
 	b.RecentBudget = cfg.Layers.ContextTokenBudget
 	b.Threshold = cfg.Layers.SemanticScoreThreshold
 	b.RecentTurns = cfg.Layers.RecentTurns
+	b.RulesBudget = cfg.Layers.RulesTokenBudget
 	dir := prompts.New(cfg.Prompts.Dir)
 	b.SystemPrompt = dir.System
 	m.builder = b
@@ -190,6 +207,7 @@ func (m *memoryStack) close() error {
 	// the next run finishes the rest), then the schedule stops.
 	m.cancel()
 	m.sched.Stop()
+	m.bgWork.Wait()
 	m.writer.Close()
 	return m.closeStores()
 }

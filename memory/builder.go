@@ -241,7 +241,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 		if key == "" || seen[key] {
 			continue
 		}
-		line := "- " + strings.Join(strings.Fields(r.Text), " ")
+		line := "- " + strings.Join(strings.Fields(strings.TrimLeft(r.Text, "-*• \t")), " ")
 		n := b.countAtMost(line, left) + 1
 		if n > left {
 			continue

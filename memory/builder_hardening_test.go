@@ -22,7 +22,7 @@ func TestBuilderRulesBelongToTheirNamespace(t *testing.T) {
 	b.SystemPrompt = func() string { return "Be brief.\n- Answer in French" }
 	older, newer := rule("alice", "Call the user Al.", day), rule("alice", "Use metric units", day.Add(time.Hour))
 	require.NoError(t, s.Upsert(ctx, older, newer,
-		rule("alice", "use metric units!", day.Add(-time.Hour)),  // the same rule, normalised
+		rule("alice", "use metric units!", day.Add(-time.Hour)),   // the same rule, normalised
 		rule("alice", "answer in french.", day.Add(-2*time.Hour)), // already in systemprompt.md
 		rule("bob", "Bob's rule", day)))
 

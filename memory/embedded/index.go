@@ -76,6 +76,8 @@ func typeBit(t memory.Type) uint8 {
 		return 1
 	case memory.Curated:
 		return 2
+	case memory.Rule:
+		return 4
 	}
 	return 0
 }

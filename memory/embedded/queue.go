@@ -10,6 +10,79 @@ import (
 	"github.com/vera-proxy/vera/memory"
 )
 
+// The queue's own encoding of a memory. memory.Memory's JSON tags are the
+// API's (they hide Vector and Tokens), so the queue never marshals a
+// Memory directly: a field the API hides would be silently lost on its way
+// through the queue. queueEntry names every field of memory.Memory
+// explicitly; TestQueueCarriesEveryField fails when Memory gains a field
+// the queue does not carry.
+
+// queueVersion is the version of queueEntry written by Enqueue. Rows
+// without a version are plain JSON of a memory.Memory, as vera wrote them
+// before: they still decode, with Tokens 0 (unknown) and no vector.
+const queueVersion = 1
+
+type queueEntry struct {
+	V         int            `json:"v"`
+	ID        string         `json:"id"`
+	Namespace string         `json:"ns"`
+	Type      memory.Type    `json:"type"`
+	Text      string         `json:"text"`
+	Time      time.Time      `json:"time"`
+	Model     string         `json:"model,omitempty"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Tokens    int            `json:"tokens,omitempty"`
+	// Vector is little-endian float32s (base64 in JSON): exact, and short.
+	Vector []byte `json:"vector,omitempty"`
+}
+
+func toQueueEntry(m memory.Memory) queueEntry {
+	e := queueEntry{
+		V: queueVersion, ID: m.ID, Namespace: m.Namespace, Type: m.Type, Text: m.Text, Time: m.Time,
+		Model: m.Model, Metadata: m.Metadata, Tokens: m.Tokens,
+	}
+	if m.Vector != nil {
+		e.Vector = encodeVector(m.Vector)
+	}
+	return e
+}
+
+func (e *queueEntry) memory() memory.Memory {
+	m := memory.Memory{
+		ID: e.ID, Namespace: e.Namespace, Type: e.Type, Text: e.Text, Time: e.Time,
+		Model: e.Model, Metadata: e.Metadata, Tokens: e.Tokens,
+	}
+	if e.Vector != nil {
+		m.Vector = decodeVector(e.Vector)
+	}
+	return m
+}
+
+// encodeQueued renders a memory as a queue row's body.
+func encodeQueued(m memory.Memory) ([]byte, error) {
+	return json.Marshal(toQueueEntry(m))
+}
+
+// decodeQueued reads a queue row's body, of this version or an earlier one.
+func decodeQueued(body []byte) (memory.Memory, error) {
+	var e queueEntry
+	if err := json.Unmarshal(body, &e); err != nil {
+		return memory.Memory{}, err
+	}
+	switch e.V {
+	case queueVersion:
+		return e.memory(), nil
+	case 0:
+		// Written before the queue had its own encoding.
+		var m memory.Memory
+		if err := json.Unmarshal(body, &m); err != nil {
+			return memory.Memory{}, err
+		}
+		return m, nil
+	}
+	return memory.Memory{}, fmt.Errorf("entry of version %d, newer than this vera's %d", e.V, queueVersion)
+}
+
 // Enqueue commits memories to the durable queue; it returns once they are
 // on disk.
 func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
@@ -25,9 +98,9 @@ func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 	defer d.wmu.Unlock()
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		for _, m := range ms {
-			b, err := json.Marshal(m)
+			b, err := encodeQueued(m)
 			if err != nil {
-				return err
+				return fmt.Errorf("memory %s: %w", m.ID, err)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO queue (id, seq, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body`,
 				m.ID, time.Now().UnixNano(), string(b)); err != nil {
@@ -44,20 +117,20 @@ func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 
 // Pending returns up to limit queued memories, oldest first.
 func (d *DB) Pending(ctx context.Context, limit int) ([]memory.Memory, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT body FROM queue ORDER BY seq, id LIMIT ?`, limit)
+	rows, err := d.db.QueryContext(ctx, `SELECT id, body FROM queue ORDER BY seq, id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	defer rows.Close()
 	var out []memory.Memory
 	for rows.Next() {
-		var body string
-		if err := rows.Scan(&body); err != nil {
+		var id, body string
+		if err := rows.Scan(&id, &body); err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
-		var m memory.Memory
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			return nil, fmt.Errorf("queue: corrupt entry: %w", err)
+		m, err := decodeQueued([]byte(body))
+		if err != nil {
+			return nil, fmt.Errorf("queue: corrupt entry %s: %w", id, err)
 		}
 		out = append(out, m)
 	}

@@ -3,6 +3,7 @@ package standin
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math"
 	"slices"
 
@@ -292,4 +293,101 @@ func (c *collection) scorer(using string, in *qdrant.VectorInput) (func(*point) 
 		}, nil
 	}
 	return nil, status.Errorf(codes.Unimplemented, "stand-in: query vector %T not implemented", in.GetVariant())
+}
+
+// SetPayload implements qdrant.PointsServer.
+func (ps pointsService) SetPayload(_ context.Context, r *qdrant.SetPayloadPoints) (*qdrant.PointsOperationResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	c, err := ps.s.get(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.setPayload(r.GetPayload(), r.GetPointsSelector(), r.Key); err != nil {
+		return nil, err
+	}
+	return done(), nil
+}
+
+// UpdateBatch implements qdrant.PointsServer, for the operations vera
+// batches (set payload).
+func (ps pointsService) UpdateBatch(_ context.Context, r *qdrant.UpdateBatchPoints) (*qdrant.UpdateBatchResponse, error) {
+	ps.s.mu.Lock()
+	defer ps.s.mu.Unlock()
+	c, err := ps.s.get(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	// RULE: a batch executes its operations in order, each as its own
+	// request would, with one result per operation. A failing operation
+	// fails the request; there is no rollback, so the ones before it stay.
+	// https://qdrant.tech/documentation/concepts/points/#batch-update
+	out := &qdrant.UpdateBatchResponse{}
+	for _, op := range r.GetOperations() {
+		switch v := op.GetOperation().(type) {
+		case *qdrant.PointsUpdateOperation_SetPayload_:
+			sp := v.SetPayload
+			if err := c.setPayload(sp.GetPayload(), sp.GetPointsSelector(), sp.Key); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, status.Errorf(codes.Unimplemented, "stand-in: batch operation %T not implemented", op.GetOperation())
+		}
+		out.Result = append(out.Result, &qdrant.UpdateResult{Status: qdrant.UpdateStatus_Completed})
+	}
+	return out, nil
+}
+
+// setPayload sets payload keys on the selected points; the caller holds
+// s.mu.
+// RULE: set payload writes only the keys given, leaving the point's other
+// keys and its vectors as they are. Points selected by a filter are those
+// that match, possibly none; points selected by id must exist: the ones
+// that do are updated, then a missing one is a not-found error.
+// https://qdrant.tech/documentation/concepts/payload/#set-payload
+func (c *collection) setPayload(payload map[string]*qdrant.Value, sel *qdrant.PointsSelector, path *string) error {
+	if path != nil {
+		return status.Errorf(codes.Unimplemented, "stand-in: set payload by key not implemented")
+	}
+	set := func(p *point) {
+		// A new map: a response being sent may still hold the old one.
+		np := maps.Clone(p.payload)
+		if np == nil {
+			np = map[string]*qdrant.Value{}
+		}
+		maps.Copy(np, payload)
+		p.payload = np
+	}
+	if f := sel.GetFilter(); f != nil {
+		for _, k := range c.sortedKeys() {
+			p := c.points[k]
+			ok, err := c.matches(p, f)
+			if err != nil {
+				return err
+			}
+			if ok {
+				set(p)
+			}
+		}
+		return nil
+	}
+	if sel.GetPoints() == nil {
+		return bad("points selector missing")
+	}
+	var missing string
+	for _, id := range sel.GetPoints().GetIds() {
+		k, _, err := key(id)
+		if err != nil {
+			return err
+		}
+		if p := c.points[k]; p != nil {
+			set(p)
+		} else if missing == "" {
+			missing = k[1:]
+		}
+	}
+	if missing != "" {
+		return status.Errorf(codes.NotFound, "Not found: No point with id %s found", missing)
+	}
+	return nil
 }

@@ -135,3 +135,60 @@ func port(t *testing.T, s *Server) int {
 	require.NoError(t, err)
 	return p
 }
+
+func TestSetPayload(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c, err := qdrant.NewClient(&qdrant.Config{Host: "127.0.0.1", Port: port(t, s), SkipCompatibilityCheck: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.CreateCollection(ctx, &qdrant.CreateCollection{CollectionName: "c",
+		VectorsConfig: qdrant.NewVectorsConfigMap(map[string]*qdrant.VectorParams{"dense": {Size: 2, Distance: qdrant.Distance_Cosine}})}))
+	a, b := "5c56c793-69f3-4fbf-87e6-c4bf54c28c26", "6c56c793-69f3-4fbf-87e6-c4bf54c28c26"
+	missing := "7c56c793-69f3-4fbf-87e6-c4bf54c28c26"
+	_, err = c.Upsert(ctx, &qdrant.UpsertPoints{CollectionName: "c", Wait: ptr(true), Points: []*qdrant.PointStruct{
+		{Id: qdrant.NewID(a), Vectors: qdrant.NewVectorsMap(map[string]*qdrant.Vector{"dense": qdrant.NewVectorDense([]float32{0, 2})}),
+			Payload: qdrant.NewValueMap(map[string]any{"text": "a", "n": 0})},
+		{Id: qdrant.NewID(b), Payload: qdrant.NewValueMap(map[string]any{"text": "b", "n": 5})},
+	}})
+	require.NoError(t, err)
+	get := func(id string) *qdrant.RetrievedPoint {
+		got, err := c.Get(ctx, &qdrant.GetPoints{CollectionName: "c", Ids: []*qdrant.PointId{qdrant.NewID(id)},
+			WithPayload: qdrant.NewWithPayload(true), WithVectors: qdrant.NewWithVectors(true)})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		return got[0]
+	}
+
+	t.Run("only the keys given", func(t *testing.T) {
+		_, err := c.SetPayload(ctx, &qdrant.SetPayloadPoints{CollectionName: "c", Wait: ptr(true),
+			Payload: qdrant.NewValueMap(map[string]any{"n": 1}), PointsSelector: qdrant.NewPointsSelector(qdrant.NewID(a))})
+		require.NoError(t, err)
+		p := get(a)
+		assert.Equal(t, int64(1), p.GetPayload()["n"].GetIntegerValue())
+		assert.Equal(t, "a", p.GetPayload()["text"].GetStringValue(), "other keys kept")
+		assert.Equal(t, []float32{0, 1}, p.GetVectors().GetVectors().GetVectors()["dense"].GetDense().GetData(), "vectors kept")
+	})
+	t.Run("a missing id is an error, after the others", func(t *testing.T) {
+		_, err := c.SetPayload(ctx, &qdrant.SetPayloadPoints{CollectionName: "c", Wait: ptr(true),
+			Payload: qdrant.NewValueMap(map[string]any{"n": 2}), PointsSelector: qdrant.NewPointsSelector(qdrant.NewID(a), qdrant.NewID(missing))})
+		assert.Equal(t, codes.NotFound, status.Code(err))
+		assert.Equal(t, int64(2), get(a).GetPayload()["n"].GetIntegerValue())
+	})
+	t.Run("a filter selects the points matching, possibly none", func(t *testing.T) {
+		noCount := qdrant.NewRange("n", &qdrant.Range{Gte: ptr(3.0)})
+		_, err := c.UpdateBatch(ctx, &qdrant.UpdateBatchPoints{CollectionName: "c", Wait: ptr(true), Operations: []*qdrant.PointsUpdateOperation{
+			qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{Payload: qdrant.NewValueMap(map[string]any{"n": 9}),
+				PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewHasID(qdrant.NewID(missing))}})}),
+			qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{Payload: qdrant.NewValueMap(map[string]any{"n": 7}),
+				PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{MustNot: []*qdrant.Condition{noCount}})}),
+			qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{Payload: qdrant.NewValueMap(map[string]any{"n": 8}),
+				PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewHasID(qdrant.NewID(a))}})}),
+		}})
+		require.NoError(t, err)
+		assert.Equal(t, int64(8), get(a).GetPayload()["n"].GetIntegerValue(), "in order: 7, then 8")
+		assert.Equal(t, int64(5), get(b).GetPayload()["n"].GetIntegerValue(), "b did not match the range's must_not")
+	})
+}

@@ -1,0 +1,68 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+)
+
+// TokenCounter is a store that can list the memories whose token count is
+// unknown (Tokens 0: stored before counts were kept, or by a path that did
+// not count) and set their counts. Both backends implement it.
+type TokenCounter interface {
+	// ZeroTokens pages, in a stable order and across every namespace,
+	// through the memories whose Tokens is 0, each with at least its ID
+	// and Text. An empty cursor starts at the beginning; an empty next
+	// cursor means the end. Setting the counts of a page does not disturb
+	// the paging.
+	ZeroTokens(ctx context.Context, cursor string, limit int) (page []Memory, next string, err error)
+	// SetTokens sets the token count of each memory by ID, and nothing
+	// else (text, vector and the rest stay as they are). Only counts still
+	// unknown are set, so a count written meanwhile by an Upsert wins.
+	// Unknown IDs and counts below 1 are ignored.
+	SetTokens(ctx context.Context, counts map[string]int) error
+}
+
+// backfillPage is how many memories BackfillTokens counts per round trip.
+const backfillPage = 256
+
+// BackfillTokens counts the tokens of every stored memory whose count is
+// unknown, a page at a time, until none is left or ctx ends; count is the
+// tokenizer (Tokenizer.Count). It is meant to run in the background after
+// start: memories without a count are still usable meanwhile (the context
+// builder counts them on the fly). A memory whose text counts 0 tokens (an
+// empty text) is recorded as 1, so it is not counted again at every start.
+// It returns how many counts it wrote, and ctx's error if ctx ended first.
+func BackfillTokens(ctx context.Context, s TokenCounter, count func(string) int) (int, error) {
+	set := 0
+	cursor := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return set, err
+		}
+		page, next, err := s.ZeroTokens(ctx, cursor, backfillPage)
+		if err != nil {
+			return set, fmt.Errorf("token backfill: %w", err)
+		}
+		if len(page) > 0 {
+			counts := make(map[string]int, len(page))
+			for _, m := range page {
+				counts[m.ID] = max(count(m.Text), 1)
+			}
+			if err := ctx.Err(); err != nil {
+				return set, err
+			}
+			if err := s.SetTokens(ctx, counts); err != nil {
+				return set, fmt.Errorf("token backfill: %w", err)
+			}
+			set += len(counts)
+		}
+		if next == "" {
+			return set, nil
+		}
+		if next == cursor {
+			// A store that does not move on would loop forever.
+			return set, fmt.Errorf("token backfill: the store returned cursor %q again", next)
+		}
+		cursor = next
+	}
+}

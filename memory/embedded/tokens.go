@@ -1,0 +1,75 @@
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+var _ memory.TokenCounter = (*DB)(nil)
+
+// ZeroTokens implements memory.TokenCounter: the memories of every
+// namespace whose token count is unknown, in id order, the cursor being
+// the last id of the previous page.
+func (d *DB) ZeroTokens(ctx context.Context, cursor string, limit int) ([]memory.Memory, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE tokens <= 0 AND id > ? ORDER BY id LIMIT ?`, cursor, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("zero tokens: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// SetTokens implements memory.TokenCounter, in one transaction; the
+// in-memory index (which Search and Latest read) gets the same counts.
+func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	var set []string
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		set = set[:0]
+		st, err := tx.PrepareContext(ctx, `UPDATE memories SET tokens = ? WHERE id = ? AND tokens <= 0`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for id, n := range counts {
+			if n <= 0 {
+				continue
+			}
+			res, err := st.ExecContext(ctx, n, id)
+			if err != nil {
+				return fmt.Errorf("memory %s: %w", id, err)
+			}
+			if k, _ := res.RowsAffected(); k == 1 {
+				set = append(set, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set tokens: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range set {
+		for _, ix := range d.ns {
+			if s, ok := ix.slot[id]; ok {
+				ix.docs[s].mem.Tokens = counts[id]
+			}
+		}
+	}
+	return nil
+}
