@@ -1,0 +1,233 @@
+package proxy
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The fixtures in testdata/tasks are Open WebUI's default templates filled
+// in with a sample chat the way Open WebUI fills them; SOURCES.md says
+// where each template's text comes from.
+
+var taskFixtures = []struct{ file, task string }{
+	{"title_v1_frontend.txt", taskTitle},     // 0.1 frontend default
+	{"title_v2_prompt.txt", taskTitle},       // 0.3 config.py
+	{"title_v3_chat_history.txt", taskTitle}, // 0.4 config.py
+	{"title_v4_json_emoji.txt", taskTitle},   // 0.5-0.6 config.py
+	{"title_v5_current.txt", taskTitle},      // current config.py
+	{"tags.txt", taskTags},                   // 0.4-current config.py
+	{"follow_ups.txt", taskFollowUp},         // current config.py
+	{"query_v1_search.txt", taskQuery},       // 0.2 search query template
+	{"query_v2_search.txt", taskQuery},       // 0.3 search query template
+	{"query_v3.txt", taskQuery},              // 0.4 query template
+	{"query_v4_current.txt", taskQuery},      // 0.5-current query template
+	{"image_prompt.txt", taskImagePrompt},    // current config.py
+	{"autocomplete.txt", taskAutocomplete},   // 0.5-current config.py
+	{"emoji.txt", taskEmoji},                 // current config.py
+	{"moa.txt", taskMoA},                     // current config.py
+	{"document_suggestions.txt", taskDocumentSuggestions},
+	{"context_compaction.txt", taskContextCompaction}, // utils/context_compaction.py
+	{"function_calling_system.txt", taskFunctionCalling},
+}
+
+const sampleQuery = "Can I keep it in the fridge while I travel for two weeks?"
+
+var ragFixtures = []struct{ file, query string }{
+	{"rag_v1_replace.txt", sampleQuery},          // <=0.2: the template replaces the message
+	{"rag_v1_frontend.txt", sampleQuery},         // 0.1 frontend fallback, tab-indented
+	{"rag_v1_prepend.txt", sampleQuery},          // first template in front of the message
+	{"rag_v2_prepend.txt", sampleQuery},          // 0.3-0.4, <user_query>, in front
+	{"rag_v3_prepend.txt", sampleQuery},          // 0.5, [source_id], in front
+	{"rag_v4_prepend.txt", sampleQuery},          // 0.6, [id], <user_query>, in front
+	{"rag_v5_prepend.txt", sampleQuery},          // current, no <user_query>, in front
+	{"rag_v4_injected_context.txt", sampleQuery}, // a document carries the tags
+	{"rag_v3_replace_injected.txt", sampleQuery}, // the same, no copy after the block
+	{"rag_v5_multiline.txt", "Two things:\n1. Fridge or freezer for two weeks?\n2. Should I <b>dry</b> some as a backup?"},
+}
+
+func readFixture(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "tasks", name))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// variants returns text as sent and with the changes a client or a proxy
+// may make: CRLF line ends, white space or a byte order mark in front.
+func variants(text string) map[string]string {
+	return map[string]string{
+		"as is":   text,
+		"crlf":    strings.ReplaceAll(text, "\n", "\r\n"),
+		"leading": " \n\t\r\n" + text,
+		"bom":     "\ufeff" + text,
+	}
+}
+
+func TestOpenWebUITaskRecognisesEveryTemplate(t *testing.T) {
+	for _, f := range taskFixtures {
+		text := readFixture(t, f.file)
+		for name, v := range variants(text) {
+			assert.Equal(t, f.task, openWebUITask(v), "%s (%s)", f.file, name)
+			_, ok := ragUserQuery(v)
+			assert.False(t, ok, "%s (%s) is not the RAG template", f.file, name)
+		}
+	}
+}
+
+func TestOpenWebUITaskInstructionOnTheHeadingLine(t *testing.T) {
+	text := "### Task: Generate 1-3 broad tags categorizing the main themes of the chat history, along with 1-3 more specific subtopic tags.\n<chat_history>\nUSER: hi\n</chat_history>"
+	assert.Equal(t, taskTags, openWebUITask(text))
+}
+
+func TestRAGTemplateIsAConversation(t *testing.T) {
+	for _, f := range ragFixtures {
+		text := readFixture(t, f.file)
+		for name, v := range variants(text) {
+			assert.Empty(t, openWebUITask(v), "%s (%s)", f.file, name)
+			q, ok := ragUserQuery(v)
+			require.True(t, ok, "%s (%s)", f.file, name)
+			want := f.query
+			if name == "crlf" {
+				want = strings.ReplaceAll(want, "\n", "\r\n")
+			}
+			assert.Equal(t, want, q, "%s (%s)", f.file, name)
+			assert.Contains(t, v, q)
+		}
+	}
+}
+
+func TestOrdinaryMessagesAreNeitherTasksNorRAG(t *testing.T) {
+	for _, text := range []string{
+		"",
+		"   \r\n",
+		"hello",
+		"### Task:",
+		"### Task:\n\n\n",
+		"### Task: write a haiku about my cat",
+		"### Task:\nGenerate a concise, 3-5 word title for my blog post about Go generics.",
+		"### Task:\nGenerate a concise title for my essay.",
+		"### Task:\nSuggest 3 names for a bakery.\n### Chat History:\n<chat_history>\nUSER: hi\n</chat_history>",
+		"### Task:\nSummarize the conversation we had yesterday.",
+		"### Task:\nYou are an expert baker. Answer my question.",
+		"### Task:\nRespond to the user query using the provided context.\nThere is no context, I just like this phrasing.",
+		"### Guidelines:\nGenerate 1-3 broad tags categorizing the main themes of the chat history",
+		"Please generate 1-3 broad tags categorizing the main themes of the chat history below.",
+		"Create a concise title for this conversation",
+		"Available Tools: a hammer and a saw. Which should I buy first?",
+		"Use the following context as your learned knowledge, inside <context></context> XML tags.\nThere is no context.",
+		"You are given a user query, some textual context and rules, all inside xml tags.\n<user_query>\nunclosed",
+		"Query: what is the capital of France?",
+	} {
+		assert.Empty(t, openWebUITask(text), "%q", text)
+		_, ok := ragUserQuery(text)
+		assert.False(t, ok, "%q", text)
+	}
+}
+
+func TestRAGUserQueryEmptyQuestion(t *testing.T) {
+	// A message of images alone leaves the template and nothing else.
+	text := strings.Replace(readFixture(t, "rag_v4_prepend.txt"), sampleQuery, "", 2)
+	q, ok := ragUserQuery(text)
+	require.True(t, ok)
+	assert.Empty(t, q)
+}
+
+func TestRAGUserQueryQuestionQuotingTheTags(t *testing.T) {
+	// The question itself holds the tags; the copy after the block tells
+	// which block is the template's.
+	const question = "What do <user_query>x</user_query> tags mean in a prompt?"
+	text := strings.ReplaceAll(readFixture(t, "rag_v4_prepend.txt"), sampleQuery, question)
+	q, ok := ragUserQuery(text)
+	require.True(t, ok)
+	assert.Equal(t, question, q)
+
+	text = strings.ReplaceAll(readFixture(t, "rag_v1_prepend.txt"), sampleQuery, "a\nb")
+	q, ok = ragUserQuery(text)
+	require.True(t, ok)
+	assert.Equal(t, "a\nb", q)
+}
+
+// A message of 10 MB is read at its head only to recognise a task, and
+// scanned a bounded number of times to unwrap the RAG template.
+func TestTasksOnHugeMessages(t *testing.T) {
+	const size = 10 << 20
+	history := strings.Repeat("USER: how long can dough rise?\nASSISTANT: overnight in the fridge.\n", size/64)
+	title := readFixture(t, "title_v5_current.txt")
+	title = strings.Replace(title, "<chat_history>\n", "<chat_history>\n"+history, 1)
+	assert.Equal(t, taskTitle, openWebUITask(title))
+
+	plain := "### Task:\n" + strings.Repeat("a", size)
+	assert.Empty(t, openWebUITask(plain))
+	_, ok := ragUserQuery(plain)
+	assert.False(t, ok)
+
+	rag := readFixture(t, "rag_v5_prepend.txt")
+	doc := strings.Repeat("A starter kept cold needs feeding every two weeks. ", size/52)
+	rag = strings.Replace(rag, "<context>\n", "<context>\n<source id=\"9\">"+doc+"</source>\n", 1)
+	q, ok := ragUserQuery(rag)
+	require.True(t, ok)
+	assert.Equal(t, sampleQuery, q)
+
+	// Tags everywhere cost a few scans, not one per tag.
+	tags := readFixture(t, "rag_v4_prepend.txt") + strings.Repeat("</user_query><user_query>", size/25)
+	_, _ = ragUserQuery(tags)
+	space := strings.Repeat(" ", size) + "### Task:\nGenerate a concise title summarizing the chat history."
+	assert.Empty(t, openWebUITask(space), "a template is at the start of a message")
+}
+
+func BenchmarkOpenWebUITask10MB(b *testing.B) {
+	text := readFixture(b, "rag_v5_prepend.txt") + strings.Repeat("x", 10<<20)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		openWebUITask(text)
+	}
+}
+
+var taskNames = []string{
+	"", taskTitle, taskTags, taskFollowUp, taskQuery, taskImagePrompt, taskAutocomplete,
+	taskEmoji, taskMoA, taskFunctionCalling, taskDocumentSuggestions, taskContextCompaction,
+}
+
+func taskSeeds(f *testing.F) {
+	for _, x := range taskFixtures {
+		f.Add(readFixture(f, x.file))
+	}
+	for _, x := range ragFixtures {
+		f.Add(readFixture(f, x.file))
+	}
+	for _, s := range []string{"", "### Task:", "### Task:\n", "\ufeff### Task:\r\n", "</context><user_query></user_query>"} {
+		f.Add(s)
+	}
+}
+
+func FuzzOpenWebUITask(f *testing.F) {
+	taskSeeds(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		task := openWebUITask(text)
+		assert.True(t, slices.Contains(taskNames, task), "unknown task %q", task)
+		if task != "" {
+			_, ok := ragUserQuery(text)
+			assert.False(t, ok, "a task is not the RAG template")
+		}
+	})
+}
+
+func FuzzRAGUserQuery(f *testing.F) {
+	taskSeeds(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		q, ok := ragUserQuery(text)
+		if !ok {
+			assert.Empty(t, q)
+			return
+		}
+		assert.Contains(t, text, q)
+		assert.Equal(t, strings.TrimSpace(q), q)
+		assert.Empty(t, openWebUITask(text), "the RAG template is not a task")
+	})
+}
