@@ -26,7 +26,7 @@ type Curator interface {
 // loopback clients are served.
 func (s *Server) admin(c *gin.Context) {
 	if s.AdminToken != "" {
-		got, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		got, ok := bearer(c.GetHeader("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.AdminToken)) != 1 {
 			c.Header("WWW-Authenticate", `Bearer realm="vera admin"`)
 			writeError(c.Writer, c.Request, httpError(http.StatusUnauthorized, "admin routes need Authorization: Bearer <VERA_ADMIN_TOKEN>", nil))
@@ -43,6 +43,17 @@ func (s *Server) admin(c *gin.Context) {
 		return
 	}
 	c.Next()
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+// The scheme is matched in any case (RFC 9110 §11.1: "bearer" is as good as
+// "Bearer").
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return token, true
 }
 
 // curatorRun serves POST /curator/run[?dry_run=true][&namespace=NS]: one

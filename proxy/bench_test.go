@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -75,4 +76,4 @@ func BenchmarkPassthrough(b *testing.B) {
 
 type discardRecorder struct{}
 
-func (*discardRecorder) Record(memory.Turn) {}
+func (*discardRecorder) Record(context.Context, memory.Turn) error { return nil }

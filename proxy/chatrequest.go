@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
+	"strings"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -35,9 +38,63 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	}
 	var r ChatRequest
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("invalid JSON in request body: %w", err)
+		return nil, errors.New(describeJSON(err))
 	}
 	return &r, nil
+}
+
+// describeJSON says what is wrong with a request body in the request's
+// terms (JSON's types and the field's name), never in Go's.
+func describeJSON(err error) string {
+	msg := err.Error()
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		i := strings.Index(msg, "json: cannot unmarshal")
+		if i < 0 {
+			i = len(msg)
+		}
+		field := ""
+		if te.Field != "" {
+			field = fmt.Sprintf("field %q: ", te.Field)
+		}
+		return "invalid request body: " + msg[:i] + field + fmt.Sprintf("want %s, got %s", jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON in request body at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "invalid JSON in request body: it ends too early"
+	}
+	return "invalid JSON in request body: " + strings.TrimPrefix(msg, "json: ")
+}
+
+// jsonKind names a Go type as the JSON type that decodes into it.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a string"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
 }
 
 // UnmarshalJSON implements json.Unmarshaler, keeping unknown fields.

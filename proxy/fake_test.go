@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -49,6 +50,8 @@ type fakeOllama struct {
 	// onCancel receives once when a streaming request's context ends before
 	// the stream does.
 	onCancel chan struct{}
+	// system is llama3.2's Modelfile SYSTEM, in /api/show.
+	system string
 
 	mu       sync.Mutex
 	lastHost string
@@ -85,7 +88,7 @@ func newFakeOllama(t *testing.T) *fakeOllama {
 			return
 		}
 		writeJSON(w, 200, map[string]any{
-			"modelfile": "FROM llama3.2", "template": "{{ .Prompt }}",
+			"modelfile": "FROM llama3.2", "template": "{{ .Prompt }}", "system": f.system,
 			"details":    map[string]any{"family": "llama", "parameter_size": "3.2B"},
 			"model_info": map[string]any{"llama.context_length": 131072},
 		})
@@ -296,16 +299,26 @@ func (f *fakeOllama) openAIChat(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "data: [DONE]\n\n")
 }
 
-// recorder collects recorded turns.
+// recorder collects recorded turns. With gate set, Record waits for it
+// (or for ctx) before it reports the turn committed.
 type recorder struct {
 	mu    sync.Mutex
 	turns []memory.Turn
+	gate  chan struct{}
 }
 
-func (r *recorder) Record(t memory.Turn) {
+func (r *recorder) Record(ctx context.Context, t memory.Turn) error {
+	if r.gate != nil {
+		select {
+		case <-r.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.turns = append(r.turns, t)
+	return nil
 }
 
 func (r *recorder) all() []memory.Turn {

@@ -41,7 +41,9 @@ type contextWindows struct {
 
 type showInfo struct {
 	numCtx, trained int
-	at              time.Time
+	// system is the Modelfile's SYSTEM prompt.
+	system string
+	at     time.Time
 }
 
 func (w *contextWindows) lookup(ctx context.Context, model string) int {
@@ -98,10 +100,12 @@ func (w *contextWindows) showInfo(ctx context.Context, model string) showInfo {
 	var out struct {
 		Parameters string                     `json:"parameters"`
 		ModelInfo  map[string]json.RawMessage `json:"model_info"`
+		System     string                     `json:"system"`
 	}
 	s := showInfo{at: time.Now()}
 	if w.post(ctx, http.MethodPost, "/api/show", map[string]string{"model": model}, &out) {
 		s.numCtx = parseNumCtx(out.Parameters)
+		s.system = out.System
 		for k, v := range out.ModelInfo {
 			if strings.HasSuffix(k, ".context_length") {
 				n, _ := strconv.Atoi(string(v))

@@ -41,7 +41,7 @@ func ParseOpenAIRequest(body []byte) (*OpenAIRequest, error) {
 	}
 	var r OpenAIRequest
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("invalid JSON in request body: %w", err)
+		return nil, errors.New(describeJSON(err))
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]

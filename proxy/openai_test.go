@@ -119,7 +119,9 @@ func TestOpenAIChatWithMemory(t *testing.T) {
 	res.Body.Close()
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.StatusCode, string(body))
-	assert.Equal(t, "semantic=1; recent=1; tokens=16", res.Header.Get("X-Vera-Context"))
+	assert.Equal(t, "semantic=1; recent=1; rules=0; tokens=16", res.Header.Get("X-Vera-Context"))
+	assert.Equal(t, "s1,r1", res.Header.Get("X-Vera-Memories"), "semantic then recent, in injection order")
+	assert.Contains(t, res.Header.Get("Access-Control-Expose-Headers"), "X-Vera-Memories")
 	assert.True(t, strings.HasSuffix(string(body), "data: [DONE]\n\n"))
 	waitFor(t, served, "the handler to return")
 
@@ -156,5 +158,5 @@ func TestOpenAIChatUnchangedIsForwardedAsItCame(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	_, _, fwd := up.last()
 	assert.Equal(t, sent, string(fwd), "byte for byte")
-	assert.Equal(t, "semantic=0; recent=0; tokens=0", res.Header.Get("X-Vera-Context"))
+	assert.Equal(t, "semantic=0; recent=0; rules=0; tokens=0", res.Header.Get("X-Vera-Context"))
 }

@@ -53,6 +53,11 @@ func (s *Server) newReverseProxy(transport http.RoundTripper) *httputil.ReverseP
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if bodyStalled(r) {
+				w.Header().Set("Connection", "close")
+				writeError(w, r, httpError(http.StatusRequestTimeout, "request body stalled: the client sent nothing for too long", nil))
+				return
+			}
 			writeError(w, r, upstreamError(r.Context(), base, err))
 		},
 	}

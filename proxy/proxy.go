@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -31,11 +32,14 @@ import (
 // to work on its messages. Images travel inside it as base64.
 const maxChatBody = 256 << 20
 
-// Recorder receives each finished chat turn. Record is called after the
-// answer has reached the client and must not block on slow work.
+// Recorder receives each finished chat turn. Record is called before the
+// end of the answer reaches the client, and returns once the turn is
+// committed durably or ctx ends.
 type Recorder interface {
-	Record(memory.Turn)
+	Record(ctx context.Context, t memory.Turn) error
 }
+
+var _ Recorder = (*memory.Writer)(nil)
 
 // Recaller decides what memory to inject into a chat.
 type Recaller interface {
@@ -69,6 +73,12 @@ type Server struct {
 	// AdminToken guards the admin routes; empty serves them to loopback
 	// clients only.
 	AdminToken string
+	// RecordTasks gives Open WebUI's background task requests memory like
+	// any chat; the default (false) leaves them alone (memory.skip_tasks).
+	RecordTasks bool
+	// BodyIdleTimeout ends a request body that sends no byte for this
+	// long; 0 means 60s.
+	BodyIdleTimeout time.Duration
 
 	upstream *url.URL
 	log      *slog.Logger
@@ -108,7 +118,7 @@ func (s *Server) Handler() http.Handler {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.logRequests, s.recoverPanics)
+	e.Use(s.logRequests, s.recoverPanics, s.limitBodyIdle)
 
 	e.GET("/healthz", s.handle(s.healthz))
 	e.POST("/curator/run", s.admin, s.handle(s.curatorRun))
@@ -159,85 +169,185 @@ func (s *Server) openAIChat(c *gin.Context) error {
 	return s.serveChat(c, true, func(b []byte) (chatRequest, error) { return ParseOpenAIRequest(b) })
 }
 
+// maxHold bounds how long the end of an answer waits for its turn to be
+// committed (SPEC §4): past it the answer ends anyway and health says why.
+const maxHold = time.Second
+
+// exposedHeaders lists every X-Vera-* header vera sends, so browser
+// clients may read them (SPEC §3).
+const exposedHeaders = "X-Vera-Context, X-Vera-Memories, X-Vera-Tier, X-Vera-Fallback, X-Vera-Forgot, X-Vera-VRAM"
+
+// maxMemoriesHeader is how many ids X-Vera-Memories lists at most.
+const maxMemoriesHeader = 50
+
 // serveChat injects memory into a chat, forwards it, and tees the answer so
-// the finished turn can be recorded once the client has it.
+// the finished turn is committed before the client has the answer's end.
 func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chatRequest, error)) error {
 	r := c.Request
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, r.Body, maxChatBody))
+	body, err := readChatBody(c.Writer, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return httpError(http.StatusRequestEntityTooLarge, "request body too large", nil)
-		}
-		if r.Context().Err() != nil {
-			return httpError(StatusClientClosed, "client closed request", err)
-		}
-		return httpError(http.StatusBadRequest, "reading request body", err)
+		return err
 	}
 	req, err := parse(body)
 	if err != nil {
 		return httpError(http.StatusBadRequest, err.Error(), nil)
 	}
+	ns, err := s.namespace(r)
+	if err != nil {
+		return err
+	}
+	off, err := memoryOff(r)
+	if err != nil {
+		return err
+	}
+	msgs := req.memoryMessages()
+	if len(msgs) == 0 {
+		// A load or unload call (messages: [], keep_alive): not a
+		// conversation, so it goes out exactly as it came (SPEC §3).
+		return s.forward(c, body, nil)
+	}
+	user := req.lastUser()
+	if task := s.task(r, user); task != "" {
+		c.Set(taskKey, task)
+		return s.forward(c, body, nil)
+	}
+	if q, ok := ragUserQuery(user); ok {
+		// Open WebUI's RAG template: memory is about the user's own
+		// question, never the template or the retrieved documents.
+		user = q
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == "user" {
+				msgs[i].Content = q
+				break
+			}
+		}
+	}
 
-	ns := s.namespace(r)
-	off := memoryOff(r)
 	var mc *memory.Context
 	if s.Memory != nil {
-		mc = s.recall(c, req, ns, off)
+		mc = s.recall(c, req, msgs, ns, off)
 		if forward := req.withMemory(mc); forward != nil {
 			if body, err = json.Marshal(forward); err != nil {
 				return fmt.Errorf("encoding the chat request: %w", err)
 			}
 		}
-		c.Writer.Header().Set("X-Vera-Context", fmt.Sprintf("semantic=%d; recent=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), mc.Tokens()))
+		setMemoryHeaders(c.Writer.Header(), mc)
 	}
 
+	var tee *answerTee
+	if (s.Recorder != nil && !off) || s.Debug != nil {
+		tee = &answerTee{openai: openai}
+		if s.Recorder != nil && !off && strings.TrimSpace(user) != "" {
+			tee.onEnd = s.commitTurn(c, memory.Turn{Namespace: ns, Model: req.model(), User: user})
+		}
+	}
+	if err := s.forward(c, body, tee); err != nil {
+		return err
+	}
+	if tee != nil && s.Debug != nil {
+		answer, ok := tee.Answer()
+		s.Debug.Chat(c.GetString(requestIDKey), ns, req.model(), mc, body, len(answer), ok)
+	}
+	return nil
+}
+
+// readChatBody reads a chat request's body, which vera must have whole to
+// work on its messages. A body declared too large is refused before a
+// byte of it is read.
+func readChatBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxChatBody {
+		// Closing is the only way not to read what was announced.
+		w.Header().Set("Connection", "close")
+		return nil, httpError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: %d bytes, the limit is %d", r.ContentLength, maxChatBody), nil)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxChatBody))
+	if err == nil {
+		return body, nil
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		w.Header().Set("Connection", "close")
+		return nil, httpError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: the limit is %d bytes", maxChatBody), nil)
+	case errors.Is(err, errBodyIdle):
+		w.Header().Set("Connection", "close")
+		return nil, httpError(http.StatusRequestTimeout, err.Error(), nil)
+	case r.Context().Err() != nil:
+		return nil, httpError(StatusClientClosed, "client closed request", err)
+	}
+	return nil, httpError(http.StatusBadRequest, "reading request body", err)
+}
+
+// forward sends body upstream in place of the request's own, teeing the
+// answer through tee when it is set. It returns only once the whole answer
+// went out (a broken stream panics with http.ErrAbortHandler inside
+// ServeHTTP).
+func (s *Server) forward(c *gin.Context, body []byte, tee *answerTee) error {
+	r := c.Request
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
-
-	var tee *answerTee
-	if (s.Recorder != nil && !off) || s.Debug != nil {
-		tee = &answerTee{openai: openai}
+	if tee != nil {
 		out = out.WithContext(withTee(out.Context(), tee))
 	}
 	s.rp.ServeHTTP(c.Writer, out)
-
-	// Reached only when the whole answer went out (a broken stream panics
-	// with http.ErrAbortHandler inside ServeHTTP).
-	if tee == nil {
-		return nil
-	}
-	answer, ok := tee.Answer()
-	if s.Debug != nil {
-		s.Debug.Chat(c.GetString(requestIDKey), ns, req.model(), mc, body, len(answer), ok)
-	}
-	user := req.lastUser()
-	if !ok || off || s.Recorder == nil || user == "" {
-		return nil
-	}
-	s.Recorder.Record(memory.Turn{
-		Namespace: ns,
-		Model:     req.model(),
-		User:      user,
-		Assistant: answer,
-		Time:      time.Now().UTC(),
-	})
 	return nil
+}
+
+// commitTurn returns the tee's onEnd for a chat: it commits the finished
+// turn to the durable queue, waiting at most maxHold, so that the client
+// has its whole answer only once the turn survives a crash.
+func (s *Server) commitTurn(c *gin.Context, t memory.Turn) func(string) {
+	ctx := context.WithoutCancel(c.Request.Context())
+	return func(answer string) {
+		t.Assistant, t.Time = answer, time.Now().UTC()
+		hctx, cancel := context.WithTimeout(ctx, maxHold)
+		defer cancel()
+		if err := s.Recorder.Record(hctx, t); err != nil {
+			s.log.Debug("answer released before its turn was committed", slog.String("request_id", c.GetString(requestIDKey)), slog.Any("error", err))
+		}
+	}
+}
+
+// setMemoryHeaders reports what was injected (SPEC §3).
+func setMemoryHeaders(h http.Header, mc *memory.Context) {
+	h.Set("X-Vera-Context", fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens()))
+	if ids := mc.IDs(); len(ids) > 0 {
+		h.Set("X-Vera-Memories", strings.Join(ids[:min(len(ids), maxMemoriesHeader)], ","))
+	}
+	h.Add("Access-Control-Expose-Headers", exposedHeaders)
+}
+
+// task names the background task a request is (SPEC §4, memory.skip_tasks),
+// or "" for a conversation.
+func (s *Server) task(r *http.Request, lastUser string) string {
+	if s.RecordTasks {
+		return ""
+	}
+	for _, h := range []string{"X-OpenWebUI-Task", "X-Vera-Task"} {
+		if v := strings.TrimSpace(r.Header.Get(h)); v != "" {
+			return v
+		}
+	}
+	return openWebUITask(lastUser)
 }
 
 // recall builds the memory layers for a chat. It never fails the chat: a
 // memory failure is logged and the chat goes on without memory.
-func (s *Server) recall(c *gin.Context, req chatRequest, ns string, off bool) *memory.Context {
+func (s *Server) recall(c *gin.Context, req chatRequest, msgs []memory.Message, ns string, off bool) *memory.Context {
 	ctx := c.Request.Context()
 	numCtx, numPredict := req.options()
-	mreq := memory.Request{Namespace: ns, NoMemory: off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0)}
+	mreq := memory.Request{Namespace: ns, NoMemory: off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0), Messages: msgs}
+	if msgs[0].Role != "system" {
+		// Ollama adds the Modelfile's SYSTEM only to requests without a
+		// system message: once vera sends one, it must carry it.
+		mreq.ModelSystem = s.windows.showInfo(ctx, req.model()).system
+	}
 	if !off && numCtx <= 0 {
 		mreq.ContextLength = s.windows.lookup(ctx, req.model())
 	}
-	mreq.Messages = req.memoryMessages()
 	mc := s.Memory.Build(ctx, mreq)
 	id := slog.String("request_id", c.GetString(requestIDKey))
 	switch {
@@ -252,21 +362,41 @@ func (s *Server) recall(c *gin.Context, req chatRequest, ns string, off bool) *m
 	return mc
 }
 
-// namespace scopes a request's memory: the namespace header, else "default".
-func (s *Server) namespace(r *http.Request) string {
+// maxNamespace is the longest namespace accepted, in bytes (SPEC §4).
+const maxNamespace = 256
+
+// namespace scopes a request's memory: the namespace header, else
+// "default". A namespace that is not valid UTF-8 or is too long is
+// refused: stores would otherwise change its bytes and merge namespaces.
+func (s *Server) namespace(r *http.Request) (string, error) {
 	h := s.NamespaceHeader
 	if h == "" {
 		h = "X-OpenWebUI-User-Id"
 	}
-	if ns := strings.TrimSpace(r.Header.Get(h)); ns != "" {
-		return ns
+	ns := strings.TrimSpace(r.Header.Get(h))
+	switch {
+	case ns == "":
+		return memory.DefaultNamespace, nil
+	case !utf8.ValidString(ns):
+		return "", httpError(http.StatusBadRequest, fmt.Sprintf("header %s: the namespace must be valid UTF-8", h), nil)
+	case len(ns) > maxNamespace:
+		return "", httpError(http.StatusBadRequest, fmt.Sprintf("header %s: the namespace is %d bytes long; at most %d are allowed", h, len(ns), maxNamespace), nil)
 	}
-	return memory.DefaultNamespace
+	return ns, nil
 }
 
-// memoryOff reports whether the client asked for no memory on this request.
-func memoryOff(r *http.Request) bool {
-	return strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Vera-Memory")), "off")
+// memoryOff reads X-Vera-Memory (SPEC §4): off, false, 0 or no (any case)
+// turn memory off for the request; on, true, 1, yes or no header leave it
+// on; anything else is a mistake worth telling.
+func memoryOff(r *http.Request) (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Vera-Memory"))); v {
+	case "off", "false", "0", "no":
+		return true, nil
+	case "", "on", "true", "1", "yes":
+		return false, nil
+	default:
+		return false, httpError(http.StatusBadRequest, fmt.Sprintf("header X-Vera-Memory: %q is not one of on, off, true, false, 1, 0, yes, no", v), nil)
+	}
 }
 
 // statusWriter is satisfied by gin's ResponseWriter; it lets the log line
@@ -330,8 +460,12 @@ func (s *Server) recoverPanics(c *gin.Context) {
 	c.Next()
 }
 
-// requestIDKey holds the request id in the gin context.
-const requestIDKey = "vera.request_id"
+// requestIDKey holds the request id in the gin context; taskKey the name
+// of the background task a request was taken for.
+const (
+	requestIDKey = "vera.request_id"
+	taskKey      = "vera.task"
+)
 
 // newRequestID returns a short random id for correlating log lines.
 func newRequestID() string {

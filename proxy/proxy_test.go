@@ -579,15 +579,17 @@ func TestHealthz(t *testing.T) {
 func TestPanicAfterAnswerStartedAbortsConnection(t *testing.T) {
 	up := newFakeOllama(t)
 	base := startVera(t, up.srv.URL, func(s *Server) { s.Recorder = panicRecorder{} })
-	// The recorder panics after the streamed answer went out: the connection
-	// must be aborted, not ended cleanly, and nothing else written.
+	// The recorder panics once the answer is complete, before its end went
+	// out: the connection must be aborted, not ended cleanly, and nothing
+	// else written.
 	res, err := http.Post(base+"/api/chat", "application/json",
 		strings.NewReader(`{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	assert.Equal(t, 5, strings.Count(string(body), "\n"), "only the upstream's records")
+	assert.Equal(t, 4, strings.Count(string(body), "\n"), "only the upstream's records, without the held end")
+	assert.NotContains(t, string(body), `"done":true`)
 }
 
 func TestPanicBeforeAnswerIs500(t *testing.T) {
@@ -606,7 +608,7 @@ func TestPanicBeforeAnswerIs500(t *testing.T) {
 
 type panicRecorder struct{}
 
-func (panicRecorder) Record(memory.Turn) { panic("boom") }
+func (panicRecorder) Record(context.Context, memory.Turn) error { panic("boom") }
 
 func TestStatusOf(t *testing.T) {
 	assert.Equal(t, StatusClientClosed, statusOf(context.Canceled))

@@ -27,6 +27,18 @@ type answerTee struct {
 	content strings.Builder
 	done    bool
 	failed  bool
+	// final is set once the answer's last record has been read (done:true,
+	// the data: [DONE] line, or the end of a non-streamed body), before
+	// the event it ends is complete.
+	final bool
+
+	// onEnd, when set, is called once with the answer when its final
+	// record has been read, before that record reaches the client: the
+	// client learns that its answer is complete only after onEnd returns
+	// (SPEC §4: the turn is committed first). It is not called for an
+	// answer that failed or came back empty.
+	onEnd func(answer string)
+	ended bool
 }
 
 // Answer returns the captured answer and whether the response finished
@@ -64,49 +76,135 @@ func (t *answerTee) wrap(res *http.Response, body io.ReadCloser) io.ReadCloser {
 	return &teeBody{ReadCloser: body, tee: t}
 }
 
+// teeBody passes the upstream body through the tee. When the tee has an
+// onEnd, the answer's final record is held back until onEnd has run:
+// everything before it flows as it comes, so only the very end waits.
 type teeBody struct {
 	io.ReadCloser
 	tee *answerTee
+
+	held    []byte // bytes read but not yet given out
+	heldErr error  // the upstream's error (io.EOF) to give after held
+	last    []byte // non-streamed: the one byte kept back until EOF
 }
 
 func (b *teeBody) Read(p []byte) (int, error) {
+	if b.held != nil || b.heldErr != nil {
+		b.tee.end()
+		n := copy(p, b.held)
+		b.held = b.held[n:]
+		if len(b.held) > 0 {
+			return n, nil
+		}
+		b.held = nil
+		err := b.heldErr
+		b.heldErr = nil
+		return n, err
+	}
+	if b.tee.onEnd != nil && !b.tee.stream && !b.tee.ended {
+		return b.readWhole(p)
+	}
 	n, err := b.ReadCloser.Read(p)
-	b.tee.Write(p[:n])
+	cut := b.tee.scan(p[:n])
 	switch {
 	case err == io.EOF:
 		b.tee.finish()
 	case err != nil:
 		b.tee.failed = true
 	}
+	if b.tee.onEnd == nil || b.tee.ended || !b.tee.final {
+		return n, err
+	}
+	if cut > 0 {
+		// Give out what came before the final record now; the record
+		// itself waits for the commit.
+		b.held = append([]byte(nil), p[cut:n]...)
+		b.heldErr = err
+		return cut, nil
+	}
+	b.tee.end()
 	return n, err
+}
+
+// readWhole reads a non-streamed body, always keeping its last byte back
+// until the body's end is known: a client of a sized body takes the answer
+// for complete when its last byte arrives.
+func (b *teeBody) readWhole(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	off := copy(p, b.last)
+	n, err := b.ReadCloser.Read(p[off:])
+	b.tee.scan(p[off : off+n])
+	n += off
+	b.last = b.last[:0]
+	switch {
+	case err == io.EOF:
+		b.tee.finish()
+		b.tee.end()
+		return n, err
+	case err != nil:
+		b.tee.failed = true
+		return n, err
+	case n > 0:
+		b.last = append(b.last, p[n-1])
+		n--
+	}
+	return n, nil
+}
+
+// end runs onEnd once, when the answer is complete.
+func (t *answerTee) end() {
+	if t.ended || t.onEnd == nil {
+		return
+	}
+	t.ended = true
+	if t.final && !t.failed && strings.TrimSpace(t.content.String()) != "" {
+		t.onEnd(t.content.String())
+	}
 }
 
 // Write feeds the next bytes of the response; it never fails.
 func (t *answerTee) Write(p []byte) (int, error) {
-	n := len(p)
+	t.scan(p)
+	return len(p), nil
+}
+
+// scan feeds the next bytes of the response and returns the offset in p at
+// which the answer's final record starts, when that record ends in p (0
+// when it started in earlier bytes), else -1.
+func (t *answerTee) scan(p []byte) int {
 	if t.failed {
-		return n, nil
+		return -1
 	}
 	if !t.stream {
 		t.append(p)
-		return n, nil
+		return -1
 	}
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
+	cut, off := -1, 0
+	for off < len(p) {
+		rest := p[off:]
+		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
-			t.append(p)
+			t.append(rest)
 			break
 		}
+		start := off
+		wasFinal := t.final
 		if len(t.buf) == 0 {
-			t.line(p[:i]) // the whole line is in p: no copy
+			t.line(rest[:i]) // the whole line is in p: no copy
 		} else {
-			t.append(p[:i])
+			start = 0
+			t.append(rest[:i])
 			t.line(t.buf)
 			t.buf = t.buf[:0]
 		}
-		p = p[i+1:]
+		if t.final && !wasFinal {
+			cut = start
+		}
+		off += i + 1
 	}
-	return n, nil
+	return cut
 }
 
 func (t *answerTee) append(p []byte) {
@@ -162,6 +260,10 @@ func (t *answerTee) line(l []byte) {
 		return
 	}
 	data = bytes.TrimPrefix(data, []byte{' '})
+	if t.event == nil && string(bytes.TrimSpace(data)) == "[DONE]" {
+		// Clients end the stream on this line: it is the final record.
+		t.final = true
+	}
 	if len(t.event)+len(data) > maxRecord {
 		t.failed = true
 		return
@@ -200,6 +302,7 @@ func (t *answerTee) record(line []byte) {
 		t.content.WriteString(rec.Message.Content)
 	}
 	t.done = rec.Done
+	t.final = t.final || rec.Done
 }
 
 // object takes the whole body of a non-streamed answer.
@@ -216,7 +319,7 @@ func (t *answerTee) object(body []byte) {
 		return
 	}
 	t.content.WriteString(res.Choices[0].Message.Content)
-	t.done = true
+	t.done, t.final = true, true
 }
 
 // openAIRecord is the part of an OpenAI chat completion, or of one chunk of
