@@ -13,79 +13,244 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 )
+
+// report writes `vera check`'s lines ("ok   topic: ...", "warn ...",
+// "FAIL ...") and remembers whether anything failed. Every line is shown
+// with the URLs in it redacted: errors quote the URLs they failed on.
+type report struct {
+	out    io.Writer
+	failed bool
+}
+
+func (r *report) line(label, topic, format string, args ...any) {
+	fmt.Fprintf(r.out, "%-4s %s: %s\n", label, topic, config.RedactText(fmt.Sprintf(format, args...)))
+}
+
+func (r *report) ok(topic, format string, args ...any)   { r.line("ok", topic, format, args...) }
+func (r *report) warn(topic, format string, args ...any) { r.line("warn", topic, format, args...) }
+func (r *report) fail(topic, format string, args ...any) {
+	r.failed = true
+	r.line("FAIL", topic, format, args...)
+}
+
+// result ends the report.
+func (r *report) result() error {
+	if r.failed {
+		return errors.New("check failed")
+	}
+	fmt.Fprintln(r.out, "all checks passed")
+	return nil
+}
 
 // check validates the configuration and reaches Ollama, printing a report a
 // person can read. It fails when anything vera needs is missing.
 func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer) error {
+	r := &report{out: out}
 	if loadErr != nil {
-		fmt.Fprintf(out, "FAIL config: %v\n", loadErr)
-		return errors.New("check failed")
+		r.fail("config", "%v", loadErr)
+		return r.result()
 	}
 	src := "built-in defaults (no config file)"
 	if cfg.Path != "" {
 		src = cfg.Path
 	}
-	fmt.Fprintf(out, "ok   config: %s\n", src)
+	r.ok("config", "%s", src)
 	for _, w := range cfg.Warnings {
-		fmt.Fprintf(out, "warn config: %s\n", w)
+		r.warn("config", "%s", w)
 	}
-	fmt.Fprintf(out, "ok   listen: %s\n", cfg.Server.Listen)
 
-	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
-	if err != nil {
-		fmt.Fprintf(out, "FAIL ollama: %v\n", err)
-		return errors.New("check failed")
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	client := &http.Client{Transport: proxy.NewTransport(5 * time.Second)}
+	checkListen(ctx, cfg, client, r)
+	if exposedWithoutIdentity(cfg) {
+		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
+	}
+	if cfg.Memory.Enabled {
+		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
+			r.warn("prompts", "%s (%s, %d lines)", legacyRulesWarning, path, n)
+		}
+	}
+
+	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
+	if err != nil {
+		r.fail("ollama", "%v", err)
+		return r.result()
+	}
 	h := proxy.ProbeOllama(ctx, client, upstream)
 	if !h.OK {
-		fmt.Fprintf(out, "FAIL ollama: %s unreachable: %s\n", h.URL, h.Error)
-		return errors.New("check failed")
+		r.fail("ollama", "%s unreachable: %s", h.URL, h.Error)
+		return r.result()
 	}
-	fmt.Fprintf(out, "ok   ollama: %s, version %s (%.1f ms)\n", h.URL, h.Version, h.LatencyMS)
+	r.ok("ollama", "%s, version %s (%.1f ms)", h.URL, h.Version, h.LatencyMS)
 
 	models, err := listModels(ctx, client, upstream.JoinPath("/api/tags").String())
 	if err != nil {
-		fmt.Fprintf(out, "FAIL ollama models: %v\n", err)
-		return errors.New("check failed")
+		r.fail("ollama models", "%v", err)
+		return r.result()
 	}
 	if len(models) == 0 {
-		fmt.Fprintf(out, "warn ollama models: none installed (ollama pull <model>)\n")
+		r.warn("ollama models", "none installed (ollama pull <model>)")
 	} else {
-		fmt.Fprintf(out, "ok   ollama models (%d): %s\n", len(models), strings.Join(models, ", "))
+		r.ok(fmt.Sprintf("ollama models (%d)", len(models)), "%s", strings.Join(models, ", "))
 	}
 	if !cfg.Memory.Enabled {
-		fmt.Fprintln(out, "ok   memory: off (memory.enabled = false)")
-	} else if !checkMemory(ctx, cfg, client, upstream, out) {
-		return errors.New("check failed")
+		r.ok("memory", "off (memory.enabled = false)")
+		return r.result()
 	}
-	fmt.Fprintln(out, "all checks passed")
-	return nil
+	if m := cfg.Curator.CuratorModel; hasModel(models, m) {
+		r.ok("curator model", "%s", m)
+	} else {
+		r.fail("curator model", "%s is not on Ollama (curator.curator_model); fix: ollama pull %s", m, m)
+	}
+	checkMemory(ctx, cfg, client, upstream, models, r)
+	return r.result()
 }
 
-// checkMemory opens the store and embeds a probe text, reporting both. It
-// reports whether both are usable.
-func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, upstream *url.URL, out io.Writer) bool {
-	ok := true
+// checkListen binds the listen address to see that vera can. When it is
+// taken, it tells a running vera (fine) from Ollama itself still listening
+// on the address vera should have (the usual mistake when vera takes
+// Ollama's place).
+func checkListen(ctx context.Context, cfg config.Config, client *http.Client, r *report) {
+	addr := cfg.Server.Listen
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		r.ok("listen", "%s", addr)
+		return
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		r.fail("listen", "%v", err)
+		return
+	}
+	base := "http://" + dialAddr(addr)
+	var health map[string]json.RawMessage
+	if getJSON(ctx, client, base+"/healthz", &health) == nil &&
+		health["status"] != nil && health["version"] != nil && health["ollama"] != nil {
+		r.ok("listen", "%s (a running vera answers there)", addr)
+		return
+	}
+	var version struct {
+		Version string `json:"version"`
+	}
+	if getJSON(ctx, client, base+"/api/version", &version) == nil && version.Version != "" {
+		r.fail("listen", "%s is taken by Ollama %s itself, where vera should listen: move Ollama to 11435 "+
+			"(OLLAMA_HOST=127.0.0.1:11435 ollama serve; vera's default VERA_OLLAMA_URL is http://127.0.0.1:11435) "+
+			"or set VERA_LISTEN to another address", addr, version.Version)
+		return
+	}
+	r.fail("listen", "%s: address in use by another program", addr)
+}
+
+// dialAddr turns a listen address into one a client can connect to.
+func dialAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// getJSON decodes the JSON answer of a GET that succeeded.
+func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	return json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(v)
+}
+
+// exposedWarning says why listening beyond loopback without a way to
+// identify users is risky (SPEC §6).
+const exposedWarning = "vera listens beyond loopback with neither server.api_keys nor memory.jwt_secret set: " +
+	"anyone who can reach vera can pick any namespace with a header; set server.api_keys or memory.jwt_secret"
+
+// exposedWithoutIdentity reports whether vera listens where other hosts can
+// reach it (any address but a loopback one; an empty host, 0.0.0.0 and ::
+// mean every interface) with nothing that ties a request to a user.
+func exposedWithoutIdentity(cfg config.Config) bool {
+	if len(cfg.Server.APIKeys) > 0 || cfg.Memory.JWTSecret != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(cfg.Server.Listen)
+	if err != nil {
+		return false // not an address: Validate has said so
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// legacyRulesWarning is shown with legacyRules' path and count.
+const legacyRulesWarning = "systemprompt.md holds \"- \" lines: earlier versions of vera's curator appended one user's rules there, " +
+	"and there they apply to every user's chats; move them elsewhere or delete them"
+
+// legacyRules counts the "- " lines of systemprompt.md in the prompts dir:
+// earlier versions of vera's curator appended rules learnt from one user
+// there, where they reach every user. A heuristic: a person may write such
+// lines too, so it is a warning.
+func legacyRules(dir string) (path string, n int) {
+	for _, line := range strings.Split(prompts.New(dir).System(), "\n") {
+		if strings.HasPrefix(line, "- ") {
+			n++
+		}
+	}
+	return filepath.Join(dir, prompts.SystemPrompt), n
+}
+
+// hasModel reports whether want is among Ollama's model names; a name
+// without a tag means :latest, as in Ollama.
+func hasModel(names []string, want string) bool {
+	for _, n := range names {
+		if strings.EqualFold(withTag(n), withTag(want)) {
+			return true
+		}
+	}
+	return false
+}
+
+func withTag(name string) string {
+	if strings.Contains(name[strings.LastIndex(name, "/")+1:], ":") {
+		return name
+	}
+	return name + ":latest"
+}
+
+// checkMemory opens the store and embeds a probe text, reporting both.
+func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, upstream *url.URL, models []string, r *report) {
 	if cfg.General.QdrantHost != "" {
-		ok = checkQdrant(ctx, cfg, out)
+		checkQdrant(ctx, cfg, r)
 	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
-		fmt.Fprintf(out, "ok   store: embedded, %s (new: created when vera starts)\n", path)
+		r.ok("store", "embedded, %s (new: created when vera starts)", path)
 	} else if db, err := embedded.Open(ctx, cfg.Memory.DataDir); errors.Is(err, embedded.ErrInUse) {
-		fmt.Fprintf(out, "ok   store: embedded, %s (open in a running vera)\n", path)
+		r.ok("store", "embedded, %s (open in a running vera)", path)
 	} else if err != nil {
-		fmt.Fprintf(out, "FAIL store: %v\n", err)
-		ok = false
+		r.fail("store", "%v", err)
 	} else {
 		spaces, _ := db.Namespaces(ctx)
 		total := 0
@@ -94,18 +259,21 @@ func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, up
 			total += n
 		}
 		pending, _ := db.Len(ctx)
-		fmt.Fprintf(out, "ok   store: embedded, %s (%d memories in %d namespaces, %d turns queued)\n", db.Path(), total, len(spaces), pending)
+		r.ok("store", "embedded, %s (%d memories in %d namespaces, %d turns queued)", db.Path(), total, len(spaces), pending)
 		db.Close()
 	}
 
 	model := cfg.General.EmbeddingModel
 	dim, err := memory.Probe(ctx, memory.NewOllamaEmbedder(upstream, model, client))
 	if err != nil {
-		fmt.Fprintf(out, "FAIL embedder: %v (without it memory is lexical only)\n", err)
-		return false
+		hint := ""
+		if !hasModel(models, model) && !strings.Contains(err.Error(), "ollama pull") {
+			hint = "; fix: ollama pull " + model
+		}
+		r.fail("embedder", "%v (without it memory is lexical only)%s", err, hint)
+		return
 	}
-	fmt.Fprintf(out, "ok   embedder: %s, %d dimensions\n", model, dim)
-	return ok
+	r.ok("embedder", "%s, %d dimensions", model, dim)
 }
 
 func listModels(ctx context.Context, client *http.Client, url string) ([]string, error) {
@@ -141,16 +309,9 @@ func listModels(ctx context.Context, client *http.Client, url string) ([]string,
 // fails unless it answers 200 (ok or degraded). Container images have no
 // curl, so the binary checks itself.
 func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
-	host, port, err := net.SplitHostPort(cfg.Server.Listen)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+dialAddr(cfg.Server.Listen)+"/healthz", nil)
 	if err != nil {
 		return err
 	}
@@ -160,7 +321,10 @@ func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	fmt.Fprintf(out, "%s", body)
+	if len(body) > 0 && body[len(body)-1] != '\n' {
+		body = append(body, '\n') // a shell prompt then starts on its own line
+	}
+	out.Write(body)
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("healthcheck: %s", res.Status)
 	}
@@ -173,31 +337,30 @@ func exists(path string) bool {
 }
 
 // checkQdrant reaches Qdrant and reports the collection.
-func checkQdrant(ctx context.Context, cfg config.Config, out io.Writer) bool {
+func checkQdrant(ctx context.Context, cfg config.Config, r *report) {
 	q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
 	if err != nil {
-		fmt.Fprintf(out, "FAIL store: %v\n", err)
-		return false
+		r.fail("store", "%v", err)
+		return
 	}
 	defer q.Close()
 	if err := q.Ping(ctx); err != nil {
-		fmt.Fprintf(out, "FAIL store: %v\n", err)
-		return false
+		r.fail("store", "%v", err)
+		return
 	}
 	spaces, err := q.Namespaces(ctx)
 	if err != nil {
-		fmt.Fprintf(out, "FAIL store: %v\n", err)
-		return false
+		r.fail("store", "%v", err)
+		return
 	}
 	total := 0
 	for _, ns := range spaces {
 		n, err := q.Count(ctx, memory.Filter{Namespace: ns})
 		if err != nil {
-			fmt.Fprintf(out, "FAIL store: %v\n", err)
-			return false
+			r.fail("store", "%v", err)
+			return
 		}
 		total += n
 	}
-	fmt.Fprintf(out, "ok   store: qdrant, %s, collection %q (%d memories in %d namespaces)\n", q.Addr(), q.Collection(), total, len(spaces))
-	return true
+	r.ok("store", "qdrant, %s, collection %q (%d memories in %d namespaces)", q.Addr(), q.Collection(), total, len(spaces))
 }

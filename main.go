@@ -68,10 +68,11 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "vera: %s\n\n%s", ue.msg, usage)
+		fmt.Fprintf(os.Stderr, "vera: %s\n\n%s", config.RedactText(ue.msg), usage)
 		os.Exit(2)
 	default:
-		fmt.Fprintf(os.Stderr, "vera: %v\n", err)
+		// Config errors quote the value they refuse, URLs included.
+		fmt.Fprintf(os.Stderr, "vera: %s\n", config.RedactText(err.Error()))
 		os.Exit(1)
 	}
 }
@@ -141,7 +142,33 @@ func newLogger(w io.Writer, debug bool) *slog.Logger {
 	if debug {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: redactAttr}))
+}
+
+// redactAttr masks the passwords of URLs in every logged value (SPEC §2):
+// vera shows its own URLs redacted, and this catches those quoted by
+// errors from below, such as net/http's, which keep a URL's query.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	var s string
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s = a.Value.String()
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case error:
+			s = v.Error()
+		case fmt.Stringer:
+			s = v.String()
+		default:
+			return a
+		}
+	default:
+		return a
+	}
+	if r := config.RedactText(s); r != s {
+		a.Value = slog.StringValue(r)
+	}
+	return a
 }
 
 // serve runs the proxy until ctx is cancelled, then stops accepting and lets
@@ -151,6 +178,14 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	logger := newLogger(stderr, cfg.General.Debug)
 	for _, w := range cfg.Warnings {
 		logger.Warn("config", slog.String("warning", w))
+	}
+	if exposedWithoutIdentity(cfg) {
+		logger.Warn(exposedWarning, slog.String("listen", cfg.Server.Listen))
+	}
+	if cfg.Memory.Enabled {
+		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
+			logger.Warn(legacyRulesWarning, slog.String("file", path), slog.Int("lines", n))
+		}
 	}
 	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
 	if err != nil {
@@ -162,6 +197,8 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
 	srv.Version = version
 	srv.AdminToken = cfg.Server.AdminToken
+	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
+	srv.RecordTasks = !cfg.Memory.SkipTasks
 	if cfg.Memory.Enabled {
 		mem, err := openMemory(ctx, cfg, upstream, transport, logger)
 		if err != nil {
@@ -194,7 +231,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("ollama", upstream.String()),
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("ollama", config.Redact(upstream)),
 		slog.String("version", version), slog.String("config", cfg.Path))
 
 	errc := make(chan error, 1)

@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
+
+	"github.com/vera-proxy/vera/config"
 )
 
 // StatusClientClosed is nginx's code for a client that hung up before the
@@ -48,18 +53,54 @@ func statusOf(err error) int {
 }
 
 // upstreamError classifies a failed round trip to Ollama: the client hung
-// up (499), Ollama was too slow to answer (504), or it could not be reached
-// at all (502).
+// up (499), Ollama was too slow to answer (504), it could not be reached at
+// all (502), or it took the request and closed the connection without an
+// answer (502). base is shown redacted, and so is any URL in err's text:
+// what the client reads must not carry a password (SPEC §2).
 func upstreamError(ctx context.Context, base string, err error) error {
+	u, perr := url.Parse(base)
+	if perr != nil {
+		u = nil
+	}
+	shown := config.RedactURL(base)
+	cause := redactedError{err: err, text: config.RedactIn(err.Error(), u)}
 	if errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
-		return httpError(StatusClientClosed, "client closed request", err)
+		return httpError(StatusClientClosed, "client closed request", cause)
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		return httpError(http.StatusGatewayTimeout, "ollama timed out at "+base, err)
+		return httpError(http.StatusGatewayTimeout, "ollama timed out at "+shown, cause)
 	}
-	return httpError(http.StatusBadGateway, "ollama unreachable at "+base, err)
+	if closedBeforeAnswer(err) {
+		return httpError(http.StatusBadGateway, "ollama closed the connection before answering (it may have crashed or run out of memory)", cause)
+	}
+	return httpError(http.StatusBadGateway, "ollama unreachable at "+shown, cause)
 }
+
+// closedBeforeAnswer reports whether err is a connection that was made and
+// then lost before the response headers came. Ollama sends a non-streamed
+// answer's headers only once the answer is complete, so a runner that
+// crashes or is killed for memory in the middle looks like this, and calling
+// it "unreachable" would send the operator after the wrong problem. A dial
+// failure (refused, no such host) is not one of these.
+func closedBeforeAnswer(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Op != "dial"
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// redactedError shows an error with its secrets masked, while errors.Is and
+// errors.As still see the error itself.
+type redactedError struct {
+	err  error
+	text string
+}
+
+func (e redactedError) Error() string { return e.text }
+func (e redactedError) Unwrap() error { return e.err }
 
 // writeError answers with Ollama's error shape {"error":"..."}, or OpenAI's
 // {"error":{"message":...,"type":...}} on the OpenAI-compatible /v1 routes.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/config"
 )
 
 // OllamaHealth is Ollama's part of /healthz and of `vera check`.
@@ -74,6 +76,13 @@ func (s *Server) healthz(c *gin.Context) error {
 	}
 	if s.MemoryHealth != nil {
 		st, em := s.MemoryHealth(c.Request.Context())
+		// The embedder's error comes from a request to Ollama's URL.
+		st.Error, em.Error = config.RedactText(st.Error), config.RedactIn(em.Error, s.upstream)
+		if !h.Ollama.OK {
+			// The embedding model runs on Ollama: what the embedder last
+			// knew (a vector size learnt at start) says nothing now.
+			em.OK, em.Error = false, "ollama unreachable: the embedding model runs on it"
+		}
 		h.Store, h.Embedder = &st, &em
 		if !st.OK || !em.OK {
 			h.Status = "degraded"
@@ -105,19 +114,21 @@ func (s *Server) CheckOllama(ctx context.Context) OllamaHealth {
 	return ProbeOllama(ctx, s.probe, s.upstream)
 }
 
-// ProbeOllama asks the Ollama at base for its version through client.
+// ProbeOllama asks the Ollama at base for its version through client. The
+// URL is shown redacted, also inside errors (Go's quote the URL they failed
+// on), since /healthz needs no token.
 func ProbeOllama(ctx context.Context, client *http.Client, base *url.URL) OllamaHealth {
-	h := OllamaHealth{URL: base.String()}
+	h := OllamaHealth{URL: config.Redact(base)}
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/api/version").String(), nil)
 	if err != nil {
-		h.Error = err.Error()
+		h.Error = config.RedactIn(err.Error(), base)
 		return h
 	}
 	res, err := client.Do(req)
 	h.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
-		h.Error = err.Error()
+		h.Error = config.RedactIn(err.Error(), base)
 		return h
 	}
 	defer res.Body.Close()

@@ -417,7 +417,10 @@ func TestCommandLine(t *testing.T) {
 func TestCheck(t *testing.T) {
 	up := newFakeOllama(t)
 	data := t.TempDir()
-	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data}
+	// The fake has llama3.2 for the curator; a free port to listen on (a
+	// real Ollama or vera may hold 11434 on the machine running the tests).
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_LISTEN=127.0.0.1:0",
+		configDir(t, "[curator]\ncurator_model = \"llama3.2\"\n")}
 	code, out, _ := runVera(t, env, "check")
 	assert.Equal(t, 0, code, out)
 	assert.Contains(t, out, "ok   ollama: "+up.URL+", version 0.12.3")

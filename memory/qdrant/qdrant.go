@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/memory"
 )
 
@@ -117,18 +118,20 @@ func ClientConfig(raw string) (*qdrant.Config, string, error) {
 	if !strings.Contains(raw, "://") {
 		raw = "http://" + raw
 	}
+	// Errors quote the URL as it may be shown: without its password.
+	shown := config.RedactURL(raw)
 	u, err := url.Parse(raw)
 	if err != nil || u.Hostname() == "" {
-		return nil, "", fmt.Errorf("qdrant URL %q: want http://host:6334", raw)
+		return nil, "", fmt.Errorf("qdrant URL %q: want http://host:6334", shown)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" {
-		return nil, "", fmt.Errorf("qdrant URL %q: scheme must be http or https", raw)
+		return nil, "", fmt.Errorf("qdrant URL %q: scheme must be http or https", shown)
 	}
 	port := 6334
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 || n > 65535 {
-			return nil, "", fmt.Errorf("qdrant URL %q: bad port", raw)
+			return nil, "", fmt.Errorf("qdrant URL %q: bad port", shown)
 		}
 		port = n
 	}
@@ -147,7 +150,8 @@ func ClientConfig(raw string) (*qdrant.Config, string, error) {
 	return cfg, net.JoinHostPort(u.Hostname(), strconv.Itoa(port)), nil
 }
 
-// Addr returns the gRPC address in use.
+// Addr returns the gRPC address in use, as logs, /healthz and `vera check`
+// show it: host and port only, so no credential a URL held can appear.
 func (s *Store) Addr() string { return s.addr }
 
 // Collection returns the collection's name.

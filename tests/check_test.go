@@ -1,0 +1,344 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tagsOllama is an Ollama that has exactly the given models: /api/tags
+// lists them and /api/embed answers only for them, with embedStatus when
+// the model is missing.
+func tagsOllama(t *testing.T, embedStatus int, models ...string) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"version":"0.12.3"}`)
+	})
+	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
+		list := []map[string]string{}
+		for _, m := range models {
+			list = append(list, map[string]string{"name": m, "model": m})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"models": list})
+	})
+	mux.HandleFunc("POST /api/embed", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if !slices.Contains(models, req.Model) && !slices.Contains(models, req.Model+":latest") {
+			w.WriteHeader(embedStatus)
+			fmt.Fprintf(w, `{"error":"model %q not found"}`, req.Model)
+			return
+		}
+		io.WriteString(w, `{"embeddings":[[0.1,0.2,0.3]]}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// configDir returns a VERA_CONFIG_DIR setting whose config.toml holds toml.
+func configDir(t *testing.T, toml string) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600))
+	return "VERA_CONFIG_DIR=" + dir
+}
+
+// checkEnv is what `vera check` needs to pass against up, on a free port.
+func checkEnv(t *testing.T, upstream string) []string {
+	return []string{"VERA_OLLAMA_URL=" + upstream, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=127.0.0.1:0",
+		"VERA_PROMPTS_DIR=" + t.TempDir()}
+}
+
+func TestCheckCuratorModel(t *testing.T) {
+	tests := []struct {
+		name, curator string
+		models        []string
+		ok            bool
+	}{
+		{"default model missing", "", []string{"llama3.2:latest", "nomic-embed-text:latest"}, false},
+		{"present", "llama3.1:8b", []string{"llama3.1:8b", "nomic-embed-text:latest"}, true},
+		{"no tag means latest", "llama3.2", []string{"llama3.2:latest", "nomic-embed-text:latest"}, true},
+		{"latest matches no tag", "llama3.2:latest", []string{"llama3.2", "nomic-embed-text"}, true},
+		{"another tag", "llama3.2:1b", []string{"llama3.2:latest", "nomic-embed-text:latest"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := tagsOllama(t, http.StatusNotFound, tt.models...)
+			env := checkEnv(t, up.URL)
+			want := "llama3.1:8b" // the default
+			if tt.curator != "" {
+				want = tt.curator
+				env = append(env, configDir(t, fmt.Sprintf("[curator]\ncurator_model = %q\n", tt.curator)))
+			}
+			code, out, _ := runVera(t, env, "check")
+			if tt.ok {
+				assert.Equal(t, 0, code, out)
+				assert.Contains(t, out, "ok   curator model: "+want)
+				assert.Contains(t, out, "all checks passed")
+				return
+			}
+			assert.Equal(t, 1, code, out)
+			assert.Contains(t, out, "FAIL curator model: "+want+" is not on Ollama")
+			assert.Contains(t, out, "ollama pull "+want)
+			assert.NotContains(t, out, "all checks passed")
+		})
+	}
+
+	// With memory off there is no curator to run.
+	up := tagsOllama(t, http.StatusNotFound, "llama3.2:latest")
+	code, out, _ := runVera(t, append(checkEnv(t, up.URL), configDir(t, "[memory]\nenabled = false\n")), "check")
+	assert.Equal(t, 0, code, out)
+	assert.NotContains(t, out, "curator model")
+}
+
+func TestCheckEmbeddingModelMissingSaysHowToPullIt(t *testing.T) {
+	// Ollama versions differ in the status they give for a missing model;
+	// the hint must not depend on it.
+	for _, status := range []int{http.StatusNotFound, http.StatusBadRequest, http.StatusInternalServerError} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			up := tagsOllama(t, status, "llama3.1:8b")
+			code, out, _ := runVera(t, checkEnv(t, up.URL), "check")
+			assert.Equal(t, 1, code, out)
+			assert.Contains(t, out, "FAIL embedder:")
+			assert.Contains(t, out, "ollama pull nomic-embed-text")
+			assert.Equal(t, 1, strings.Count(out, "ollama pull nomic-embed-text"), "one hint:\n%s", out)
+		})
+	}
+}
+
+func TestCheckListenAddress(t *testing.T) {
+	up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+	withListen := func(addr string) []string {
+		return append(checkEnv(t, up.URL), "VERA_LISTEN="+addr)
+	}
+
+	t.Run("free", func(t *testing.T) {
+		code, out, _ := runVera(t, checkEnv(t, up.URL), "check")
+		assert.Equal(t, 0, code, out)
+		assert.Contains(t, out, "ok   listen: 127.0.0.1:0\n")
+	})
+
+	t.Run("a running vera", func(t *testing.T) {
+		p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
+		code, out, _ := runVera(t, withListen(p.addr), "check")
+		assert.Equal(t, 0, code, out)
+		assert.Contains(t, out, "ok   listen: "+p.addr+" (a running vera answers there)")
+	})
+
+	t.Run("Ollama itself", func(t *testing.T) {
+		// Ollama still on the address vera should take over.
+		addr := strings.TrimPrefix(up.URL, "http://")
+		code, out, _ := runVera(t, withListen(addr), "check")
+		assert.Equal(t, 1, code, out)
+		assert.Contains(t, out, "FAIL listen: "+addr+" is taken by Ollama")
+		assert.Contains(t, out, "OLLAMA_HOST=127.0.0.1:11435 ollama serve")
+		assert.Contains(t, out, "VERA_LISTEN")
+	})
+
+	t.Run("another program", func(t *testing.T) {
+		other := httptest.NewServer(http.NotFoundHandler())
+		t.Cleanup(other.Close)
+		addr := strings.TrimPrefix(other.URL, "http://")
+		code, out, _ := runVera(t, withListen(addr), "check")
+		assert.Equal(t, 1, code, out)
+		assert.Contains(t, out, "FAIL listen: "+addr+": address in use")
+
+		// Not even HTTP.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		code, out, _ = runVera(t, withListen(ln.Addr().String()), "check")
+		assert.Equal(t, 1, code, out)
+		assert.Contains(t, out, "FAIL listen: "+ln.Addr().String()+": address in use")
+	})
+}
+
+const exposedWarning = "anyone who can reach vera can pick any namespace with a header; set server.api_keys or memory.jwt_secret"
+
+func TestWarnsWhenListeningBeyondLoopbackWithoutIdentity(t *testing.T) {
+	up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+	tests := []struct {
+		listen string
+		extra  []string
+		warn   bool
+	}{
+		{"127.0.0.1:0", nil, false},
+		{"localhost:0", nil, false},
+		{"[::1]:0", nil, false},
+		{"0.0.0.0:0", nil, true},
+		{":0", nil, true},
+		{"0.0.0.0:0", []string{"VERA_API_KEYS=k1,k2"}, false},
+		{"0.0.0.0:0", []string{"VERA_JWT_SECRET=shh"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.listen+strings.Join(tt.extra, ","), func(t *testing.T) {
+			if tt.listen == "[::1]:0" {
+				if ln, err := net.Listen("tcp", tt.listen); err != nil {
+					t.Skip("no IPv6 loopback here")
+				} else {
+					ln.Close()
+				}
+			}
+			env := append(append(checkEnv(t, up.URL), "VERA_LISTEN="+tt.listen), tt.extra...)
+			code, out, _ := runVera(t, env, "check")
+			assert.Equal(t, 0, code, "a warning is not a failure:\n%s", out)
+			if tt.warn {
+				assert.Contains(t, out, "warn listen: "+tt.listen+": vera listens beyond loopback")
+				assert.Contains(t, out, exposedWarning)
+			} else {
+				assert.NotContains(t, out, exposedWarning)
+			}
+
+			p := startVera(t, env...)
+			if tt.warn {
+				assert.Contains(t, p.logs(), exposedWarning)
+				assert.Contains(t, p.logs(), "level=WARN")
+			} else {
+				assert.NotContains(t, p.logs(), exposedWarning)
+			}
+		})
+	}
+}
+
+func TestWarnsOfRulesLeftInTheSystemPrompt(t *testing.T) {
+	up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+	const warning = "earlier versions of vera's curator appended one user's rules there"
+	tests := []struct {
+		name, text string
+		lines      int
+	}{
+		{"rules appended by an old curator", "You are a helpful assistant.\n\n- Call the user Captain.\n- Answer in French.\n", 2},
+		{"no rules", "You are a helpful assistant.\nBe brief.\n", 0},
+		{"the file's default", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prompts := t.TempDir()
+			if tt.text != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(prompts, "systemprompt.md"), []byte(tt.text), 0o600))
+			}
+			env := append(checkEnv(t, up.URL), "VERA_PROMPTS_DIR="+prompts)
+			code, out, _ := runVera(t, env, "check")
+			assert.Equal(t, 0, code, "a warning is not a failure:\n%s", out)
+			p := startVera(t, env...)
+			if tt.lines == 0 {
+				assert.NotContains(t, out, warning)
+				assert.NotContains(t, p.logs(), warning)
+				return
+			}
+			assert.Contains(t, out, `warn prompts: systemprompt.md holds "- " lines: `+warning)
+			assert.Contains(t, out, fmt.Sprintf("(%s, %d lines)", filepath.Join(prompts, "systemprompt.md"), tt.lines))
+			assert.Contains(t, out, "move them elsewhere or delete them")
+			logs := p.logs()
+			assert.Contains(t, logs, "level=WARN")
+			assert.Contains(t, logs, warning)
+			assert.Contains(t, logs, fmt.Sprintf("lines=%d", tt.lines))
+		})
+	}
+}
+
+func TestSecretsInTheOllamaURLStayHidden(t *testing.T) {
+	up := newFakeOllama(t)
+	host := strings.TrimPrefix(up.URL, "http://")
+	withSecrets := "http://user:s3cret@" + host + "?api_key=k3y-secret"
+	shown := "http://user:xxxxx@" + host + "?api_key=xxxxx"
+	hidden := func(t *testing.T, what, text string) {
+		t.Helper()
+		assert.NotContains(t, text, "s3cret", what)
+		assert.NotContains(t, text, "k3y-secret", what)
+	}
+
+	t.Run("check", func(t *testing.T) {
+		code, out, _ := runVera(t, checkEnv(t, withSecrets), "check")
+		hidden(t, "vera check", out)
+		assert.Contains(t, out, "ok   ollama: "+shown+", version 0.12.3")
+		_ = code // the curator model is missing here; only what is shown matters
+
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		dead := ln.Addr().String()
+		ln.Close()
+		code, out, _ = runVera(t, checkEnv(t, "http://user:s3cret@"+dead+"?api_key=k3y-secret"), "check")
+		assert.Equal(t, 1, code)
+		hidden(t, "vera check, Ollama down", out)
+		assert.Contains(t, out, "FAIL ollama: http://user:xxxxx@"+dead+"?api_key=xxxxx unreachable")
+	})
+
+	t.Run("serve", func(t *testing.T) {
+		p := startVera(t, "VERA_OLLAMA_URL="+withSecrets)
+		chat(t, p, "alice", false, user("hello"))
+		res, err := http.Get("http://" + p.addr + "/healthz")
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.NoError(t, err)
+		hidden(t, "/healthz", string(body))
+		assert.Contains(t, string(body), `"url":"`+shown+`"`)
+
+		_, out, _ := runVera(t, []string{"VERA_LISTEN=" + p.addr}, "healthcheck")
+		hidden(t, "vera healthcheck", out)
+		stop(t, p)
+		logs := p.logs()
+		hidden(t, "the log", logs)
+		assert.Contains(t, logs, "msg=listening")
+		assert.Contains(t, logs, `ollama="`+shown+`"`)
+	})
+
+	t.Run("qdrant", func(t *testing.T) {
+		// A port Qdrant's client refuses, so the URL is quoted back.
+		qdrantURL := "VERA_QDRANT_URL=http://user:s3cret@127.0.0.1:99999?api_key=k3y-secret"
+		code, out, _ := runVera(t, append(checkEnv(t, up.URL), qdrantURL), "check")
+		assert.Equal(t, 1, code, out)
+		assert.Contains(t, out, "FAIL store: ")
+		assert.Contains(t, out, "user:xxxxx@127.0.0.1:99999")
+		hidden(t, "vera check", out)
+		code, _, errOut := runVera(t, append(checkEnv(t, up.URL), qdrantURL), "serve")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "bad port")
+		hidden(t, "the error", errOut)
+	})
+
+	t.Run("a URL vera refuses", func(t *testing.T) {
+		code, _, errOut := runVera(t, []string{"VERA_OLLAMA_URL=ftp://user:s3cret@" + host}, "serve")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, errOut, "general.ollama_host")
+		hidden(t, "the error", errOut)
+		code, out, _ := runVera(t, []string{"VERA_OLLAMA_URL=ftp://user:s3cret@" + host}, "check")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, out, "FAIL config: general.ollama_host")
+		hidden(t, "vera check", out)
+	})
+}
+
+func TestHealthcheckEndsWithANewline(t *testing.T) {
+	up := newFakeOllama(t)
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
+	code, out, _ := runVera(t, []string{"VERA_LISTEN=" + p.addr}, "healthcheck")
+	assert.Equal(t, 0, code, out)
+	assert.True(t, strings.HasPrefix(out, "{"), out)
+	assert.True(t, strings.HasSuffix(out, "}\n"), "%q", out)
+}
