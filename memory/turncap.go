@@ -43,7 +43,12 @@ func CapExchange(tok *Tokenizer, user, assistant string, maxTokens int) (string,
 		}
 	}
 	text := FormatExchange(user, assistant)
-	return text, countAtMost(tok, text, maxTokens+exchangeOverhead)
+	if tok == nil {
+		return text, (len(text) + 3) / 4
+	}
+	// Exact: the text is within the cap now, so this costs what the cap
+	// allows, and the count stored is the one the builder would make.
+	return text, tok.Count(text)
 }
 
 // clipMiddle keeps the head and tail of s within n tokens around cutMarker.

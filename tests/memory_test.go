@@ -121,7 +121,8 @@ func TestMemoryAcrossConversationsRestartsAndNamespaces(t *testing.T) {
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
-	assert.Regexp(t, regexp.MustCompile(`^semantic=[1-9]\d*; recent=\d+; tokens=[1-9]\d*$`), res.Header.Get("X-Vera-Context"))
+	assert.Regexp(t, regexp.MustCompile(`^semantic=[1-9]\d*; recent=\d+; rules=\d+; tokens=[1-9]\d*$`), res.Header.Get("X-Vera-Context"))
+	assert.Regexp(t, regexp.MustCompile(`^[0-9a-f-]{36}(,[0-9a-f-]{36})*$`), res.Header.Get("X-Vera-Memories"))
 
 	// Namespace B never sees namespace A.
 	chat(t, p, "bob", false, user("Where does my sister live?"))

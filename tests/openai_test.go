@@ -86,7 +86,7 @@ func TestMemoryOnOpenAIEndpoint(t *testing.T) {
 	}, option.WithResponseInto(&res))
 	require.NoError(t, err)
 	assert.Equal(t, "Hello from Ollama", done.Choices[0].Message.Content)
-	assert.Regexp(t, regexp.MustCompile(`^semantic=[1-9]\d*; recent=\d+; tokens=[1-9]\d*$`), res.Header.Get("X-Vera-Context"))
+	assert.Regexp(t, regexp.MustCompile(`^semantic=[1-9]\d*; recent=\d+; rules=\d+; tokens=[1-9]\d*$`), res.Header.Get("X-Vera-Context"))
 	fwd := up.lastV1(t)
 	require.GreaterOrEqual(t, len(fwd.Messages), 2)
 	assert.Equal(t, "system", fwd.Messages[0].Role)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/storetest"
@@ -69,6 +71,81 @@ func BenchmarkInject(b *testing.B) {
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
 			db, ms := benchDB(b, n)
 			storetest.BenchInject(b, db, ms)
+		})
+	}
+}
+
+// BenchmarkShortChat: the context build of one short chat at 10k and 100k
+// stored turns, with their token counts stored ("counted", as the queue
+// now keeps them) and without ("uncounted", as every turn written through
+// the queue arrived before): the builder then counts every candidate.
+//
+//	go test -run '^$' -bench ShortChat -benchtime 300x -count 5 ./memory/embedded/
+func BenchmarkShortChat(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		for _, counted := range []bool{true, false} {
+			name := fmt.Sprintf("%dk/counted", n/1000)
+			if !counted {
+				name = fmt.Sprintf("%dk/uncounted", n/1000)
+			}
+			b.Run(name, func(b *testing.B) {
+				dir := b.TempDir()
+				db, err := Open(context.Background(), dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				ms := storetest.Corpus(n, benchDim)
+				if !counted {
+					for i := range ms {
+						ms[i].Tokens = 0
+					}
+				}
+				for i := 0; i < n; i += 2000 {
+					if err := db.Upsert(context.Background(), ms[i:min(i+2000, n)]...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				storetest.BenchInject(b, db, ms)
+			})
+		}
+	}
+}
+
+// BenchmarkAfterHugeMessage: a short chat in a namespace where someone once
+// pasted a 10 MB message, against the same chat in a namespace without it.
+// "capped" stores that turn as vera now does (max_turn_tokens, count
+// kept); "whole" stores it as earlier versions did (all of it, count
+// unknown). The target: capped costs at most twice fresh.
+//
+//	go test -run '^$' -bench AfterHugeMessage -benchtime 100x -count 5 ./memory/embedded/
+func BenchmarkAfterHugeMessage(b *testing.B) {
+	tok, err := memory.NewTokenizer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	huge := strings.Repeat("please summarise this log line for me ", 10<<20/38)
+	for _, mode := range []string{"fresh", "capped", "whole"} {
+		b.Run(mode, func(b *testing.B) {
+			db, err := Open(context.Background(), b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			ms := storetest.Corpus(1000, benchDim)
+			if mode != "fresh" {
+				m := memory.Memory{ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Time: ms[len(ms)-1].Time.Add(time.Minute)}
+				if mode == "capped" {
+					m.Text, m.Tokens = memory.CapExchange(tok, huge, "Here is the summary.", memory.DefaultMaxTurnTokens)
+				} else {
+					m.Text = memory.FormatExchange(huge, "Here is the summary.")
+				}
+				ms = append(ms, m)
+			}
+			if err := db.Upsert(context.Background(), ms...); err != nil {
+				b.Fatal(err)
+			}
+			storetest.BenchInject(b, db, ms[:1000])
 		})
 	}
 }
