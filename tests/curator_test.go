@@ -183,4 +183,19 @@ func TestCuratorThroughVera(t *testing.T) {
 	}
 	assert.Equal(t, []string{"Call the user Captain."}, rulesOf("alice"))
 	assert.Empty(t, rulesOf("bob"), "alice's rule never reaches bob")
+	require.NoError(t, db.Close())
+
+	// The rule joins alice's system layer, and only hers.
+	p = startVera(t, env...)
+	base = "http://" + p.addr
+	req, _ = http.NewRequest(http.MethodPost, base+"/api/chat",
+		strings.NewReader(`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"good morning"}]}`))
+	req.Header.Set("X-OpenWebUI-User-Id", "alice")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Contains(t, systemOf(up.lastChat(t)), "- Call the user Captain.")
+	assert.Regexp(t, `; rules=1; `, res.Header.Get("X-Vera-Context"))
+	chat(t, p, "bob", false, user("good morning"))
+	assert.NotContains(t, systemOf(up.lastChat(t)), "Captain")
 }
