@@ -31,6 +31,10 @@ func TestAdminAccess(t *testing.T) {
 		{"token, none sent", "s3cret", "127.0.0.1:5000", "", http.StatusUnauthorized},
 		{"token, wrong one", "s3cret", "127.0.0.1:5000", "Bearer nope", http.StatusUnauthorized},
 		{"token, right one from the network", "s3cret", "192.168.1.20:5000", "Bearer s3cret", http.StatusOK},
+		{"token, scheme in lower case", "s3cret", "192.168.1.20:5000", "bearer s3cret", http.StatusOK},
+		{"token, scheme in upper case", "s3cret", "192.168.1.20:5000", "BEARER s3cret", http.StatusOK},
+		{"token, another scheme", "s3cret", "192.168.1.20:5000", "Basic s3cret", http.StatusUnauthorized},
+		{"token, no space", "s3cret", "192.168.1.20:5000", "Bearers3cret", http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
