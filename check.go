@@ -185,16 +185,17 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 
 // exposedWarning says why listening beyond loopback without a way to
 // identify users is risky (SPEC §6).
-const exposedWarning = "vera listens beyond loopback with neither server.api_keys nor memory.jwt_secret set: " +
-	"anyone who can reach vera can pick any namespace with a header; set server.api_keys or memory.jwt_secret"
+const exposedWarning = "vera listens beyond loopback: anyone who can reach it can pick any namespace with a header " +
+	"(this version does not enforce server.api_keys or memory.jwt_secret yet; keep vera on a trusted network)"
 
 // exposedWithoutIdentity reports whether vera listens where other hosts can
 // reach it (any address but a loopback one; an empty host, 0.0.0.0 and ::
 // mean every interface) with nothing that ties a request to a user.
+//
+// server.api_keys and memory.jwt_secret will end the warning once they are
+// enforced (the admin issue); until then they protect nothing, and saying
+// nothing while they are set would be a false comfort.
 func exposedWithoutIdentity(cfg config.Config) bool {
-	if len(cfg.Server.APIKeys) > 0 || cfg.Memory.JWTSecret != "" {
-		return false
-	}
 	host, _, err := net.SplitHostPort(cfg.Server.Listen)
 	if err != nil {
 		return false // not an address: Validate has said so

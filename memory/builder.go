@@ -58,6 +58,11 @@ func NewBuilder(store Store, embedder Embedder, tokens *Tokenizer) *Builder {
 type Request struct {
 	Namespace string
 	Messages  []Message
+	// Recall, when set, stands in for Messages in recall (the query and
+	// what the conversation already holds) while Messages still sizes the
+	// prompt: a RAG-wrapped question is recalled by the user's own words
+	// but forwarded with its retrieved documents.
+	Recall []Message
 	// ContextLength is the model's context window in tokens (num_ctx);
 	// 0 means DefaultContextLength.
 	ContextLength int
@@ -171,7 +176,11 @@ func (b *Builder) build(ctx context.Context, req Request) *Context {
 	if req.NoMemory || b.store == nil || c.Err != nil {
 		return c
 	}
-	query, lexical := semanticQuery(req.Messages)
+	recall := req.Messages
+	if req.Recall != nil {
+		recall = req.Recall
+	}
+	query, lexical := semanticQuery(recall)
 	if query == "" {
 		return c
 	}
@@ -184,7 +193,7 @@ func (b *Builder) build(ctx context.Context, req Request) *Context {
 	if c.SemanticBudget+c.RecentBudget <= 0 {
 		return c
 	}
-	hist := history(req.Messages)
+	hist := history(recall)
 	// Memories with the same normalised text are injected once, across
 	// both layers: a question asked many times is one memory, not many.
 	seen := map[string]bool{}

@@ -39,7 +39,11 @@ type Writer struct {
 	MaxTurnTokens int
 
 	in       chan pending
-	kick     chan struct{}
+	// overflow holds turns that found in full; more tells the committer.
+	overflowMu sync.Mutex
+	overflow   []pending
+	more       chan struct{}
+	kick       chan struct{}
 	closing  chan struct{}
 	done     sync.WaitGroup
 	closeOne sync.Once
@@ -59,7 +63,7 @@ func NewWriter(store Store, queue Queue, embedder Embedder, tokens *Tokenizer, l
 	}
 	w := &Writer{
 		store: store, queue: queue, embedder: embedder, tokens: tokens, log: logger,
-		in: make(chan pending, 4096), kick: make(chan struct{}, 1), closing: make(chan struct{}),
+		in: make(chan pending, 4096), more: make(chan struct{}, 1), kick: make(chan struct{}, 1), closing: make(chan struct{}),
 		lastErr: map[string]string{},
 	}
 	w.embedOK.Store(embedder != nil)
@@ -94,9 +98,15 @@ func (w *Writer) Record(ctx context.Context, t Turn) error {
 	select {
 	case w.in <- p:
 	default:
-		// Thousands of turns are waiting for the disk: wait for room
-		// rather than drop this one, but not on the caller's time.
-		go func() { w.in <- p }()
+		// Thousands of turns are waiting for the disk: keep this one
+		// aside rather than drop it or make the caller wait for room.
+		w.overflowMu.Lock()
+		w.overflow = append(w.overflow, p)
+		w.overflowMu.Unlock()
+		select {
+		case w.more <- struct{}{}:
+		default:
+		}
 	}
 	select {
 	case <-p.done:
@@ -108,10 +118,10 @@ func (w *Writer) Record(ctx context.Context, t Turn) error {
 }
 
 // Close commits every recorded turn to the queue and stops. Turns not yet
-// in the store stay queued for the next start.
+// in the store stay queued for the next start. Record must not be called
+// after Close: a turn recorded then is not committed.
 func (w *Writer) Close() {
 	w.closeOne.Do(func() {
-		close(w.in)
 		close(w.closing)
 		w.done.Wait()
 	})
@@ -160,47 +170,94 @@ func (w *Writer) memoryOf(t Turn) Memory {
 }
 
 // commit moves recorded turns into the durable queue, batching whatever
-// has arrived together into one transaction.
+// has arrived together into one transaction (one fsync), and tells each
+// turn's Record when it is on disk.
 func (w *Writer) commit() {
 	defer w.done.Done()
-	for p := range w.in {
-		waiting := []pending{p}
-		batch := []Memory{p.m}
-	more:
-		for len(batch) < 256 {
-			select {
-			case p, ok := <-w.in:
-				if !ok {
-					break more
-				}
-				waiting = append(waiting, p)
-				batch = append(batch, p.m)
-			default:
-				break more
-			}
-		}
-		var backoff time.Duration
-		for {
-			err := w.queue.Enqueue(context.Background(), batch...)
-			if err == nil {
-				w.ok("queue")
-				break
-			}
-			// The local disk refused: keep the turns in memory and retry;
-			// never drop them.
-			w.fail("queue", err)
-			backoff = w.next(backoff)
-			time.Sleep(backoff)
-		}
-		for _, p := range waiting {
-			close(p.done)
-		}
+	for {
 		select {
-		case w.kick <- struct{}{}:
-		default:
+		case p := <-w.in:
+			w.commitBatch(w.gather([]pending{p}))
+		case <-w.more:
+			w.commitBatch(w.gather(nil))
+		case <-w.closing:
+			for b := w.gather(nil); len(b) > 0; b = w.gather(nil) {
+				w.commitBatch(b)
+			}
+			return
 		}
 	}
 }
+
+// gather adds to batch what else is waiting, up to 256 turns.
+func (w *Writer) gather(batch []pending) []pending {
+	w.overflowMu.Lock()
+	n := min(len(w.overflow), max(256-len(batch), 0))
+	batch = append(batch, w.overflow[:n]...)
+	w.overflow = w.overflow[n:]
+	if len(w.overflow) > 0 {
+		select {
+		case w.more <- struct{}{}:
+		default:
+		}
+	}
+	w.overflowMu.Unlock()
+	for len(batch) < 256 {
+		select {
+		case p := <-w.in:
+			batch = append(batch, p)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// commitBatch enqueues batch, retrying while the disk refuses (a turn is
+// never dropped), then releases every Record waiting on it. While closing
+// it gives up after closeRetry, so that a dead disk cannot hang shutdown.
+func (w *Writer) commitBatch(batch []pending) {
+	if len(batch) == 0 {
+		return
+	}
+	ms := make([]Memory, len(batch))
+	for i, p := range batch {
+		ms[i] = p.m
+	}
+	var backoff time.Duration
+	var closingSince time.Time
+	for {
+		err := w.queue.Enqueue(context.Background(), ms...)
+		if err == nil {
+			w.ok("queue")
+			break
+		}
+		// The local disk refused: keep the turns in memory and retry.
+		w.fail("queue", err)
+		select {
+		case <-w.closing:
+			if closingSince.IsZero() {
+				closingSince = time.Now()
+			} else if time.Since(closingSince) > closeRetry {
+				w.log.Error("stopping with turns the local queue refused", slog.Int("turns", len(ms)), slog.Any("error", err))
+				return
+			}
+		default:
+		}
+		backoff = w.next(backoff)
+		time.Sleep(backoff)
+	}
+	for _, p := range batch {
+		close(p.done)
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// closeRetry is how long Close keeps retrying a queue that refuses turns.
+const closeRetry = 10 * time.Second
 
 func (w *Writer) next(d time.Duration) time.Duration {
 	maxB := w.MaxBackoff

@@ -276,3 +276,28 @@ func TestWriterCapsLongTurnsAndKeepsTheirCount(t *testing.T) {
 		}
 	}
 }
+
+// More turns than the writer's channel holds, while the disk is stuck, and
+// then a shutdown: nothing panics and every turn is committed.
+func TestWriterOverflowSurvivesClose(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	q := &countingQueue{Queue: db}
+	q.delay.Store(int64(200 * time.Millisecond))
+	w := fastWriter(db, q, nil)
+	w.Start()
+	var wg sync.WaitGroup
+	for i := range 4200 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			defer cancel()
+			_ = w.Record(ctx, turn("a", i))
+		})
+	}
+	wg.Wait()
+	q.delay.Store(0)
+	w.Close()
+	p, err := db.Pending(context.Background(), 10000)
+	require.NoError(t, err)
+	assert.Equal(t, 4200, len(p)+count(t, db, memory.Filter{Namespace: "a"}))
+}

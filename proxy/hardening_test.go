@@ -338,7 +338,8 @@ func TestOpenWebUITasksAndRAG(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	got := waitFor(t, mem.got, "the memory request")
 	question := "Can I keep it in the fridge while I travel for two weeks?"
-	assert.Equal(t, question, got.Messages[len(got.Messages)-1].Content, "recall is about the question, not the documents")
+	assert.Equal(t, question, got.Recall[len(got.Recall)-1].Content, "recall is about the question, not the documents")
+	assert.Equal(t, rag, got.Messages[len(got.Messages)-1].Content, "the documents still size the prompt")
 	require.Len(t, rec.all(), 1)
 	assert.Equal(t, question, rec.all()[0].User, "the stored turn holds the user's own text")
 	_, _, sent := up.last()

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -211,13 +212,16 @@ func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chat
 		c.Set(taskKey, task)
 		return s.forward(c, body, nil)
 	}
+	recallMsgs := msgs
 	if q, ok := ragUserQuery(user); ok {
 		// Open WebUI's RAG template: memory is about the user's own
-		// question, never the template or the retrieved documents.
+		// question, never the template or the retrieved documents (which
+		// still size the prompt: they are forwarded).
 		user = q
-		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Role == "user" {
-				msgs[i].Content = q
+		recallMsgs = slices.Clone(msgs)
+		for i := len(recallMsgs) - 1; i >= 0; i-- {
+			if recallMsgs[i].Role == "user" {
+				recallMsgs[i].Content = q
 				break
 			}
 		}
@@ -225,7 +229,7 @@ func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chat
 
 	var mc *memory.Context
 	if s.Memory != nil {
-		mc = s.recall(c, req, msgs, ns, off)
+		mc = s.recall(c, req, msgs, recallMsgs, ns, off)
 		if forward := req.withMemory(mc); forward != nil {
 			if body, err = json.Marshal(forward); err != nil {
 				return fmt.Errorf("encoding the chat request: %w", err)
@@ -336,10 +340,13 @@ func (s *Server) task(r *http.Request, lastUser string) string {
 
 // recall builds the memory layers for a chat. It never fails the chat: a
 // memory failure is logged and the chat goes on without memory.
-func (s *Server) recall(c *gin.Context, req chatRequest, msgs []memory.Message, ns string, off bool) *memory.Context {
+func (s *Server) recall(c *gin.Context, req chatRequest, msgs, recallMsgs []memory.Message, ns string, off bool) *memory.Context {
 	ctx := c.Request.Context()
 	numCtx, numPredict := req.options()
 	mreq := memory.Request{Namespace: ns, NoMemory: off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0), Messages: msgs}
+	if len(recallMsgs) > 0 && &recallMsgs[0] != &msgs[0] {
+		mreq.Recall = recallMsgs
+	}
 	if msgs[0].Role != "system" {
 		// Ollama adds the Modelfile's SYSTEM only to requests without a
 		// system message: once vera sends one, it must carry it.

@@ -78,14 +78,17 @@ func (t *answerTee) wrap(res *http.Response, body io.ReadCloser) io.ReadCloser {
 
 // teeBody passes the upstream body through the tee. When the tee has an
 // onEnd, the answer's final record is held back until onEnd has run:
-// everything before it flows as it comes, so only the very end waits.
+// everything before it flows as it comes, so only the very end waits. Until
+// then the last byte of each read is kept back too, unless it ends a line:
+// a client that decodes JSON objects as bytes arrive (rather than lines)
+// cannot see a record whole before its newline has been checked.
 type teeBody struct {
 	io.ReadCloser
 	tee *answerTee
 
-	held    []byte // bytes read but not yet given out
+	held    []byte // the final record, given out after onEnd
 	heldErr error  // the upstream's error (io.EOF) to give after held
-	last    []byte // non-streamed: the one byte kept back until EOF
+	last    []byte // the one byte kept back
 }
 
 func (b *teeBody) Read(p []byte) (int, error) {
@@ -101,56 +104,92 @@ func (b *teeBody) Read(p []byte) (int, error) {
 		b.heldErr = nil
 		return n, err
 	}
-	if b.tee.onEnd != nil && !b.tee.stream && !b.tee.ended {
-		return b.readWhole(p)
-	}
-	n, err := b.ReadCloser.Read(p)
-	cut := b.tee.scan(p[:n])
-	switch {
-	case err == io.EOF:
-		b.tee.finish()
-	case err != nil:
-		b.tee.failed = true
-	}
-	if b.tee.onEnd == nil || b.tee.ended || !b.tee.final {
+	if b.tee.onEnd == nil || b.tee.ended {
+		n := copy(p, b.last) // a byte kept back before the end ran
+		b.last = b.last[n:]
+		if n > 0 {
+			return n, nil
+		}
+		n, err := b.ReadCloser.Read(p)
+		b.tee.scan(p[:n])
+		switch {
+		case err == io.EOF:
+			b.tee.finish()
+		case err != nil:
+			b.tee.failed = true
+		}
 		return n, err
 	}
-	if cut > 0 {
-		// Give out what came before the final record now; the record
-		// itself waits for the commit.
-		b.held = append([]byte(nil), p[cut:n]...)
-		b.heldErr = err
-		return cut, nil
-	}
-	b.tee.end()
-	return n, err
+	return b.readHolding(p)
 }
 
-// readWhole reads a non-streamed body, always keeping its last byte back
-// until the body's end is known: a client of a sized body takes the answer
-// for complete when its last byte arrives.
-func (b *teeBody) readWhole(p []byte) (int, error) {
+// readHolding reads while the answer's end is still to be committed.
+func (b *teeBody) readHolding(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	off := copy(p, b.last)
-	n, err := b.ReadCloser.Read(p[off:])
-	b.tee.scan(p[off : off+n])
-	n += off
+	buf := p
+	if len(p) <= len(b.last) {
+		// No room to read behind the byte kept back (ReverseProxy reads
+		// 32 KiB at a time; this is for other readers).
+		buf = make([]byte, 512)
+	}
+	off := copy(buf, b.last)
 	b.last = b.last[:0]
+	n, err := b.ReadCloser.Read(buf[off:])
+	cut := b.tee.scan(buf[off : off+n])
 	switch {
 	case err == io.EOF:
 		b.tee.finish()
-		b.tee.end()
-		return n, err
 	case err != nil:
 		b.tee.failed = true
-		return n, err
-	case n > 0:
-		b.last = append(b.last, p[n-1])
-		n--
 	}
-	return n, nil
+	total := off + n
+	switch {
+	case b.tee.final && cut < 0:
+		// The answer ended with the body (a non-streamed object, or a
+		// last line without its newline): commit, then give it all.
+		b.tee.end()
+		return b.give(p, buf, total, err)
+	case b.tee.final:
+		if cut > 0 {
+			cut += off
+		}
+		// The final record, from its first byte (cut 0: it began in
+		// bytes kept back or already given), waits until onEnd has run.
+		b.held = append([]byte(nil), buf[cut:total]...)
+		b.heldErr = err
+		if cut == 0 {
+			return b.Read(p)
+		}
+		return b.give(p, buf, cut, nil)
+	case err != nil:
+		return b.give(p, buf, total, err)
+	case total > 0 && (!b.tee.stream || buf[total-1] != '\n'):
+		b.last = append(b.last, buf[total-1])
+		total--
+	}
+	return b.give(p, buf, total, nil)
+}
+
+// give returns buf[:n] through p. When buf is a scratch buffer larger
+// than p, what does not fit is kept back for the next reads.
+func (b *teeBody) give(p, buf []byte, n int, err error) (int, error) {
+	if &buf[0] == &p[0] {
+		return n, err
+	}
+	m := copy(p, buf[:n])
+	if m < n {
+		// Keep the rest in front of anything kept back.
+		rest := append([]byte(nil), buf[m:n]...)
+		if b.held != nil || b.heldErr != nil {
+			b.held = append(rest, b.held...)
+		} else {
+			b.last = append(rest, b.last...)
+		}
+		return m, nil
+	}
+	return m, err
 }
 
 // end runs onEnd once, when the answer is complete.

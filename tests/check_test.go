@@ -177,7 +177,7 @@ func TestCheckListenAddress(t *testing.T) {
 	})
 }
 
-const exposedWarning = "anyone who can reach vera can pick any namespace with a header; set server.api_keys or memory.jwt_secret"
+const exposedWarning = "anyone who can reach it can pick any namespace with a header"
 
 func TestWarnsWhenListeningBeyondLoopbackWithoutIdentity(t *testing.T) {
 	up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
@@ -191,8 +191,9 @@ func TestWarnsWhenListeningBeyondLoopbackWithoutIdentity(t *testing.T) {
 		{"[::1]:0", nil, false},
 		{"0.0.0.0:0", nil, true},
 		{":0", nil, true},
-		{"0.0.0.0:0", []string{"VERA_API_KEYS=k1,k2"}, false},
-		{"0.0.0.0:0", []string{"VERA_JWT_SECRET=shh"}, false},
+		// Accepted, not enforced yet: no false comfort.
+		{"0.0.0.0:0", []string{"VERA_API_KEYS=k1,k2"}, true},
+		{"0.0.0.0:0", []string{"VERA_JWT_SECRET=shh"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.listen+strings.Join(tt.extra, ","), func(t *testing.T) {

@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chunky returns its data in pieces of random sizes, sometimes empty.
+type chunky struct {
+	data []byte
+	rng  *rand.Rand
+}
+
+func (c *chunky) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), len(c.data), c.rng.IntN(7))
+	copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func (c *chunky) Close() error { return nil }
+
+// Whatever the chunking of the upstream and the size of the reads, every
+// byte comes out once and in order, onEnd runs once, and it runs before
+// the final record is whole at the client.
+func TestHeldEndSurvivesAnyChunking(t *testing.T) {
+	ndjson := `{"message":{"content":"Hel"},"done":false}` + "\n" + `{"message":{"content":"lo"},"done":false}` + "\n" + `{"message":{"content":""},"done":true}` + "\n"
+	sse := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\ndata: [DONE]\n\n"
+	object := `{"message":{"role":"assistant","content":"Hello"},"done":true}`
+	cases := []struct {
+		name, body, ctype string
+		openai            bool
+		finalEnd          int // how many bytes make the final record whole
+	}{
+		{"ndjson", ndjson, "application/x-ndjson", false, len(ndjson) - 1},
+		{"sse", sse, "text/event-stream", true, strings.Index(sse, "[DONE]") + len("[DONE]")},
+		{"object", object, "application/json", false, len(object)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := range uint64(300) {
+				rng := rand.New(rand.NewPCG(seed, 1))
+				var out bytes.Buffer
+				ends := 0
+				tee := &answerTee{openai: tc.openai}
+				tee.onEnd = func(answer string) {
+					ends++
+					assert.Less(t, out.Len(), tc.finalEnd, "seed %d: the final record reached the client before the commit", seed)
+					assert.Equal(t, "Hello", answer)
+				}
+				res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {tc.ctype}}}
+				body := tee.wrap(res, &chunky{data: []byte(tc.body), rng: rng})
+				for {
+					p := make([]byte, 1+rng.IntN(8))
+					n, err := body.Read(p)
+					out.Write(p[:n])
+					if err == io.EOF {
+						break
+					}
+					require.NoError(t, err)
+				}
+				require.Equal(t, tc.body, out.String(), "seed %d", seed)
+				require.Equal(t, 1, ends, "seed %d", seed)
+			}
+		})
+	}
+}
