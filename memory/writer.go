@@ -38,15 +38,15 @@ type Writer struct {
 	// DefaultMaxTurnTokens.
 	MaxTurnTokens int
 
-	in       chan pending
+	in chan pending
 	// overflow holds turns that found in full; more tells the committer.
 	overflowMu sync.Mutex
 	overflow   []pending
 	more       chan struct{}
 	kick       chan struct{}
-	closing  chan struct{}
-	done     sync.WaitGroup
-	closeOne sync.Once
+	closing    chan struct{}
+	done       sync.WaitGroup
+	closeOne   sync.Once
 
 	needBackfill atomic.Bool
 	embedOK      atomic.Bool
