@@ -51,7 +51,7 @@ type Writer struct {
 	needBackfill atomic.Bool
 	embedOK      atomic.Bool
 	storeOK      atomic.Bool
-	// The last failure of each kind ("queue", "store", "embedder").
+	// The last failure of each kind ("commit": turns into the queue; "queue": reading it; "store", "embedder").
 	errMu   sync.Mutex
 	lastErr map[string]string
 }
@@ -112,7 +112,7 @@ func (w *Writer) Record(ctx context.Context, t Turn) error {
 	case <-p.done:
 		return nil
 	case <-ctx.Done():
-		w.fail("queue", fmt.Errorf("a turn was not committed within the time an answer may be held; answers are released before their turns are on disk: %w", ErrCommitSlow))
+		w.fail("commit", fmt.Errorf("a turn was not committed within the time an answer may be held; answers are released before their turns are on disk: %w", ErrCommitSlow))
 		return ErrCommitSlow
 	}
 }
@@ -148,8 +148,10 @@ func (w *Writer) Status(ctx context.Context) Status {
 	if !st.StoreOK {
 		st.StoreError = w.lastErr["store"]
 	}
-	if q := w.lastErr["queue"]; q != "" {
-		st.StoreOK, st.StoreError = false, "local queue: "+q
+	for _, what := range []string{"queue", "commit"} {
+		if q := w.lastErr[what]; q != "" {
+			st.StoreOK, st.StoreError = false, "local queue: "+q
+		}
 	}
 	return st
 }
@@ -229,11 +231,11 @@ func (w *Writer) commitBatch(batch []pending) {
 	for {
 		err := w.queue.Enqueue(context.Background(), ms...)
 		if err == nil {
-			w.ok("queue")
+			w.ok("commit")
 			break
 		}
 		// The local disk refused: keep the turns in memory and retry.
-		w.fail("queue", err)
+		w.fail("commit", err)
 		select {
 		case <-w.closing:
 			if closingSince.IsZero() {
