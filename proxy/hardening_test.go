@@ -314,6 +314,12 @@ func TestOpenWebUITasksAndRAG(t *testing.T) {
 	for _, tc := range []struct{ name, body, header string }{
 		{"title prompt", chatOf(readFixture(t, "title_v5_current.txt")), ""},
 		{"follow-ups prompt", chatOf(readFixture(t, "follow_ups.txt")), ""},
+		{"tool-calling system prompt", func() string {
+			b, _ := json.Marshal(map[string]any{"model": "llama3.2", "stream": false, "messages": []map[string]string{
+				{"role": "system", "content": readFixture(t, "function_calling_system.txt")},
+				{"role": "user", "content": "Query: what is the weather in Lisbon?"}}})
+			return string(b)
+		}(), ""},
 		{"task header", hiChat, "X-OpenWebUI-Task"},
 		{"vera task header", hiChat, "X-Vera-Task"},
 	} {

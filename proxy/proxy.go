@@ -208,7 +208,7 @@ func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chat
 		return s.forward(c, body, nil)
 	}
 	user := req.lastUser()
-	if task := s.task(r, user); task != "" {
+	if task := s.task(r, msgs, user); task != "" {
 		c.Set(taskKey, task)
 		return s.forward(c, body, nil)
 	}
@@ -326,7 +326,7 @@ func setMemoryHeaders(h http.Header, mc *memory.Context) {
 
 // task names the background task a request is (SPEC §4, memory.skip_tasks),
 // or "" for a conversation.
-func (s *Server) task(r *http.Request, lastUser string) string {
+func (s *Server) task(r *http.Request, msgs []memory.Message, lastUser string) string {
 	if s.RecordTasks {
 		return ""
 	}
@@ -335,7 +335,15 @@ func (s *Server) task(r *http.Request, lastUser string) string {
 			return v
 		}
 	}
-	return openWebUITask(lastUser)
+	if task := openWebUITask(lastUser); task != "" {
+		return task
+	}
+	if msgs[0].Role == "system" {
+		// Open WebUI's tool-calling task puts its template in the system
+		// message; its user message is a bare "Query: ...".
+		return openWebUITask(msgs[0].Content)
+	}
+	return ""
 }
 
 // recall builds the memory layers for a chat. It never fails the chat: a
