@@ -80,7 +80,7 @@ func BenchmarkInject(b *testing.B) {
 // now keeps them) and without ("uncounted", as every turn written through
 // the queue arrived before): the builder then counts every candidate.
 //
-//	go test -run '^$' -bench ShortChat -benchtime 300x -count 5 ./memory/embedded/
+//	go test -run '^$' -bench ShortChat -benchtime 300x -count 6 ./memory/embedded/
 func BenchmarkShortChat(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		for _, counted := range []bool{true, false} {
@@ -89,27 +89,51 @@ func BenchmarkShortChat(b *testing.B) {
 				name = fmt.Sprintf("%dk/uncounted", n/1000)
 			}
 			b.Run(name, func(b *testing.B) {
-				dir := b.TempDir()
-				db, err := Open(context.Background(), dir)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer db.Close()
-				ms := storetest.Corpus(n, benchDim)
-				if !counted {
-					for i := range ms {
-						ms[i].Tokens = 0
-					}
-				}
-				for i := 0; i < n; i += 2000 {
-					if err := db.Upsert(context.Background(), ms[i:min(i+2000, n)]...); err != nil {
-						b.Fatal(err)
-					}
-				}
+				db, ms := shortChatDB(b, n, counted)
 				storetest.BenchInject(b, db, ms)
 			})
 		}
 	}
+}
+
+var (
+	shortChatDBs = map[[2]int]*DB{}
+	shortChatMs  = map[[2]int][]memory.Memory{}
+)
+
+// shortChatDB is benchDB with or without token counts, built once per
+// process for each.
+func shortChatDB(b *testing.B, n int, counted bool) (*DB, []memory.Memory) {
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	key := [2]int{n, 0}
+	if counted {
+		key[1] = 1
+	}
+	if db, ok := shortChatDBs[key]; ok {
+		return db, shortChatMs[key]
+	}
+	ms := storetest.Corpus(n, benchDim)
+	dir, err := os.MkdirTemp("", "vera-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	db, err := Open(context.Background(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !counted {
+		for i := range ms {
+			ms[i].Tokens = 0
+		}
+	}
+	for i := 0; i < n; i += 2000 {
+		if err := db.Upsert(context.Background(), ms[i:min(i+2000, n)]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	shortChatDBs[key], shortChatMs[key] = db, ms
+	return db, ms
 }
 
 // BenchmarkAfterHugeMessage: a short chat in a namespace where someone once
