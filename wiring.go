@@ -73,11 +73,16 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	m.gate = memory.NewGate(embedder, model, space, logger)
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.bg, m.cancel = bg, cancel
-	go m.gate.Settle(bg, 30*time.Second)
 
 	m.writer = memory.NewWriter(m.store, local, m.gate, tok, logger)
 	m.writer.MaxTurnTokens = cfg.Memory.MaxTurnTokens
 	m.writer.Start()
+	go func() {
+		m.gate.Settle(bg, 30*time.Second)
+		// A write that raced the first probe failed with "not available":
+		// retry it now, not at the writer's next retry, so health is right.
+		m.writer.Nudge()
+	}()
 	if tc, ok := m.store.(memory.TokenCounter); ok {
 		// Turns stored by earlier versions went through a queue that lost
 		// their counts; count them once, in the background, not at open.

@@ -127,6 +127,17 @@ func (w *Writer) Close() {
 	})
 }
 
+// Nudge makes the writer retry what failed (a store write, an embedding,
+// the backfill) now rather than at its next retry time: call it when a
+// dependency is known to be back.
+func (w *Writer) Nudge() {
+	w.needBackfill.Store(true)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Status is the writer's view of its dependencies, for /healthz.
 type Status struct {
 	EmbedderOK, StoreOK bool

@@ -301,3 +301,25 @@ func TestWriterOverflowSurvivesClose(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 4200, len(p)+count(t, db, memory.Filter{Namespace: "a"}))
 }
+
+// An embedder that comes back is used at once when the writer is nudged,
+// not at its next retry (health would say "down" meanwhile).
+func TestWriterNudgeRetriesAtOnce(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	e := &flakyEmbedder{}
+	e.down.Store(true)
+	w := memory.NewWriter(db, db, e, nil, nil)
+	w.RetryInterval = time.Hour
+	w.Start()
+	defer w.Close()
+	require.NoError(t, w.Record(ctx, turn("a", 1)))
+	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return !w.Status(ctx).EmbedderOK }, 10*time.Second, 10*time.Millisecond)
+	e.down.Store(false)
+	w.Nudge()
+	require.Eventually(t, func() bool {
+		return w.Status(ctx).EmbedderOK && count(t, db, memory.Filter{Namespace: "a", NoVector: true}) == 0
+	}, 10*time.Second, 10*time.Millisecond)
+}
