@@ -432,7 +432,7 @@ func (w *Writer) backfill() {
 				return
 			default:
 			}
-			page, next, err := w.store.Scroll(ctx, Filter{Namespace: ns, NoVector: true}, cursor, 64)
+			page, next, err := w.store.Scroll(ctx, Filter{Namespace: ns, Types: []Type{Raw, Curated}, NoVector: true}, cursor, 64)
 			if err != nil {
 				w.fail("store", err)
 				return
