@@ -254,3 +254,5 @@ func unchanged(mc *memory.Context, first string) bool {
 	}
 	return false
 }
+
+func (r *ChatRequest) conversation() bool { return len(r.Messages) > 0 }

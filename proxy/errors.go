@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"syscall"
 
 	"github.com/vera-proxy/vera/config"
@@ -102,9 +101,10 @@ type redactedError struct {
 func (e redactedError) Error() string { return e.text }
 func (e redactedError) Unwrap() error { return e.err }
 
-// writeError answers with Ollama's error shape {"error":"..."}, or OpenAI's
-// {"error":{"message":...,"type":...}} on the OpenAI-compatible /v1 routes.
-// It must only be called before any byte of the response has gone out.
+// writeError answers in the shape of the route's dialect: Ollama's
+// {"error":"..."}, OpenAI's {"error":{"message":...,"type":...}} on /v1,
+// Anthropic's {"type":"error","error":{...}} on /v1/messages. It must only
+// be called before any byte of the response has gone out.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
 	msg := err.Error()
@@ -112,14 +112,8 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Del("Content-Length")
 	w.WriteHeader(code)
-	var body any = map[string]string{"error": msg}
-	if isOpenAIPath(r.URL.Path) {
-		body = map[string]any{"error": map[string]any{"message": msg, "type": openAIErrorType(code)}}
-	}
-	_ = json.NewEncoder(w).Encode(body)
+	_ = json.NewEncoder(w).Encode(dialectOf(r.URL.Path).errorBody(code, msg))
 }
-
-func isOpenAIPath(p string) bool { return strings.HasPrefix(p, "/v1/") }
 
 func openAIErrorType(code int) string {
 	switch {

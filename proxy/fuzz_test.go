@@ -82,12 +82,12 @@ func FuzzAnswerTee(f *testing.F) {
 		// Both formats share the flag: OpenAI's when the body looks like SSE
 		// or a completion object.
 		openai := bytes.Contains(body, []byte("data:")) || bytes.Contains(body, []byte("choices"))
-		whole := &answerTee{stream: stream, openai: openai}
+		whole := &answerTee{stream: stream, d: dialectFor(openai)}
 		whole.Write(body)
 		whole.finish()
 
 		cut := int(split) % (len(body) + 1)
-		parts := &answerTee{stream: stream, openai: openai}
+		parts := &answerTee{stream: stream, d: dialectFor(openai)}
 		parts.Write(body[:cut])
 		parts.Write(body[cut:])
 		parts.finish()
@@ -137,7 +137,7 @@ func TestAnswerTee(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tee := &answerTee{stream: tt.stream, openai: tt.openai}
+			tee := &answerTee{stream: tt.stream, d: dialectFor(tt.openai)}
 			for i := 0; i < len(tt.body); i += 5 { // arrive in small pieces
 				tee.Write([]byte(tt.body[i:min(i+5, len(tt.body))]))
 			}
@@ -147,4 +147,12 @@ func TestAnswerTee(t *testing.T) {
 			assert.Equal(t, tt.ok, ok)
 		})
 	}
+}
+
+// dialectFor is the chat dialect of the older tests' openai flag.
+func dialectFor(openai bool) dialect {
+	if openai {
+		return openAIChat
+	}
+	return ollamaChat
 }

@@ -52,7 +52,7 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 1))
 				var out bytes.Buffer
 				ends := 0
-				tee := &answerTee{openai: tc.openai}
+				tee := &answerTee{d: dialectFor(tc.openai)}
 				tee.onEnd = func(answer string) {
 					ends++
 					assert.Less(t, out.Len(), tc.finalEnd, "seed %d: the final record reached the client before the commit", seed)

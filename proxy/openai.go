@@ -209,3 +209,5 @@ func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
 	out.Messages = append(out.Messages, r.Messages[mc.SystemReplaces:]...)
 	return &out
 }
+
+func (r *OpenAIRequest) conversation() bool { return len(r.Messages) > 0 }

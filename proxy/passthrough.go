@@ -45,11 +45,7 @@ func (s *Server) newReverseProxy(transport http.RoundTripper) *httputil.ReverseP
 		BufferPool:    &bufferPool{},
 		ErrorLog:      slogAdapter(s.log),
 		ModifyResponse: func(res *http.Response) error {
-			body := res.Body
-			if tee := teeFrom(res.Request.Context()); tee != nil {
-				body = tee.wrap(res, body)
-			}
-			res.Body = guardStream(res, body)
+			res.Body = guardStream(res, res.Body)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

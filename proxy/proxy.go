@@ -124,8 +124,15 @@ func (s *Server) Handler() http.Handler {
 	e.GET("/healthz", s.handle(s.healthz))
 	e.POST("/curator/run", s.admin, s.handle(s.curatorRun))
 	e.GET("/curator/status", s.admin, s.handle(s.curatorStatus))
-	e.POST("/api/chat", s.handle(s.chat))
-	e.POST("/v1/chat/completions", s.handle(s.openAIChat))
+	for route, d := range map[string]dialect{
+		"/api/chat":            ollamaChat,
+		"/api/generate":        ollamaGenerate,
+		"/v1/chat/completions": openAIChat,
+		"/v1/responses":        openAIResponses,
+		"/v1/messages":         anthropicMessages,
+	} {
+		e.POST(route, s.handle(func(c *gin.Context) error { return s.serveChat(c, d) }))
+	}
 	e.NoRoute(func(c *gin.Context) { s.passthrough(c.Writer, c.Request) })
 	return e
 }
@@ -146,11 +153,14 @@ func (s *Server) handle(h func(*gin.Context) error) gin.HandlerFunc {
 	}
 }
 
-// chatRequest is what memory needs from a chat request, whichever API it
-// came through: Ollama's /api/chat or the OpenAI-compatible
-// /v1/chat/completions.
+// chatRequest is what memory needs from a chat request, whichever dialect
+// it came in.
 type chatRequest interface {
 	model() string
+	// conversation reports whether the request carries a conversation
+	// vera works on; one that does not (a load or unload call, a raw
+	// prompt...) is forwarded byte for byte.
+	conversation() bool
 	memoryMessages() []memory.Message
 	// options returns num_ctx and the answer's token cap; 0 when unset.
 	options() (numCtx, numPredict int)
@@ -158,16 +168,6 @@ type chatRequest interface {
 	// withMemory returns the request to forward with mc's layers in place,
 	// or nil when they change nothing (the original bytes then go out).
 	withMemory(mc *memory.Context) any
-}
-
-// chat serves /api/chat.
-func (s *Server) chat(c *gin.Context) error {
-	return s.serveChat(c, false, func(b []byte) (chatRequest, error) { return ParseChatRequest(b) })
-}
-
-// openAIChat serves /v1/chat/completions.
-func (s *Server) openAIChat(c *gin.Context) error {
-	return s.serveChat(c, true, func(b []byte) (chatRequest, error) { return ParseOpenAIRequest(b) })
 }
 
 // maxHold bounds how long the end of an answer waits for its turn to be
@@ -183,13 +183,13 @@ const maxMemoriesHeader = 50
 
 // serveChat injects memory into a chat, forwards it, and tees the answer so
 // the finished turn is committed before the client has the answer's end.
-func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chatRequest, error)) error {
+func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	r := c.Request
 	body, err := readChatBody(c.Writer, r)
 	if err != nil {
 		return err
 	}
-	req, err := parse(body)
+	req, err := d.parse(body)
 	if err != nil {
 		return httpError(http.StatusBadRequest, err.Error(), nil)
 	}
@@ -201,12 +201,12 @@ func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chat
 	if err != nil {
 		return err
 	}
-	msgs := req.memoryMessages()
-	if len(msgs) == 0 {
-		// A load or unload call (messages: [], keep_alive): not a
-		// conversation, so it goes out exactly as it came (SPEC §3).
+	if !req.conversation() {
+		// A load or unload call (no messages, an empty prompt), a raw
+		// prompt, a code completion: it goes out exactly as it came.
 		return s.forward(c, body, nil)
 	}
+	msgs := req.memoryMessages()
 	user := req.lastUser()
 	if task := s.task(r, msgs, user); task != "" {
 		c.Set(taskKey, task)
@@ -240,7 +240,7 @@ func (s *Server) serveChat(c *gin.Context, openai bool, parse func([]byte) (chat
 
 	var tee *answerTee
 	if (s.Recorder != nil && !off) || s.Debug != nil {
-		tee = &answerTee{openai: openai}
+		tee = &answerTee{d: d}
 		if s.Recorder != nil && !off && strings.TrimSpace(user) != "" {
 			tee.onEnd = s.commitTurn(c, memory.Turn{Namespace: ns, Model: req.model(), User: user})
 		}
@@ -293,10 +293,18 @@ func (s *Server) forward(c *gin.Context, body []byte, tee *answerTee) error {
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
+	rp := s.rp
 	if tee != nil {
-		out = out.WithContext(withTee(out.Context(), tee))
+		// The tee reaches the response through this request's own copy
+		// of the proxy (a shallow copy: the transport is shared).
+		teed := *s.rp
+		teed.ModifyResponse = func(res *http.Response) error {
+			res.Body = guardStream(res, tee.wrap(res, res.Body))
+			return nil
+		}
+		rp = &teed
 	}
-	s.rp.ServeHTTP(c.Writer, out)
+	rp.ServeHTTP(c.Writer, out)
 	return nil
 }
 

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"mime"
@@ -15,12 +14,14 @@ import (
 const maxRecord = 16 << 20
 
 // answerTee reads a copy of a chat response as it streams past and keeps
-// the assistant's answer. It never delays or alters a byte: the client
-// receives exactly what Ollama sent. It reads Ollama's /api/chat (NDJSON
-// records or one JSON object) and, with openai set, /v1/chat/completions
-// (Server-Sent Events ending in [DONE], or one JSON object).
+// the assistant's answer. It never alters a byte: the client receives
+// exactly what Ollama sent. It reads each dialect's answer: Ollama's NDJSON
+// records, the Server-Sent Events of OpenAI's chat completions (ending in
+// [DONE]), of its Responses API (ending in response.completed) and of
+// Anthropic's Messages API (ending in message_stop), or one JSON object
+// when the answer is not streamed.
 type answerTee struct {
-	openai  bool // OpenAI's format, else Ollama's
+	d       dialect
 	stream  bool // a stream of records (NDJSON or SSE), else one object
 	buf     []byte
 	event   []byte // SSE: the data lines of the event being read
@@ -49,17 +50,6 @@ func (t *answerTee) Answer() (string, bool) {
 	return t.content.String(), ok
 }
 
-type teeKey struct{}
-
-func withTee(ctx context.Context, t *answerTee) context.Context {
-	return context.WithValue(ctx, teeKey{}, t)
-}
-
-func teeFrom(ctx context.Context) *answerTee {
-	t, _ := ctx.Value(teeKey{}).(*answerTee)
-	return t
-}
-
 // wrap starts teeing res's body. Error statuses are forwarded untouched and
 // never captured.
 func (t *answerTee) wrap(res *http.Response, body io.ReadCloser) io.ReadCloser {
@@ -68,7 +58,7 @@ func (t *answerTee) wrap(res *http.Response, body io.ReadCloser) io.ReadCloser {
 		return body
 	}
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	if t.openai {
+	if t.d.sse() {
 		t.stream = mt == "text/event-stream"
 	} else {
 		t.stream = mt == "application/x-ndjson"
@@ -267,7 +257,7 @@ func (t *answerTee) finish() {
 		if len(t.buf) > 0 {
 			t.line(t.buf)
 		}
-		if t.openai {
+		if t.d.sse() {
 			t.line(nil)
 		}
 	}
@@ -279,7 +269,7 @@ func (t *answerTee) line(l []byte) {
 	if t.failed {
 		return
 	}
-	if !t.openai {
+	if !t.d.sse() {
 		t.record(l)
 		return
 	}
@@ -299,8 +289,8 @@ func (t *answerTee) line(l []byte) {
 		return
 	}
 	data = bytes.TrimPrefix(data, []byte{' '})
-	if t.event == nil && string(bytes.TrimSpace(data)) == "[DONE]" {
-		// Clients end the stream on this line: it is the final record.
+	if t.event == nil && t.d.sseFinal(data) {
+		// Clients end the stream on this event: it is the final record.
 		t.final = true
 	}
 	if len(t.event)+len(data) > maxRecord {
@@ -316,13 +306,16 @@ func (t *answerTee) line(l []byte) {
 	}
 }
 
-// chatRecord is the part of an Ollama chat response record the tee needs.
+// chatRecord is the part of an Ollama chat or generate response record
+// the tee needs: the answer's text is message.content (chat) or response
+// (generate); thinking is never part of it.
 type chatRecord struct {
 	Message *struct {
 		Content string `json:"content"`
 	} `json:"message"`
-	Done  bool   `json:"done"`
-	Error string `json:"error"`
+	Response string `json:"response"`
+	Done     bool   `json:"done"`
+	Error    string `json:"error"`
 }
 
 // record takes one Ollama NDJSON record.
@@ -340,16 +333,24 @@ func (t *answerTee) record(line []byte) {
 	if rec.Message != nil {
 		t.content.WriteString(rec.Message.Content)
 	}
+	t.content.WriteString(rec.Response)
 	t.done = rec.Done
 	t.final = t.final || rec.Done
 }
 
 // object takes the whole body of a non-streamed answer.
 func (t *answerTee) object(body []byte) {
-	if !t.openai {
+	switch t.d {
+	case ollamaChat, ollamaGenerate:
 		if len(bytes.TrimSpace(body)) > 0 {
 			t.record(body)
 		}
+		return
+	case openAIResponses:
+		t.responsesObject(body)
+		return
+	case anthropicMessages:
+		t.messagesObject(body)
 		return
 	}
 	var res openAIRecord
@@ -376,11 +377,19 @@ type openAIRecord struct {
 	Error any `json:"error"`
 }
 
-// sseEvent takes the data of one Server-Sent Event of an OpenAI stream.
+// sseEvent takes the data of one Server-Sent Event.
 func (t *answerTee) sseEvent(data []byte) {
 	if t.done {
-		// Nothing may follow [DONE].
+		// Nothing may follow the final event.
 		t.failed = true
+		return
+	}
+	switch t.d {
+	case openAIResponses:
+		t.responsesEvent(data)
+		return
+	case anthropicMessages:
+		t.messagesEvent(data)
 		return
 	}
 	if string(bytes.TrimSpace(data)) == "[DONE]" {

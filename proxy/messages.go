@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// MessagesRequest is an Anthropic Messages API request (/v1/messages),
+// which Ollama serves for Claude-style clients. system is a string or a
+// list of text blocks; each message's content is a string or a list of
+// blocks (text, image, tool_use, tool_result, thinking...). vera reads the
+// text, writes memory into system and the recent turns as messages before
+// the caller's; the caller's own messages go out as they came.
+type MessagesRequest struct {
+	Model    string
+	System   json.RawMessage
+	Messages []anthropicMessage
+	Stream   *bool
+	Extra    map[string]json.RawMessage
+
+	systemText string
+}
+
+// anthropicMessage keeps a message's content raw; text is what memory
+// reads of it.
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	text    string
+}
+
+// ParseMessagesRequest decodes a /v1/messages body. The error is meant for
+// the client.
+func ParseMessagesRequest(body []byte) (*MessagesRequest, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, errors.New("missing request body")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, errors.New(describeJSON(err))
+	}
+	r := &MessagesRequest{}
+	for key, dst := range map[string]any{"model": &r.Model, "system": &r.System, "messages": &r.Messages, "stream": &r.Stream} {
+		if err := take(m, key, dst); err != nil {
+			return nil, errors.New(describeJSON(err))
+		}
+	}
+	var err error
+	if r.systemText, err = partsText(r.System, "text"); err != nil {
+		return nil, fmt.Errorf("system: %w", err)
+	}
+	for i := range r.Messages {
+		msg := &r.Messages[i]
+		if msg.text, err = partsText(msg.Content, "text"); err != nil {
+			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+		}
+	}
+	if len(m) > 0 {
+		r.Extra = m
+	}
+	return r, nil
+}
+
+// MarshalJSON implements json.Marshaler.
+func (r MessagesRequest) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(r.Extra)+4)
+	for k, v := range r.Extra {
+		m[k] = v
+	}
+	m["model"] = r.Model
+	if r.System != nil {
+		m["system"] = r.System
+	}
+	if r.Messages != nil {
+		m["messages"] = r.Messages
+	}
+	if r.Stream != nil {
+		m["stream"] = *r.Stream
+	}
+	return json.Marshal(m)
+}
+
+func (r *MessagesRequest) model() string { return r.Model }
+
+func (r *MessagesRequest) conversation() bool { return len(r.Messages) > 0 }
+
+func (r *MessagesRequest) memoryMessages() []memory.Message {
+	out := make([]memory.Message, 0, len(r.Messages)+1)
+	if strings.TrimSpace(r.systemText) != "" {
+		out = append(out, memory.Message{Role: "system", Content: r.systemText})
+	}
+	for _, m := range r.Messages {
+		out = append(out, memory.Message{Role: m.Role, Content: m.text})
+	}
+	return out
+}
+
+func (r *MessagesRequest) options() (numCtx, numPredict int) {
+	var n int
+	if raw, ok := r.Extra["max_tokens"]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+		return 0, n
+	}
+	return 0, 0
+}
+
+// lastUser is the text of the last user message. A user message that
+// carries only tool results has none: it continues an agent's tool loop.
+func (r *MessagesRequest) lastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].text
+		}
+	}
+	return ""
+}
+
+// withMemory writes the system layer into system and the recent turns as
+// messages before the caller's (they end with an answer, so the caller's
+// first user message still follows an assistant one). A system given as
+// blocks keeps its blocks (and their cache_control); vera's part is one
+// more text block.
+func (r *MessagesRequest) withMemory(mc *memory.Context) any {
+	if unchanged(mc, r.systemText) {
+		return nil
+	}
+	out := *r
+	if sys := bytes.TrimSpace(r.System); len(sys) > 0 && sys[0] == '[' && mc.SystemReplaces > 0 && strings.HasPrefix(mc.System, r.systemText) {
+		var blocks []json.RawMessage
+		if json.Unmarshal(sys, &blocks) == nil {
+			added := strings.TrimLeft(strings.TrimPrefix(mc.System, r.systemText), "\n")
+			if added != "" {
+				b, _ := json.Marshal(map[string]string{"type": "text", "text": added})
+				blocks = append(blocks, b)
+			}
+			out.System, _ = json.Marshal(blocks)
+		}
+	} else if mc.System != "" {
+		out.System, _ = json.Marshal(mc.System)
+	}
+	out.Messages = make([]anthropicMessage, 0, len(r.Messages)+len(mc.Recent))
+	for _, m := range mc.Recent {
+		content, _ := json.Marshal(m.Content)
+		out.Messages = append(out.Messages, anthropicMessage{Role: m.Role, Content: content})
+	}
+	out.Messages = append(out.Messages, r.Messages...)
+	return &out
+}
+
+// The Messages API's answer: a stream of typed events ending in
+// message_stop, or one message object. Only text blocks are the answer:
+// thinking and tool use are never stored.
+
+// messagesEvent takes one event of a Messages stream.
+func (t *answerTee) messagesEvent(data []byte) {
+	var e struct {
+		Type  string `json:"type"`
+		Delta struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"delta"`
+	}
+	if json.Unmarshal(data, &e) != nil {
+		t.failed = true
+		return
+	}
+	switch e.Type {
+	case "content_block_delta":
+		if e.Delta.Type == "text_delta" {
+			t.content.WriteString(e.Delta.Text)
+		}
+	case "message_stop":
+		t.done = true
+	case "error":
+		t.failed = true
+	}
+}
+
+// messagesObject takes a non-streamed Messages answer.
+func (t *answerTee) messagesObject(body []byte) {
+	var res struct {
+		Type    string `json:"type"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(body, &res) != nil || res.Type == "error" {
+		t.failed = true
+		return
+	}
+	for _, c := range res.Content {
+		if c.Type == "text" {
+			t.content.WriteString(c.Text)
+		}
+	}
+	t.done, t.final = true, true
+}
