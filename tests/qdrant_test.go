@@ -15,7 +15,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/qdrant"
-	"github.com/vera-proxy/vera/memory/qdrant/standin"
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 )
 
 // healthz returns vera's /healthz body.
@@ -36,7 +36,7 @@ func (f *fakeOllama) chatCount() int {
 }
 
 func TestQdrantBackendOutageAndRecovery(t *testing.T) {
-	q, err := standin.Start("127.0.0.1:0")
+	q, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(q.Stop)
 	up := newFakeOllama(t)
@@ -77,7 +77,7 @@ func TestQdrantBackendOutageAndRecovery(t *testing.T) {
 }
 
 func TestQdrantCollectionOfAnotherSizeStopsVera(t *testing.T) {
-	q, err := standin.Start("127.0.0.1:0")
+	q, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(q.Stop)
 	up := newFakeOllama(t)
@@ -129,7 +129,7 @@ func veraAICollection(t *testing.T, url, name string, n int) int {
 }
 
 func TestImportFromVeraAI(t *testing.T) {
-	q, err := standin.Start("127.0.0.1:0")
+	q, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(q.Stop)
 	up := newFakeOllama(t)

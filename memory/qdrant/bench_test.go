@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/qdrant/standin"
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 	"github.com/vera-proxy/vera/memory/storetest"
 )
 
@@ -37,7 +37,7 @@ func benchStore(b *testing.B, n int) (*Store, []memory.Memory) {
 	if benchURL == "" {
 		benchURL = os.Getenv("VERA_TEST_QDRANT_URL")
 		if benchURL == "" {
-			srv, err := standin.Start("127.0.0.1:0")
+			srv, err := qdranttest.Start("127.0.0.1:0")
 			if err != nil {
 				b.Fatal(err)
 			}

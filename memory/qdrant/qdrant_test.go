@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/qdrant/standin"
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 	"github.com/vera-proxy/vera/memory/storetest"
 )
 
@@ -23,7 +23,7 @@ func server(t *testing.T) string {
 	if u := os.Getenv("VERA_TEST_QDRANT_URL"); u != "" {
 		return u
 	}
-	s, err := standin.Start("127.0.0.1:0")
+	s, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	return s.URL()
@@ -110,7 +110,7 @@ func TestQdrantDownIsUnavailable(t *testing.T) {
 	if os.Getenv("VERA_TEST_QDRANT_URL") != "" {
 		t.Skip("stops the stand-in")
 	}
-	srv, err := standin.Start("127.0.0.1:0")
+	srv, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	s := openFresh(t, srv.URL())
 	_, err = s.VectorSpace(ctx, "m", 4)

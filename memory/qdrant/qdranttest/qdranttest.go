@@ -1,4 +1,4 @@
-// Package standin is an in-process Qdrant for tests: a gRPC server built on
+// Package qdranttest is an in-process Qdrant for tests: a gRPC server built on
 // the go-client's generated server interfaces that implements only what
 // vera calls, in memory. It is not a search engine (every search is an
 // exact scan), but it enforces the rules of Qdrant that vera depends on, so
@@ -6,7 +6,7 @@
 // Each rule is marked RULE with a link to Qdrant's documentation.
 //
 // Tests run against a real Qdrant instead when VERA_TEST_QDRANT_URL is set.
-package standin
+package qdranttest
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package standin
+package qdranttest
 
 import (
 	"context"
