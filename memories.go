@@ -14,6 +14,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/memory/veraai"
 	"github.com/vera-proxy/vera/proxy"
 )
 
@@ -62,10 +63,10 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 
 // importVeraAI copies a Vera-AI collection into vera's store (the one the
 // config selects), re-embedding each memory with vera's model.
-func importVeraAI(ctx context.Context, cfg config.Config, from, collection, ns string) (qdrant.ImportReport, error) {
+func importVeraAI(ctx context.Context, cfg config.Config, from, collection, ns string) (veraai.Report, error) {
 	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
 	if err != nil {
-		return qdrant.ImportReport{}, err
+		return veraai.Report{}, err
 	}
 	model := cfg.General.EmbeddingModel
 	embedder := memory.NewOllamaEmbedder(upstream, model, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
@@ -75,41 +76,41 @@ func importVeraAI(ctx context.Context, cfg config.Config, from, collection, ns s
 	if cfg.General.QdrantHost != "" {
 		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
 		if err != nil {
-			return qdrant.ImportReport{}, err
+			return veraai.Report{}, err
 		}
 		defer q.Close()
 		if _, src, _ := qdrant.ClientConfig(from); src == q.Addr() && collection == q.Collection() {
-			return qdrant.ImportReport{}, fmt.Errorf("the Vera-AI collection %q is the one vera is configured to use: set general.qdrant_collection (VERA_QDRANT_COLLECTION) to another name", collection)
+			return veraai.Report{}, fmt.Errorf("the Vera-AI collection %q is the one vera is configured to use: set general.qdrant_collection (VERA_QDRANT_COLLECTION) to another name", collection)
 		}
 		if embedErr != nil {
-			return qdrant.ImportReport{}, fmt.Errorf("importing into Qdrant needs the embedding model to create the collection: %w", embedErr)
+			return veraai.Report{}, fmt.Errorf("importing into Qdrant needs the embedding model to create the collection: %w", embedErr)
 		}
 		if _, err := q.VectorSpace(ctx, model, dim); err != nil {
-			return qdrant.ImportReport{}, err
+			return veraai.Report{}, err
 		}
 		store = q
 	} else {
 		db, err := embedded.Open(ctx, cfg.Memory.DataDir)
 		if errors.Is(err, embedded.ErrInUse) {
-			return qdrant.ImportReport{}, fmt.Errorf("stop vera before importing into its embedded store: %w", err)
+			return veraai.Report{}, fmt.Errorf("stop vera before importing into its embedded store: %w", err)
 		}
 		if err != nil {
-			return qdrant.ImportReport{}, err
+			return veraai.Report{}, err
 		}
 		defer db.Close()
 		if embedErr == nil {
 			if _, err := db.VectorSpace(ctx, model, dim); err != nil {
-				return qdrant.ImportReport{}, err
+				return veraai.Report{}, err
 			}
 		}
 		store = db
 	}
 	tok, err := memory.NewTokenizer()
 	if err != nil {
-		return qdrant.ImportReport{}, err
+		return veraai.Report{}, err
 	}
 	withVectors := 0
-	rep, err := qdrant.ReadVeraAI(ctx, from, cfg.QdrantAPIKey, collection, ns, 64, func(ms []memory.Memory) error {
+	rep, err := veraai.Read(ctx, from, cfg.QdrantAPIKey, collection, ns, 64, func(ms []memory.Memory) error {
 		texts := make([]string, len(ms))
 		for i := range ms {
 			ms[i].Tokens = tok.Count(ms[i].Text)

@@ -9,6 +9,11 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 )
 
+// lockNamespace derives the id of a named lock's point. Its value is the
+// one the Vera-AI import used when the two shared a constant: changing it
+// would let an old and a new vera hold the same lock at once.
+var lockNamespace = uuid.MustParse("3f1c5a56-8a51-4d5e-9a8e-2b7f3e0c9d11")
+
 // lockSettle is how long Lock waits before reading its claim back: two
 // instances claiming at once both write, and the last write wins.
 var lockSettle = 300 * time.Millisecond
@@ -25,7 +30,7 @@ func (s *Store) Lock(ctx context.Context, name string, ttl time.Duration) (relea
 	if err := s.ensureLocks(ctx, coll); err != nil {
 		return nil, false, err
 	}
-	id := qdrant.NewID(uuid.NewSHA1(veraAINamespace, []byte("lock:"+name)).String())
+	id := qdrant.NewID(uuid.NewSHA1(lockNamespace, []byte("lock:"+name)).String())
 	me := uuid.NewString()
 	holder := func() (string, time.Time, error) {
 		cctx, cancel := withTimeout(ctx)

@@ -1,4 +1,7 @@
-package qdrant
+// Package veraai imports memories from Vera-AI, the project vera replaces:
+// it reads a Vera-AI Qdrant collection and converts each point into a
+// memory.Memory (`vera memories import --from-vera-ai`).
+package veraai
 
 import (
 	"context"
@@ -11,10 +14,11 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/vera-proxy/vera/memory"
+	veraqdrant "github.com/vera-proxy/vera/memory/qdrant"
 )
 
-// ImportReport says what an import of a Vera-AI collection did.
-type ImportReport struct {
+// Report says what an import of a Vera-AI collection did.
+type Report struct {
 	Read     int `json:"read"`
 	Imported int `json:"imported"`
 	// Embedded counts the imported memories that got a vector from vera's
@@ -27,18 +31,26 @@ type ImportReport struct {
 	Skipped map[string]int `json:"skipped"`
 }
 
-// veraAINamespace derives stable ids for Vera-AI points with numeric ids.
-var veraAINamespace = uuid.MustParse("3f1c5a56-8a51-4d5e-9a8e-2b7f3e0c9d11")
+// idNamespace derives stable ids for Vera-AI points with numeric ids. Its
+// value must never change: points imported before keep their ids, so
+// importing again replaces them. memory/qdrant's lock ids derive from the
+// same value, kept in a constant of its own; the names hashed never
+// overlap ("lock:"+name there, a decimal number here).
+var idNamespace = uuid.MustParse("3f1c5a56-8a51-4d5e-9a8e-2b7f3e0c9d11")
 
-// FromVeraAI converts one point of a Vera-AI collection: payload type (raw
+// callTimeout bounds each page read from the Vera-AI collection, as the
+// Qdrant store bounds its own calls.
+const callTimeout = 10 * time.Second
+
+// Convert converts one point of a Vera-AI collection: payload type (raw
 // or curated), text (User:/Assistant: lines, perhaps a Timestamp: line)
 // and timestamp (ISO 8601). The memory keeps the point's UUID, so
 // importing twice replaces rather than duplicates. skip is the reason a
 // point cannot be imported; undated is set when the time is the import's.
-func FromVeraAI(id *qdrant.PointId, payload map[string]*qdrant.Value, ns string, now time.Time) (m memory.Memory, skip string, undated bool) {
+func Convert(id *qdrant.PointId, payload map[string]*qdrant.Value, ns string, now time.Time) (m memory.Memory, skip string, undated bool) {
 	m.ID = id.GetUuid()
 	if m.ID == "" {
-		m.ID = uuid.NewSHA1(veraAINamespace, []byte(strconv.FormatUint(id.GetNum(), 10))).String()
+		m.ID = uuid.NewSHA1(idNamespace, []byte(strconv.FormatUint(id.GetNum(), 10))).String()
 	}
 	m.Namespace = ns
 	m.Type = memory.Type(payload["type"].GetStringValue())
@@ -67,7 +79,7 @@ func FromVeraAI(id *qdrant.PointId, payload map[string]*qdrant.Value, ns string,
 		switch k {
 		case "type", "text", "content", "timestamp":
 		default:
-			m.Metadata["vera_ai_"+k] = ValueToAny(v)
+			m.Metadata["vera_ai_"+k] = veraqdrant.ValueToAny(v)
 		}
 	}
 	return m, "", undated
@@ -94,12 +106,12 @@ func parseISO(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// ReadVeraAI pages through every point of the Vera-AI collection at url
+// Read pages through every point of the Vera-AI collection at url
 // (no cap: next_page_offset until the end) and hands the converted
 // memories to fn, a page at a time.
-func ReadVeraAI(ctx context.Context, url, apiKey, collection, ns string, page int, fn func([]memory.Memory) error) (ImportReport, error) {
-	rep := ImportReport{Skipped: map[string]int{}}
-	cfg, addr, err := ClientConfig(url)
+func Read(ctx context.Context, url, apiKey, collection, ns string, page int, fn func([]memory.Memory) error) (Report, error) {
+	rep := Report{Skipped: map[string]int{}}
+	cfg, addr, err := veraqdrant.ClientConfig(url)
 	if err != nil {
 		return rep, err
 	}
@@ -112,9 +124,9 @@ func ReadVeraAI(ctx context.Context, url, apiKey, collection, ns string, page in
 	now := time.Now()
 	var offset *qdrant.PointId
 	for {
-		cctx, cancel := withTimeout(ctx)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		points, next, err := c.ScrollAndOffset(cctx, &qdrant.ScrollPoints{CollectionName: collection, Offset: offset,
-			Limit: ptr(uint32(page)), WithPayload: qdrant.NewWithPayload(true)})
+			Limit: qdrant.PtrOf(uint32(page)), WithPayload: qdrant.NewWithPayload(true)})
 		cancel()
 		if err != nil {
 			return rep, fmt.Errorf("reading Vera-AI collection %q at %s: %w", collection, addr, err)
@@ -122,7 +134,7 @@ func ReadVeraAI(ctx context.Context, url, apiKey, collection, ns string, page in
 		var batch []memory.Memory
 		for _, p := range points {
 			rep.Read++
-			m, skip, undated := FromVeraAI(p.GetId(), p.GetPayload(), ns, now)
+			m, skip, undated := Convert(p.GetId(), p.GetPayload(), ns, now)
 			if skip != "" {
 				rep.Skipped[skip]++
 				continue

@@ -1,4 +1,4 @@
-package qdrant
+package veraai
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 )
 
-func TestFromVeraAI(t *testing.T) {
+func TestConvert(t *testing.T) {
 	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	id := qdrant.NewID("5c56c793-69f3-4fbf-87e6-c4bf54c28c26")
 	tests := []struct {
@@ -39,7 +39,7 @@ func TestFromVeraAI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, skip, undated := FromVeraAI(tt.id, qdrant.NewValueMap(tt.payload), "alice", now)
+			m, skip, undated := Convert(tt.id, qdrant.NewValueMap(tt.payload), "alice", now)
 			assert.Equal(t, tt.skip, skip)
 			if skip != "" {
 				return
@@ -55,11 +55,14 @@ func TestFromVeraAI(t *testing.T) {
 	}
 	// A numeric id maps to the same UUID every time: importing twice
 	// replaces.
-	a, _, _ := FromVeraAI(qdrant.NewIDNum(42), qdrant.NewValueMap(map[string]any{"type": "raw", "text": "x"}), "a", now)
-	b, _, _ := FromVeraAI(qdrant.NewIDNum(42), qdrant.NewValueMap(map[string]any{"type": "raw", "text": "x"}), "a", now)
+	a, _, _ := Convert(qdrant.NewIDNum(42), qdrant.NewValueMap(map[string]any{"type": "raw", "text": "x"}), "a", now)
+	b, _, _ := Convert(qdrant.NewIDNum(42), qdrant.NewValueMap(map[string]any{"type": "raw", "text": "x"}), "a", now)
 	assert.Equal(t, a.ID, b.ID)
+	// The mapping is pinned: a point imported by an earlier vera keeps its
+	// id, so importing it again still replaces it.
+	assert.Equal(t, "daed2d93-1d84-54fd-82a5-c94ee3b791f5", a.ID)
 	assert.Equal(t, "5c56c793-69f3-4fbf-87e6-c4bf54c28c26", func() string {
-		m, _, _ := FromVeraAI(id, qdrant.NewValueMap(map[string]any{"type": "raw", "text": "x"}), "a", now)
+		m, _, _ := Convert(id, qdrant.NewValueMap(map[string]any{"type": "raw", "text": "x"}), "a", now)
 		return m.ID
 	}())
 }
