@@ -11,9 +11,9 @@ import (
 	"os"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/eval/locomo"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/memory/locomo"
 	"github.com/vera-proxy/vera/proxy"
 )
 

@@ -238,7 +238,7 @@ func TestDebugLog(t *testing.T) {
 }
 
 func TestEvalLocomo(t *testing.T) {
-	tiny := filepath.Join("..", "memory", "locomo", "testdata", "tiny.json")
+	tiny := filepath.Join("..", "eval", "locomo", "testdata", "tiny.json")
 	code, out, errOut := runVera(t, nil, "eval", "locomo", "--budget", "2000", "--embedder", "none", tiny)
 	require.Equal(t, 0, code, errOut)
 	var res struct {
