@@ -138,18 +138,20 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 
 // Build decides the layers for req. It never fails the chat: a memory
 // failure is reported in Context.Err and the chat goes on without memory.
+// Its phases run in order: the system layer, fitting the budgets to the
+// window, the semantic layer, the recent layer, then rendering.
 func (b *Builder) Build(ctx context.Context, req Request) *Context {
-	c := b.build(ctx, req)
-	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
-		// The request had no system message, so Ollama would have used
-		// the Modelfile's; the one vera adds must carry it.
-		c.System = req.ModelSystem + "\n\n" + c.System
-	}
+	c := &Context{}
+	sys := b.system(ctx, req, c)
+	block := b.memories(ctx, req, sys, c)
+	b.render(req, sys, block, c)
 	return c
 }
 
-func (b *Builder) build(ctx context.Context, req Request) *Context {
-	c := &Context{}
+// system gathers the system layer's parts (SPEC §4): the caller's leading
+// system messages, systemprompt.md, the namespace's rules. The Modelfile's
+// SYSTEM is added by render, and only when vera adds a system message.
+func (b *Builder) system(ctx context.Context, req Request, c *Context) []string {
 	var sys []string
 	for _, m := range req.Messages {
 		if m.Role != "system" {
@@ -168,13 +170,14 @@ func (b *Builder) build(ctx context.Context, req Request) *Context {
 	if rules := b.rules(ctx, req.Namespace, sys, c); rules != "" {
 		sys = append(sys, rules)
 	}
-	c.System = strings.Join(sys, "\n\n")
-	systemLayer := c.System
-	if c.SystemReplaces == 0 {
-		systemLayer += req.ModelSystem // counted in the window, added by Build
-	}
+	return sys
+}
+
+// memories fits the budgets to the window, then fills the semantic and
+// recent layers; it returns the semantic layer's entries.
+func (b *Builder) memories(ctx context.Context, req Request, sys []string, c *Context) []string {
 	if req.NoMemory || b.store == nil || c.Err != nil {
-		return c
+		return nil
 	}
 	recall := req.Messages
 	if req.Recall != nil {
@@ -182,37 +185,44 @@ func (b *Builder) build(ctx context.Context, req Request) *Context {
 	}
 	query, lexical := semanticQuery(recall)
 	if query == "" {
-		return c
+		return nil
 	}
-
 	sem, rec, thr, turns := b.defaults()
 	if req.SemanticOnly {
 		rec = 0
 	}
+	systemLayer := strings.Join(sys, "\n\n")
+	if c.SystemReplaces == 0 {
+		systemLayer += req.ModelSystem // counted in the window, added by render
+	}
 	c.SemanticBudget, c.RecentBudget = b.fit(req, systemLayer, sem, rec)
 	if c.SemanticBudget+c.RecentBudget <= 0 {
-		return c
+		return nil
 	}
 	hist := history(recall)
 	// Memories with the same normalised text are injected once, across
 	// both layers: a question asked many times is one memory, not many.
 	seen := map[string]bool{}
-
 	block := b.semantic(ctx, req, query, lexical, thr, hist, seen, c)
 	if c.Err != nil {
-		return c
+		return nil
 	}
 	b.recent(ctx, req.Namespace, turns, hist, seen, c)
+	return block
+}
 
+// render writes the system message: the Modelfile's SYSTEM when the request
+// had no system message of its own (Ollama would have used it, so the one
+// vera adds must carry it), the system layer's parts, then the semantic
+// layer.
+func (b *Builder) render(req Request, sys, block []string, c *Context) {
 	if len(block) > 0 {
-		sem := semanticIntro + "\n\n" + strings.Join(block, "\n\n")
-		if c.System == "" {
-			c.System = sem
-		} else {
-			c.System += "\n\n" + sem
-		}
+		sys = append(sys, semanticIntro+"\n\n"+strings.Join(block, "\n\n"))
 	}
-	return c
+	c.System = strings.Join(sys, "\n\n")
+	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
+		c.System = req.ModelSystem + "\n\n" + c.System
+	}
 }
 
 // rulesIntro heads the namespace's rules in the system layer.
