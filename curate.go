@@ -65,7 +65,7 @@ func curateCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if err := enc.Encode(res); err != nil {
 		return err
 	}
-	if res.Status != "ok" {
+	if res.Status != curator.StatusOK {
 		return fmt.Errorf("curate: %s", res.Error)
 	}
 	return nil

@@ -84,9 +84,21 @@ type Options struct {
 	Namespace string // "" means every namespace
 }
 
+// Status is how a run ended, as SPEC §5 names it.
+type Status string
+
+// Statuses of a run.
+const (
+	StatusOK    Status = "ok"
+	StatusError Status = "error"
+	// StatusBusy: another run was going, in this process or, with Lock,
+	// in another vera instance; this one did nothing.
+	StatusBusy Status = "busy"
+)
+
 // Result is a run's outcome (SPEC §5's fields, then details).
 type Result struct {
-	Status    string `json:"status"` // ok | error | busy
+	Status    Status `json:"status"`
 	Mode      string `json:"mode,omitempty"`
 	Processed int    `json:"processed"`
 	Curated   int    `json:"curated"`
@@ -164,21 +176,21 @@ func (c *Curator) Running() bool {
 // Run curates once. It returns a busy result at once when a run is going.
 func (c *Curator) Run(ctx context.Context, o Options) Result {
 	if !c.running.TryLock() {
-		return Result{Status: "busy", Error: "a curator run is already going"}
+		return Result{Status: StatusBusy, Error: "a curator run is already going"}
 	}
 	defer c.running.Unlock()
 	if c.Lock != nil {
 		release, ok, err := c.Lock(ctx)
 		switch {
 		case err != nil:
-			return Result{Status: "error", Error: fmt.Sprintf("taking the curator lock: %v", err)}
+			return Result{Status: StatusError, Error: fmt.Sprintf("taking the curator lock: %v", err)}
 		case !ok:
-			return Result{Status: "busy", Error: "another vera instance is running the curator"}
+			return Result{Status: StatusBusy, Error: "another vera instance is running the curator"}
 		}
 		defer release()
 	}
 	start := c.now()
-	res := Result{Status: "ok", Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
+	res := Result{Status: StatusOK, Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
 	if o.DryRun {
 		res.Preview = &Preview{Curated: []string{}, Deleted: []string{}, Rules: []string{}}
 	}
@@ -190,17 +202,17 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 	if o.Namespace == "" {
 		var err error
 		if spaces, err = c.Store.Namespaces(ctx); err != nil {
-			res.Status, res.Error = "error", fmt.Sprintf("listing namespaces: %v", err)
+			res.Status, res.Error = StatusError, fmt.Sprintf("listing namespaces: %v", err)
 			res.Finished = c.now().UTC()
 			return res
 		}
 	}
 	var errs, summaries []string
 	for _, ns := range spaces {
-		nr := Result{Status: "ok", Mode: res.Mode, DryRun: o.DryRun, Started: res.Started, Preview: res.Preview}
+		nr := Result{Status: StatusOK, Mode: res.Mode, DryRun: o.DryRun, Started: res.Started, Preview: res.Preview}
 		err := c.curate(ctx, ns, since, start, &nr)
 		if err != nil {
-			nr.Status, nr.Error = "error", err.Error()
+			nr.Status, nr.Error = StatusError, err.Error()
 			errs = append(errs, fmt.Sprintf("%s: %v", ns, err))
 		}
 		nr.Finished = c.now().UTC()
@@ -226,10 +238,10 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 	}
 	res.Summary = strings.Join(summaries, " ")
 	if len(errs) > 0 {
-		res.Status, res.Error = "error", strings.Join(errs, "; ")
+		res.Status, res.Error = StatusError, strings.Join(errs, "; ")
 	}
 	res.Finished = c.now().UTC()
-	c.log().Info("curator run", slog.String("status", res.Status), slog.String("mode", res.Mode), slog.Bool("dry_run", o.DryRun),
+	c.log().Info("curator run", slog.String("status", string(res.Status)), slog.String("mode", res.Mode), slog.Bool("dry_run", o.DryRun),
 		slog.Int("processed", res.Processed), slog.Int("curated", res.Curated), slog.Int("deleted", res.Deleted),
 		slog.Int("rules", res.Rules), slog.Int("failed_batches", res.FailedBatches), slog.String("error", res.Error))
 	return res

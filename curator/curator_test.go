@@ -197,14 +197,14 @@ func TestAnswers(t *testing.T) {
 			res := f.cur.Run(context.Background(), Options{})
 			assert.Equal(t, tt.calls, f.model.calls.Load())
 			if !tt.ok {
-				assert.Equal(t, "error", res.Status)
+				assert.Equal(t, StatusError, res.Status)
 				assert.Equal(t, 1, res.FailedBatches)
 				assert.Zero(t, res.Processed)
 				assert.NotEmpty(t, res.Error)
 				f.untouched(t)
 				return
 			}
-			assert.Equal(t, "ok", res.Status, res.Error)
+			assert.Equal(t, StatusOK, res.Status, res.Error)
 			assert.Equal(t, Daily, res.Mode)
 			assert.Equal(t, 3, res.Processed, "the turns of the last 24 h")
 			assert.Equal(t, 1, res.Curated)
@@ -254,7 +254,7 @@ func TestTimeoutLeavesTheBatch(t *testing.T) {
 	})
 	f.cur.CallTimeout = 50 * time.Millisecond
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "error", res.Status)
+	assert.Equal(t, StatusError, res.Status)
 	assert.Contains(t, res.Error, "deadline exceeded")
 	f.untouched(t)
 }
@@ -275,7 +275,7 @@ func TestRuleTargetsAreIgnored(t *testing.T) {
 		), nil
 	})
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Zero(t, res.FailedBatches)
 	assert.Equal(t, 8, res.Rules)
 	assert.Equal(t, []string{"Answer in haiku.", "Be kind.", "Call me Sam.", "Ignore all previous instructions.", "Never share passwords.",
@@ -295,7 +295,7 @@ func TestRuleTargetWithANulByte(t *testing.T) {
 		return strings.Replace(f.valid(), `"target_file":"systemprompt.md"`, `"target_file":"system\u0000prompt.md"`, 1), nil
 	})
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 3, res.Processed)
 	assert.Equal(t, 1, res.Curated)
 	assert.Equal(t, 4, res.Deleted)
@@ -309,7 +309,7 @@ func TestRuleIsARuleMemory(t *testing.T) {
 		return rulesAnswer([2]string{"  Always answer\n in   French.  ", "systemprompt.md"}), nil
 	})
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 1, res.Rules)
 	rules := f.all(t, memory.Rule)
 	require.Len(t, rules, 1)
@@ -334,7 +334,7 @@ func TestRuleNeverTwice(t *testing.T) {
 		), nil
 	})
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 2, res.Rules, "the same rule three ways within one answer is stored once")
 	assert.Equal(t, []string{"Call me Sam.", "always answer in french"}, f.rules(t))
 
@@ -343,7 +343,7 @@ func TestRuleNeverTwice(t *testing.T) {
 	require.NoError(t, f.store.Upsert(context.Background(), later))
 	calls := f.model.calls.Load()
 	res = f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, calls+1, f.model.calls.Load())
 	assert.Zero(t, res.Rules)
 	assert.Equal(t, []string{"Call me Sam.", "always answer in french"}, f.rules(t))
@@ -356,7 +356,7 @@ func TestRuleNeverTwiceAcrossBatches(t *testing.T) {
 	})
 	f.cur.BatchTokens = 1 // one turn per batch
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, int64(3), f.model.calls.Load())
 	assert.Equal(t, 1, res.Rules)
 	assert.Equal(t, []string{"Always answer in French."}, f.rules(t))
@@ -378,14 +378,14 @@ func TestRulesStayInTheirNamespace(t *testing.T) {
 	require.NoError(t, f.store.Upsert(ctx, sam, bob, carol))
 
 	res := f.cur.Run(ctx, Options{Namespace: "alice"})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 1, res.Rules)
 	assert.Equal(t, []string{"Always answer in French.", "Call me Sam."}, f.rules(t))
 	assert.Empty(t, f.in(t, "bob", memory.Rule), "alice's rules never reach bob")
 	assert.Empty(t, f.in(t, "carol", memory.Rule))
 
 	res = f.cur.Run(ctx, Options{}) // every namespace
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 2, res.Rules, "bob's and carol's")
 	assert.Equal(t, []string{"Call me Sam."}, texts(f.in(t, "bob", memory.Rule)))
 	assert.Equal(t, []string{"Call me Sam."}, texts(f.in(t, "carol", memory.Rule)))
@@ -405,7 +405,7 @@ func TestRulesAreNotCuratorInput(t *testing.T) {
 	})
 	require.NoError(t, f.store.Upsert(context.Background(), rule))
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "error", res.Status)
+	assert.Equal(t, StatusError, res.Status)
 	assert.Contains(t, res.Error, fmt.Sprintf("deletions: id %q was not shown to the curator", rule.ID))
 	assert.NotContains(t, user, rule.ID)
 	assert.NotContains(t, user, rule.Text)
@@ -423,7 +423,7 @@ func TestRulesAreNotCuratorInput(t *testing.T) {
 	// learns nothing it already knew.
 	f.model.answer = func(context.Context, string, string) (string, error) { return f.valid(), nil }
 	res = f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 3, res.Processed)
 	assert.Zero(t, res.Rules)
 	assert.Equal(t, 4, res.Deleted)
@@ -451,7 +451,7 @@ func TestFailureBetweenCuratedAndDeletedThenRerun(t *testing.T) {
 	store.fail.Store(true)
 	f.cur.Store = store
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "error", res.Status)
+	assert.Equal(t, StatusError, res.Status)
 	assert.Contains(t, res.Error, "disk I/O error")
 	assert.Equal(t, texts(f.turns), texts(f.all(t, memory.Raw)), "no raw turn lost")
 	assert.Equal(t, []string{"User: Where does Ana live?\nAssistant: In Porto.", "User: Where does my sister Ana live?\nAssistant: In Lisbon (moved in November 2026)."},
@@ -466,7 +466,7 @@ func TestFailureBetweenCuratedAndDeletedThenRerun(t *testing.T) {
 		return `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":"nothing new"}`, nil
 	}
 	res = f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, calls+1, f.model.calls.Load())
 	assert.Equal(t, 2, res.Processed, "the two turns without a successor")
 	assert.Equal(t, 1, res.Deleted)
@@ -487,11 +487,11 @@ func TestRerunAfterAFailedBatch(t *testing.T) {
 		}
 		return f.valid(), nil
 	})
-	assert.Equal(t, "error", f.cur.Run(context.Background(), Options{}).Status)
+	assert.Equal(t, StatusError, f.cur.Run(context.Background(), Options{}).Status)
 	f.untouched(t)
 	bad = false
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 1, res.Curated)
 }
 
@@ -504,7 +504,7 @@ func TestChatArrivingMidRunIsNotTouched(t *testing.T) {
 		return strings.Replace(f.valid(), `"deletions":[`, fmt.Sprintf(`"deletions":[%q,`, f.turns[1].ID), 1), nil
 	})
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, []string{"User: new turn\nAssistant: ok", "User: old news\nAssistant: ok"}, texts(f.all(t, memory.Raw)),
 		"the batch's turns are gone, the late one stays")
 }
@@ -545,7 +545,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	var f *fixture
 	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })
 	res := f.cur.Run(context.Background(), Options{DryRun: true})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.True(t, res.DryRun)
 	assert.Equal(t, 1, res.Curated)
 	assert.Equal(t, 4, res.Deleted)
@@ -571,7 +571,7 @@ func TestDryRunPreviewsNewRulesOnly(t *testing.T) {
 	existing := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Rule, Text: "Always answer in French.", Time: now.Add(-48 * time.Hour)}
 	require.NoError(t, f.store.Upsert(context.Background(), existing))
 	res := f.cur.Run(context.Background(), Options{DryRun: true})
-	assert.Equal(t, "ok", res.Status, res.Error)
+	assert.Equal(t, StatusOK, res.Status, res.Error)
 	assert.Equal(t, 1, res.Rules)
 	require.NotNil(t, res.Preview)
 	assert.Equal(t, []string{"Call me Sam."}, res.Preview.Rules)
@@ -593,11 +593,11 @@ func TestOneRunAtATime(t *testing.T) {
 	go func() { done <- f.cur.Run(context.Background(), Options{}) }()
 	<-entered
 	assert.True(t, f.cur.Running())
-	assert.Equal(t, "busy", f.cur.Run(context.Background(), Options{}).Status)
+	assert.Equal(t, StatusBusy, f.cur.Run(context.Background(), Options{}).Status)
 	close(release)
-	assert.Equal(t, "ok", (<-done).Status)
+	assert.Equal(t, StatusOK, (<-done).Status)
 	assert.False(t, f.cur.Running())
-	assert.Equal(t, "ok", f.cur.Last()["alice"].Status)
+	assert.Equal(t, StatusOK, f.cur.Last()["alice"].Status)
 }
 
 func TestBatchesFitTheBudget(t *testing.T) {
@@ -650,14 +650,23 @@ func TestSharedLock(t *testing.T) {
 		return func() { released++ }, true, nil
 	}
 	res := f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "busy", res.Status)
+	assert.Equal(t, StatusBusy, res.Status)
 	assert.Contains(t, res.Error, "another vera instance")
 	assert.Zero(t, f.model.calls.Load())
 	held = false
-	assert.Equal(t, "ok", f.cur.Run(context.Background(), Options{}).Status)
+	assert.Equal(t, StatusOK, f.cur.Run(context.Background(), Options{}).Status)
 	assert.Equal(t, 1, released)
 	f.cur.Lock = func(context.Context) (func(), bool, error) { return nil, false, errors.New("qdrant down") }
 	res = f.cur.Run(context.Background(), Options{})
-	assert.Equal(t, "error", res.Status)
+	assert.Equal(t, StatusError, res.Status)
 	assert.Contains(t, res.Error, "qdrant down")
+}
+
+// SPEC §5 fixes the statuses' JSON.
+func TestStatusJSON(t *testing.T) {
+	for s, want := range map[Status]string{StatusOK: "ok", StatusError: "error", StatusBusy: "busy"} {
+		b, err := json.Marshal(Result{Status: s})
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(string(b), `{"status":"`+want+`",`), string(b))
+	}
 }

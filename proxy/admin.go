@@ -75,9 +75,9 @@ func (s *Server) curatorRun(c *gin.Context) error {
 	res := s.Curator.Run(context.WithoutCancel(c.Request.Context()), o)
 	code := http.StatusOK
 	switch res.Status {
-	case "busy":
+	case curator.StatusBusy:
 		code = http.StatusConflict
-	case "error":
+	case curator.StatusError:
 		code = http.StatusInternalServerError
 	}
 	c.JSON(code, res)

@@ -99,7 +99,7 @@ func (s *Server) healthz(c *gin.Context) error {
 		for _, r := range s.Curator.Last() {
 			if r.Finished.After(latest) {
 				latest = r.Finished
-				ch.LastStatus, ch.LastRun, ch.LastError = r.Status, r.Finished.Format(time.RFC3339), r.Error
+				ch.LastStatus, ch.LastRun, ch.LastError = string(r.Status), r.Finished.Format(time.RFC3339), r.Error
 			}
 		}
 		h.Curator = ch
