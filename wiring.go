@@ -15,6 +15,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 )
@@ -50,7 +51,10 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	}
 	m := &memoryStack{store: local, local: local}
 	model := cfg.General.EmbeddingModel
-	embedder := memory.NewOllamaEmbedder(upstream, model, &http.Client{Transport: transport})
+	// One client for every part that asks Ollama: the embedder and the
+	// curator's model.
+	oc := ollama.New(upstream, transport)
+	embedder := memory.NewEmbedder(oc, model)
 	var space memory.VectorSpacer = local
 	if cfg.General.QdrantHost != "" {
 		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
@@ -105,7 +109,7 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	dir := prompts.New(cfg.Prompts.Dir)
 	b.SystemPrompt = dir.System
 	m.builder = b
-	if m.curator, err = newCurator(cfg, m.store, m.gate, tok, dir, upstream, transport, logger); err != nil {
+	if m.curator, err = newCurator(cfg, m.store, m.gate, tok, dir, oc, logger); err != nil {
 		m.cancel()
 		m.writer.Close()
 		m.closeStores()
@@ -127,7 +131,7 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 
 // newCurator builds the curator on store.
 func newCurator(cfg config.Config, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, dir *prompts.Dir,
-	upstream *url.URL, transport http.RoundTripper, logger *slog.Logger) (*curator.Curator, error) {
+	oc *ollama.Client, logger *slog.Logger) (*curator.Curator, error) {
 	loc := time.Local
 	if cfg.Curator.Timezone != "" {
 		var err error
@@ -135,7 +139,7 @@ func newCurator(cfg config.Config, store memory.Store, embedder memory.Embedder,
 			return nil, fmt.Errorf("curator.timezone: %w", err)
 		}
 	}
-	model := curator.NewOllamaModel(upstream, cfg.Curator.CuratorModel, &http.Client{Transport: transport})
+	model := curator.NewOllamaModel(oc, cfg.Curator.CuratorModel)
 	// Room for a batch (3000 tokens), the prompt, the curated sample and
 	// the answer; Ollama's default 4096 would cut the batch.
 	model.NumCtx = 8192
