@@ -10,12 +10,13 @@
 //     memory already names as its source are deleted;
 //  3. sends the rest to the curator model in batches that fit its context,
 //     with the current date and a sample of the curated memories;
-//  4. applies each valid answer in this order: write the curated memories
-//     (with their source ids), delete the raw turns they distil and those
-//     the model dropped, delete the curated memories it replaced, store
-//     the rules as rule memories of the namespace (never twice). An answer
-//     that is not valid is retried, then its batch is left as it was and
-//     reported.
+//  4. plans each valid answer (plan.go), then executes the plan in this
+//     order: write the curated memories (with their source ids), delete
+//     the raw turns they distil and those the model dropped, delete the
+//     curated memories it replaced, store the rules as rule memories of
+//     the namespace (never twice). A dry run previews the same plan
+//     instead. An answer that is not valid is retried, then its batch is
+//     left as it was and reported.
 //
 // Rules belong to the namespace whose turns taught them: the curator never
 // writes into the prompts dir, whose files are the operator's.
@@ -194,57 +195,85 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 	if o.DryRun {
 		res.Preview = &Preview{Curated: []string{}, Deleted: []string{}, Rules: []string{}}
 	}
-	var since time.Time
-	if res.Mode == Daily {
-		since = start.Add(-24 * time.Hour)
+	spaces, err := c.namespaces(ctx, o)
+	if err != nil {
+		res.Status, res.Error = StatusError, fmt.Sprintf("listing namespaces: %v", err)
+		res.Finished = c.now().UTC()
+		return res
 	}
-	spaces := []string{o.Namespace}
-	if o.Namespace == "" {
-		var err error
-		if spaces, err = c.Store.Namespaces(ctx); err != nil {
-			res.Status, res.Error = StatusError, fmt.Sprintf("listing namespaces: %v", err)
-			res.Finished = c.now().UTC()
-			return res
-		}
-	}
-	var errs, summaries []string
 	for _, ns := range spaces {
-		nr := Result{Status: StatusOK, Mode: res.Mode, DryRun: o.DryRun, Started: res.Started, Preview: res.Preview}
-		err := c.curate(ctx, ns, since, start, &nr)
-		if err != nil {
-			nr.Status, nr.Error = StatusError, err.Error()
-			errs = append(errs, fmt.Sprintf("%s: %v", ns, err))
-		}
-		nr.Finished = c.now().UTC()
-		nr.Namespaces = []string{ns}
-		res.Processed += nr.Processed
-		res.Curated += nr.Curated
-		res.Deleted += nr.Deleted
-		res.Rules += nr.Rules
-		res.FailedBatches += nr.FailedBatches
-		if nr.Summary != "" {
-			summaries = append(summaries, nr.Summary)
-		}
-		res.Namespaces = append(res.Namespaces, ns)
+		nr := c.runNamespace(ctx, ns, start, res)
+		res.add(ns, nr)
 		if !o.DryRun {
-			nr.Preview = nil
-			c.mu.Lock()
-			if c.last == nil {
-				c.last = map[string]Result{}
-			}
-			c.last[ns] = nr
-			c.mu.Unlock()
+			c.remember(ns, nr)
 		}
-	}
-	res.Summary = strings.Join(summaries, " ")
-	if len(errs) > 0 {
-		res.Status, res.Error = StatusError, strings.Join(errs, "; ")
 	}
 	res.Finished = c.now().UTC()
 	c.log().Info("curator run", slog.String("status", string(res.Status)), slog.String("mode", res.Mode), slog.Bool("dry_run", o.DryRun),
 		slog.Int("processed", res.Processed), slog.Int("curated", res.Curated), slog.Int("deleted", res.Deleted),
 		slog.Int("rules", res.Rules), slog.Int("failed_batches", res.FailedBatches), slog.String("error", res.Error))
 	return res
+}
+
+// namespaces returns the namespaces a run covers.
+func (c *Curator) namespaces(ctx context.Context, o Options) ([]string, error) {
+	if o.Namespace != "" {
+		return []string{o.Namespace}, nil
+	}
+	return c.Store.Namespaces(ctx)
+}
+
+// runNamespace curates namespace ns within run, which started at start:
+// the raw turns of the mode's window, up to the start. A dry run's
+// namespaces share the run's preview.
+func (c *Curator) runNamespace(ctx context.Context, ns string, start time.Time, run Result) Result {
+	var since time.Time
+	if run.Mode == Daily {
+		since = start.Add(-24 * time.Hour)
+	}
+	nr := Result{Status: StatusOK, Mode: run.Mode, DryRun: run.DryRun, Started: run.Started, Preview: run.Preview}
+	if err := c.curate(ctx, ns, since, start, &nr); err != nil {
+		nr.Status, nr.Error = StatusError, err.Error()
+	}
+	nr.Finished = c.now().UTC()
+	nr.Namespaces = []string{ns}
+	return nr
+}
+
+// add counts namespace ns's result nr into the run's result r.
+func (r *Result) add(ns string, nr Result) {
+	r.Processed += nr.Processed
+	r.Curated += nr.Curated
+	r.Deleted += nr.Deleted
+	r.Rules += nr.Rules
+	r.FailedBatches += nr.FailedBatches
+	r.Summary = join(r.Summary, " ", nr.Summary)
+	if nr.Status == StatusError {
+		r.Status, r.Error = StatusError, join(r.Error, "; ", ns+": "+nr.Error)
+	}
+	r.Namespaces = append(r.Namespaces, ns)
+}
+
+// join appends s to list after sep, leaving out an empty s.
+func join(list, sep, s string) string {
+	switch {
+	case s == "":
+		return list
+	case list == "":
+		return s
+	}
+	return list + sep + s
+}
+
+// remember keeps nr as namespace ns's last result.
+func (c *Curator) remember(ns string, nr Result) {
+	nr.Preview = nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[string]Result{}
+	}
+	c.last[ns] = nr
 }
 
 // scrollAll pages through every memory matching f.
@@ -280,40 +309,40 @@ func sources(m memory.Memory) []string {
 	return out
 }
 
-// curate runs one namespace.
+// curate runs one namespace: it finishes what an interrupted run left,
+// then curates the rest batch by batch.
 func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time, res *Result) error {
-	curated, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Curated}})
+	curated, raws, err := c.read(ctx, ns, since, until)
 	if err != nil {
-		return fmt.Errorf("reading curated memories: %w", err)
+		return err
 	}
-	raws, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Raw}, Since: since, Until: until})
+	leftovers, todo := planLeftovers(curated, raws)
+	if err := c.carryOut(ctx, leftovers, res); err != nil {
+		return err
+	}
+	return c.curateBatches(ctx, ns, todo, c.sample(curated), until, res)
+}
+
+// read returns a namespace's curated memories and its raw turns between
+// since and until, oldest first.
+func (c *Curator) read(ctx context.Context, ns string, since, until time.Time) (curated, raws []memory.Memory, err error) {
+	curated, err = c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Curated}})
 	if err != nil {
-		return fmt.Errorf("reading raw turns: %w", err)
+		return nil, nil, fmt.Errorf("reading curated memories: %w", err)
+	}
+	raws, err = c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Raw}, Since: since, Until: until})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading raw turns: %w", err)
 	}
 	slices.SortFunc(raws, func(a, b memory.Memory) int { return a.Time.Compare(b.Time) })
+	return curated, raws, nil
+}
 
-	// Finish an interrupted run: a raw turn with a curated successor goes.
-	succeeded := map[string]bool{}
-	for _, m := range curated {
-		for _, id := range sources(m) {
-			succeeded[id] = true
-		}
-	}
-	var done []string
-	todo := raws[:0:0]
-	for _, m := range raws {
-		if succeeded[m.ID] {
-			done = append(done, m.ID)
-		} else {
-			todo = append(todo, m)
-		}
-	}
-	if err := c.delete(ctx, done, res); err != nil {
-		return fmt.Errorf("deleting raw turns already curated: %w", err)
-	}
-
-	sample := c.sample(curated)
-	var known map[string]bool // the namespace's rules, normalised; read when first needed
+// curateBatches asks the model about todo batch by batch and carries out
+// each valid answer's plan. A batch without a valid answer is left as it
+// was and reported.
+func (c *Curator) curateBatches(ctx context.Context, ns string, todo, sample []memory.Memory, runAt time.Time, res *Result) error {
+	var rules ruleSet
 	var failures []string
 	for _, batch := range c.batches(todo) {
 		ans, err := c.ask(ctx, batch, sample)
@@ -324,13 +353,12 @@ func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time,
 			continue
 		}
 		res.Processed += len(batch)
-		if len(ans.Rules) > 0 && known == nil {
-			if known, err = c.knownRules(ctx, ns); err != nil {
-				return fmt.Errorf("reading rules: %w", err)
-			}
+		p, err := c.plan(ctx, ns, batch, ans, &rules, runAt)
+		if err != nil {
+			return err
 		}
-		if err := c.apply(ctx, ns, batch, ans, known, until, res); err != nil {
-			return err // a store failure: stop here, nothing is lost (see apply)
+		if err := c.carryOut(ctx, p, res); err != nil {
+			return err // a store failure: stop here, nothing is lost (see execute)
 		}
 		if s := strings.TrimSpace(ans.Summary); s != "" {
 			res.Summary = strings.TrimSpace(res.Summary + " " + s)
@@ -390,25 +418,11 @@ type promptTurn struct {
 
 // ask sends one batch, retrying an answer that is not valid.
 func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answer, error) {
-	date := c.now().In(c.loc())
-	system := strings.ReplaceAll(c.Prompts.Curator(), "{CURRENT_DATE}", date.Format("2006-01-02 (Monday)"))
-	in := struct {
-		Raw     []promptTurn `json:"raw_turns"`
-		Curated []promptTurn `json:"curated_memories"`
-	}{Raw: []promptTurn{}, Curated: []promptTurn{}}
-	inBatch, shown := map[string]bool{}, map[string]bool{}
-	for _, m := range batch {
-		in.Raw = append(in.Raw, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text})
-		inBatch[m.ID] = true
-	}
-	for _, m := range sample {
-		in.Curated = append(in.Curated, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text})
-		shown[m.ID] = true
-	}
-	user, err := json.MarshalIndent(in, "", "  ")
+	system, user, err := c.prompt(batch, sample)
 	if err != nil {
 		return nil, err
 	}
+	inBatch, shown := ids(batch), ids(sample)
 	attempts := max(c.Attempts, 0)
 	if attempts == 0 {
 		attempts = 2
@@ -423,7 +437,7 @@ func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answ
 			return nil, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		text, err := c.Model.Complete(cctx, system, string(user))
+		text, err := c.Model.Complete(cctx, system, user)
 		cancel()
 		if err != nil {
 			last = err
@@ -441,136 +455,37 @@ func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answ
 	return nil, fmt.Errorf("batch of %d turns: %w", len(batch), last)
 }
 
-// apply writes one batch's answer. The order makes a crash at any point
-// safe: curated memories (naming their sources) are written before any raw
-// turn goes, and a rerun finishes the deletions (see curate).
-//
-// known holds the namespace's rules, normalised; the answer's new rules
-// are added to it.
-func (c *Curator) apply(ctx context.Context, ns string, batch []memory.Memory, a *Answer, known map[string]bool, runAt time.Time, res *Result) error {
-	byID := map[string]memory.Memory{}
-	for _, m := range batch {
-		byID[m.ID] = m
+// prompt returns the curator prompt with today's date, and the batch and
+// the curated sample as the JSON the model answers about.
+func (c *Curator) prompt(batch, sample []memory.Memory) (system, user string, err error) {
+	date := c.now().In(c.loc())
+	system = strings.ReplaceAll(c.Prompts.Curator(), "{CURRENT_DATE}", date.Format("2006-01-02 (Monday)"))
+	in := struct {
+		Raw     []promptTurn `json:"raw_turns"`
+		Curated []promptTurn `json:"curated_memories"`
+	}{Raw: c.promptTurns(batch), Curated: c.promptTurns(sample)}
+	b, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return "", "", err
 	}
-	var curated []memory.Memory
-	drop := map[string]bool{}
-	for _, ct := range a.NewCurated {
-		u, as, _ := memory.ParseExchange(ct.Content)
-		m := memory.Memory{
-			ID: memory.NewID(), Namespace: ns, Type: memory.Curated, Text: memory.FormatExchange(u, as),
-			Time: runAt.UTC(), Model: c.ModelName,
-			Metadata: map[string]any{"source_ids": toAny(ct.SourceIDs), "curated_at": runAt.UTC().Format(time.RFC3339)},
-		}
-		// A memory is as old as the newest turn it comes from.
-		var newest time.Time
-		for _, id := range ct.SourceIDs {
-			drop[id] = true
-			if t := byID[id].Time; t.After(newest) {
-				newest = t
-			}
-		}
-		if !newest.IsZero() {
-			m.Time = newest
-		}
-		if c.Tokens != nil {
-			m.Tokens = c.Tokens.Count(m.Text)
-		}
-		curated = append(curated, m)
-	}
-	var rawGone, curatedGone []string
-	for _, id := range a.Deletions {
-		if _, ok := byID[id]; ok {
-			drop[id] = true
-		} else {
-			curatedGone = append(curatedGone, id)
-		}
-	}
-	for _, m := range batch { // batch order, so reports are stable
-		if drop[m.ID] {
-			rawGone = append(rawGone, m.ID)
-		}
-	}
-
-	rules := c.newRules(ns, a.Rules, known, c.now())
-
-	if res.DryRun {
-		for _, m := range curated {
-			res.Preview.Curated = append(res.Preview.Curated, m.Text)
-		}
-		res.Preview.Deleted = append(res.Preview.Deleted, append(rawGone, curatedGone...)...)
-		res.Curated += len(curated)
-		res.Deleted += len(rawGone) + len(curatedGone)
-		for _, m := range rules {
-			res.Preview.Rules = append(res.Preview.Rules, m.Text)
-		}
-		res.Rules += len(rules)
-		return nil
-	}
-
-	if len(curated) > 0 {
-		c.embed(ctx, curated)
-		if err := c.Store.Upsert(ctx, curated...); err != nil {
-			return fmt.Errorf("writing curated memories: %w", err)
-		}
-		res.Curated += len(curated)
-	}
-	if err := c.delete(ctx, rawGone, res); err != nil {
-		return fmt.Errorf("deleting curated raw turns: %w", err)
-	}
-	if err := c.delete(ctx, curatedGone, res); err != nil {
-		return fmt.Errorf("deleting replaced curated memories: %w", err)
-	}
-	if len(rules) > 0 {
-		if err := c.Store.Upsert(ctx, rules...); err != nil {
-			return fmt.Errorf("writing rules: %w", err)
-		}
-		res.Rules += len(rules)
-	}
-	return nil
+	return system, string(b), nil
 }
 
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
+// promptTurns shows memories to the model, with times in the curator's
+// zone.
+func (c *Curator) promptTurns(ms []memory.Memory) []promptTurn {
+	out := make([]promptTurn, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text})
 	}
 	return out
 }
 
-// embed gives curated memories their vectors when it can; otherwise the
-// writer's backfill does it later.
-func (c *Curator) embed(ctx context.Context, ms []memory.Memory) {
-	if c.Embedder == nil {
-		return
+// ids returns the ids of ms, as a set.
+func ids(ms []memory.Memory) map[string]bool {
+	out := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		out[m.ID] = true
 	}
-	texts := make([]string, len(ms))
-	for i, m := range ms {
-		texts[i] = m.Text
-	}
-	ectx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	vecs, err := c.Embedder.Embed(ectx, texts)
-	if err != nil {
-		c.log().Warn("curated memories stored without vectors for now", slog.Any("error", err))
-		return
-	}
-	for i := range ms {
-		ms[i].Vector = vecs[i]
-	}
-}
-
-func (c *Curator) delete(ctx context.Context, ids []string, res *Result) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if res.DryRun {
-		res.Preview.Deleted = append(res.Preview.Deleted, ids...)
-		res.Deleted += len(ids)
-		return nil
-	}
-	if err := c.Store.Delete(ctx, ids...); err != nil {
-		return err
-	}
-	res.Deleted += len(ids)
-	return nil
+	return out
 }

@@ -662,6 +662,79 @@ func TestSharedLock(t *testing.T) {
 	assert.Contains(t, res.Error, "qdrant down")
 }
 
+// A dry run previews exactly what a run of the same answers then does:
+// the same curated memories, the same deletions (a leftover of an
+// interrupted run, distilled and dropped raw turns, a replaced curated
+// memory) and the same rules, deduplicated the same way.
+func TestDryRunPreviewIsWhatARunDoes(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
+		var in struct {
+			R []promptTurn `json:"raw_turns"`
+		}
+		if err := json.Unmarshal([]byte(user), &in); err != nil {
+			return "", err
+		}
+		a := map[string]any{"new_curated_turns": []any{}, "deletions": []string{}, "summary": "batch",
+			"permanent_rules": []map[string]string{{"rule": "Always answer in French.", "target_file": ""}, {"rule": "call me sam", "target_file": ""}}}
+		if r := in.R[0]; strings.Contains(r.Text, "Lisbon") {
+			a["new_curated_turns"] = []map[string]any{{"content": "User: Where does Ana live?\nAssistant: In Lisbon.", "source_ids": []string{r.ID}}}
+			a["deletions"] = []string{f.shownID}
+		} else {
+			a["deletions"] = []string{r.ID}
+		}
+		b, err := json.Marshal(a)
+		return string(b), err
+	})
+	f.cur.BatchTokens = 1 // one turn per batch
+	ctx := context.Background()
+	leftover := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "User: hi?\nAssistant: hello.",
+		Time: now.Add(-time.Hour), Metadata: map[string]any{"source_ids": []any{f.turns[2].ID}}}
+	sam := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Rule, Text: "Call me Sam.", Time: now.Add(-48 * time.Hour)}
+	require.NoError(t, f.store.Upsert(ctx, leftover, sam))
+	stored := func() map[string]memory.Memory {
+		out := map[string]memory.Memory{}
+		for _, typ := range []memory.Type{memory.Raw, memory.Curated, memory.Rule} {
+			for _, m := range f.all(t, typ) {
+				out[m.ID] = m
+			}
+		}
+		return out
+	}
+	before := stored()
+
+	dry := f.cur.Run(ctx, Options{DryRun: true})
+	require.Equal(t, StatusOK, dry.Status, dry.Error)
+	require.NotNil(t, dry.Preview)
+	assert.Equal(t, before, stored(), "a dry run changes nothing")
+
+	res := f.cur.Run(ctx, Options{})
+	require.Equal(t, StatusOK, res.Status, res.Error)
+	after := stored()
+	var curated, rules, deleted []string
+	for id, m := range after {
+		if _, ok := before[id]; !ok && m.Type == memory.Curated {
+			curated = append(curated, m.Text)
+		}
+		if _, ok := before[id]; !ok && m.Type == memory.Rule {
+			rules = append(rules, m.Text)
+		}
+	}
+	for id := range before {
+		if _, ok := after[id]; !ok {
+			deleted = append(deleted, id)
+		}
+	}
+	assert.ElementsMatch(t, []string{f.turns[2].ID, f.turns[1].ID, f.shownID, f.turns[3].ID}, deleted, "the case covers every kind of deletion")
+	assert.ElementsMatch(t, curated, dry.Preview.Curated)
+	assert.ElementsMatch(t, deleted, dry.Preview.Deleted)
+	assert.ElementsMatch(t, rules, dry.Preview.Rules)
+	assert.Equal(t, []string{"Always answer in French."}, dry.Preview.Rules, "once, and not Sam again")
+	assert.Equal(t, []any{len(curated), len(deleted), len(rules)}, []any{res.Curated, res.Deleted, res.Rules})
+	assert.Equal(t, []any{res.Processed, res.Curated, res.Deleted, res.Rules, res.Summary},
+		[]any{dry.Processed, dry.Curated, dry.Deleted, dry.Rules, dry.Summary})
+}
+
 // SPEC §5 fixes the statuses' JSON.
 func TestStatusJSON(t *testing.T) {
 	for s, want := range map[Status]string{StatusOK: "ok", StatusError: "error", StatusBusy: "busy"} {

@@ -18,34 +18,49 @@ func normalize(s string) string {
 	return strings.TrimRightFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
 }
 
-// knownRules returns the normalised rules a namespace already has, so that
-// a rule is never stored twice there.
-func (c *Curator) knownRules(ctx context.Context, ns string) (map[string]bool, error) {
+// ruleSet holds a namespace's rules, normalised: those it has, read from
+// the store when first needed, and those planned since, so that a rule is
+// never stored twice there.
+type ruleSet struct {
+	keys map[string]bool // nil until read
+}
+
+// readRules fills s with the rules namespace ns has, once.
+func (c *Curator) readRules(ctx context.Context, ns string, s *ruleSet) error {
+	if s.keys != nil {
+		return nil
+	}
 	rules, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Rule}})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	known := make(map[string]bool, len(rules))
+	s.keys = make(map[string]bool, len(rules))
 	for _, m := range rules {
-		known[normalize(m.Text)] = true
+		s.keys[normalize(m.Text)] = true
 	}
-	return known, nil
+	return nil
 }
 
 // newRules turns an answer's rules into rule memories of namespace ns,
-// leaving out those ns already has (known, which it updates) and those
-// that normalise to nothing. A rule's target_file is ignored: a rule
-// belongs to the namespace whose turns taught it, never to a prompt file
-// (SPEC §5).
-func (c *Curator) newRules(ns string, rules []Rule, known map[string]bool, at time.Time) []memory.Memory {
+// leaving out those ns already has (known, read on first need, which it
+// updates) and those that normalise to nothing. A rule's target_file is
+// ignored: a rule belongs to the namespace whose turns taught it, never to
+// a prompt file (SPEC §5).
+func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *ruleSet, at time.Time) ([]memory.Memory, error) {
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	if err := c.readRules(ctx, ns, known); err != nil {
+		return nil, err
+	}
 	var out []memory.Memory
 	for _, r := range rules {
 		text := strings.Join(strings.Fields(r.Rule), " ")
 		key := normalize(text)
-		if key == "" || known[key] {
+		if key == "" || known.keys[key] {
 			continue
 		}
-		known[key] = true
+		known.keys[key] = true
 		m := memory.Memory{
 			ID: memory.NewID(), Namespace: ns, Type: memory.Rule, Text: text,
 			Time: at.UTC(), Model: c.ModelName,
@@ -56,5 +71,5 @@ func (c *Curator) newRules(ns string, rules []Rule, known map[string]bool, at ti
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, nil
 }

@@ -1,0 +1,215 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// plan is everything one step of a run would change, decided before
+// anything is written. A dry run previews it; a real run executes it. Since
+// both take the same plan, a preview shows exactly what a run then does.
+type plan struct {
+	// leftover are raw turns that a stored curated memory already names
+	// as its source: an interrupted run wrote their successor and did not
+	// get to delete them.
+	leftover []string
+	// curated are the memories to write, each naming its source ids.
+	curated []memory.Memory
+	// rawGone are the batch's raw turns to delete: those distilled and
+	// those the model dropped, in batch order so reports are stable.
+	rawGone []string
+	// curatedGone are the curated memories the answer replaces.
+	curatedGone []string
+	// rules are the answer's rules that the namespace does not have yet.
+	rules []memory.Memory
+}
+
+// planLeftovers splits raws into the turns an interrupted run already
+// curated, planned for deletion, and those still to curate.
+func planLeftovers(curated, raws []memory.Memory) (plan, []memory.Memory) {
+	succeeded := map[string]bool{}
+	for _, m := range curated {
+		for _, id := range sources(m) {
+			succeeded[id] = true
+		}
+	}
+	var p plan
+	todo := raws[:0:0]
+	for _, m := range raws {
+		if succeeded[m.ID] {
+			p.leftover = append(p.leftover, m.ID)
+		} else {
+			todo = append(todo, m)
+		}
+	}
+	return p, todo
+}
+
+// plan decides what answer a does to namespace ns: the batch it answers,
+// the curated memories it writes (dated runAt, or as old as the newest
+// turn they distil), the raw turns and curated memories it deletes, and
+// its rules that rules does not hold yet (rules then holds them too).
+func (c *Curator) plan(ctx context.Context, ns string, batch []memory.Memory, a *Answer, rules *ruleSet, runAt time.Time) (plan, error) {
+	byID := map[string]memory.Memory{}
+	for _, m := range batch {
+		byID[m.ID] = m
+	}
+	var p plan
+	drop := map[string]bool{}
+	for _, ct := range a.NewCurated {
+		p.curated = append(p.curated, c.curatedMemory(ns, ct, byID, runAt))
+		for _, id := range ct.SourceIDs {
+			drop[id] = true
+		}
+	}
+	for _, id := range a.Deletions {
+		if _, ok := byID[id]; ok {
+			drop[id] = true
+		} else {
+			p.curatedGone = append(p.curatedGone, id)
+		}
+	}
+	for _, m := range batch {
+		if drop[m.ID] {
+			p.rawGone = append(p.rawGone, m.ID)
+		}
+	}
+	var err error
+	if p.rules, err = c.newRules(ctx, ns, a.Rules, rules, c.now()); err != nil {
+		return plan{}, fmt.Errorf("reading rules: %w", err)
+	}
+	return p, nil
+}
+
+// curatedMemory is the memory a curated turn of the answer becomes. It is
+// as old as the newest turn it comes from.
+func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memory.Memory, runAt time.Time) memory.Memory {
+	u, as, _ := memory.ParseExchange(ct.Content)
+	m := memory.Memory{
+		ID: memory.NewID(), Namespace: ns, Type: memory.Curated, Text: memory.FormatExchange(u, as),
+		Time: runAt.UTC(), Model: c.ModelName,
+		Metadata: map[string]any{"source_ids": toAny(ct.SourceIDs), "curated_at": runAt.UTC().Format(time.RFC3339)},
+	}
+	var newest time.Time
+	for _, id := range ct.SourceIDs {
+		if t := byID[id].Time; t.After(newest) {
+			newest = t
+		}
+	}
+	if !newest.IsZero() {
+		m.Time = newest
+	}
+	if c.Tokens != nil {
+		m.Tokens = c.Tokens.Count(m.Text)
+	}
+	return m
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// carryOut previews p on a dry run and executes it otherwise.
+func (c *Curator) carryOut(ctx context.Context, p plan, res *Result) error {
+	if res.DryRun {
+		p.preview(res)
+		return nil
+	}
+	return c.execute(ctx, p, res)
+}
+
+// preview adds what p would change to res.Preview and to the counts.
+func (p plan) preview(res *Result) {
+	for _, m := range p.curated {
+		res.Preview.Curated = append(res.Preview.Curated, m.Text)
+	}
+	deleted := p.deleted()
+	res.Preview.Deleted = append(res.Preview.Deleted, deleted...)
+	for _, m := range p.rules {
+		res.Preview.Rules = append(res.Preview.Rules, m.Text)
+	}
+	res.Curated += len(p.curated)
+	res.Deleted += len(deleted)
+	res.Rules += len(p.rules)
+}
+
+// deleted lists the ids p deletes, in the order execute deletes them.
+func (p plan) deleted() []string {
+	var out []string
+	out = append(out, p.leftover...)
+	out = append(out, p.rawGone...)
+	return append(out, p.curatedGone...)
+}
+
+// execute applies p, counting into res what it has done. The order makes a
+// crash at any point safe: curated memories (naming their sources) are
+// written before any raw turn they distil goes, and a rerun deletes the
+// leftovers (see planLeftovers). Rules come last: they are not needed to
+// finish an interrupted run.
+func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
+	if err := c.delete(ctx, p.leftover, res); err != nil {
+		return fmt.Errorf("deleting raw turns already curated: %w", err)
+	}
+	if len(p.curated) > 0 {
+		c.embed(ctx, p.curated)
+		if err := c.Store.Upsert(ctx, p.curated...); err != nil {
+			return fmt.Errorf("writing curated memories: %w", err)
+		}
+		res.Curated += len(p.curated)
+	}
+	if err := c.delete(ctx, p.rawGone, res); err != nil {
+		return fmt.Errorf("deleting curated raw turns: %w", err)
+	}
+	if err := c.delete(ctx, p.curatedGone, res); err != nil {
+		return fmt.Errorf("deleting replaced curated memories: %w", err)
+	}
+	if len(p.rules) > 0 {
+		if err := c.Store.Upsert(ctx, p.rules...); err != nil {
+			return fmt.Errorf("writing rules: %w", err)
+		}
+		res.Rules += len(p.rules)
+	}
+	return nil
+}
+
+// embed gives curated memories their vectors when it can; otherwise the
+// writer's backfill does it later.
+func (c *Curator) embed(ctx context.Context, ms []memory.Memory) {
+	if c.Embedder == nil {
+		return
+	}
+	texts := make([]string, len(ms))
+	for i, m := range ms {
+		texts[i] = m.Text
+	}
+	ectx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	vecs, err := c.Embedder.Embed(ectx, texts)
+	if err != nil {
+		c.log().Warn("curated memories stored without vectors for now", slog.Any("error", err))
+		return
+	}
+	for i := range ms {
+		ms[i].Vector = vecs[i]
+	}
+}
+
+// delete deletes ids from the store and counts them.
+func (c *Curator) delete(ctx context.Context, ids []string, res *Result) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := c.Store.Delete(ctx, ids...); err != nil {
+		return err
+	}
+	res.Deleted += len(ids)
+	return nil
+}
