@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 )
@@ -71,8 +71,8 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	client := &http.Client{Transport: proxy.NewTransport(5 * time.Second)}
-	checkListen(ctx, cfg, client, r)
+	transport := proxy.NewTransport(5 * time.Second)
+	checkListen(ctx, cfg, transport, r)
 	if exposedWithoutIdentity(cfg) {
 		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
 	}
@@ -87,14 +87,15 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		r.fail("ollama", "%v", err)
 		return r.result()
 	}
-	h := proxy.ProbeOllama(ctx, client, upstream)
+	oc := ollama.New(upstream, transport)
+	h := proxy.ProbeOllama(ctx, oc)
 	if !h.OK {
 		r.fail("ollama", "%s unreachable: %s", h.URL, h.Error)
 		return r.result()
 	}
 	r.ok("ollama", "%s, version %s (%.1f ms)", h.URL, h.Version, h.LatencyMS)
 
-	models, err := listModels(ctx, client, upstream.JoinPath("/api/tags").String())
+	models, err := listModels(ctx, oc)
 	if err != nil {
 		r.fail("ollama models", "%v", err)
 		return r.result()
@@ -113,7 +114,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	} else {
 		r.fail("curator model", "%s is not on Ollama (curator.curator_model); fix: ollama pull %s", m, m)
 	}
-	checkMemory(ctx, cfg, client, upstream, models, r)
+	checkMemory(ctx, cfg, oc, models, r)
 	return r.result()
 }
 
@@ -121,7 +122,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 // taken, it tells a running vera (fine) from Ollama itself still listening
 // on the address vera should have (the usual mistake when vera takes
 // Ollama's place).
-func checkListen(ctx context.Context, cfg config.Config, client *http.Client, r *report) {
+func checkListen(ctx context.Context, cfg config.Config, transport http.RoundTripper, r *report) {
 	addr := cfg.Server.Listen
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
@@ -133,20 +134,19 @@ func checkListen(ctx context.Context, cfg config.Config, client *http.Client, r 
 		r.fail("listen", "%v", err)
 		return
 	}
-	base := "http://" + dialAddr(addr)
+	base := &url.URL{Scheme: "http", Host: dialAddr(addr)}
 	var health map[string]json.RawMessage
-	if getJSON(ctx, client, base+"/healthz", &health) == nil &&
+	if getJSON(ctx, &http.Client{Transport: transport}, base.JoinPath("/healthz").String(), &health) == nil &&
 		health["status"] != nil && health["version"] != nil && health["ollama"] != nil {
 		r.ok("listen", "%s (a running vera answers there)", addr)
 		return
 	}
-	var version struct {
-		Version string `json:"version"`
-	}
-	if getJSON(ctx, client, base+"/api/version", &version) == nil && version.Version != "" {
+	vctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if version, err := ollama.New(base, transport).Version(vctx); err == nil && version != "" {
 		r.fail("listen", "%s is taken by Ollama %s itself, where vera should listen: move Ollama to 11435 "+
 			"(OLLAMA_HOST=127.0.0.1:11435 ollama serve; vera's default VERA_OLLAMA_URL is http://127.0.0.1:11435) "+
-			"or set VERA_LISTEN to another address", addr, version.Version)
+			"or set VERA_LISTEN to another address", addr, version)
 		return
 	}
 	r.fail("listen", "%s: address in use by another program", addr)
@@ -164,7 +164,8 @@ func dialAddr(listen string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// getJSON decodes the JSON answer of a GET that succeeded.
+// getJSON decodes the JSON answer of a GET that succeeded: vera's own
+// /healthz, not Ollama's API.
 func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -243,7 +244,7 @@ func withTag(name string) string {
 }
 
 // checkMemory opens the store and embeds a probe text, reporting both.
-func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, upstream *url.URL, models []string, r *report) {
+func checkMemory(ctx context.Context, cfg config.Config, oc *ollama.Client, models []string, r *report) {
 	if cfg.General.QdrantHost != "" {
 		checkQdrant(ctx, cfg, r)
 	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
@@ -265,7 +266,7 @@ func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, up
 	}
 
 	model := cfg.General.EmbeddingModel
-	dim, err := memory.Probe(ctx, memory.NewOllamaEmbedder(upstream, model, client))
+	dim, err := memory.Probe(ctx, memory.NewEmbedder(oc, model))
 	if err != nil {
 		hint := ""
 		if !hasModel(models, model) && !strings.Contains(err.Error(), "ollama pull") {
@@ -277,32 +278,16 @@ func checkMemory(ctx context.Context, cfg config.Config, client *http.Client, up
 	r.ok("embedder", "%s, %d dimensions", model, dim)
 }
 
-func listModels(ctx context.Context, client *http.Client, url string) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// listModels returns the names of the models Ollama has pulled, sorted.
+func listModels(ctx context.Context, oc *ollama.Client) ([]string, error) {
+	tags, err := oc.Tags(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := client.Do(req)
-	if err != nil {
-		return nil, err
+	names := make([]string, 0, len(tags))
+	for _, t := range tags {
+		names = append(names, t.Name)
 	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /api/tags: %s", res.Status)
-	}
-	var tags struct {
-		Models []struct {
-			Name string `json:"name"`
-		} `json:"models"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&tags); err != nil {
-		return nil, fmt.Errorf("GET /api/tags: %w", err)
-	}
-	names := make([]string, 0, len(tags.Models))
-	for _, m := range tags.Models {
-		names = append(names, m.Name)
-	}
-	sort.Strings(names)
 	return names, nil
 }
 

@@ -2,15 +2,13 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/ollama"
 )
 
 // OllamaHealth is Ollama's part of /healthz and of `vera check`.
@@ -111,38 +109,24 @@ func (s *Server) healthz(c *gin.Context) error {
 
 // CheckOllama asks Ollama for its version, with a short timeout.
 func (s *Server) CheckOllama(ctx context.Context) OllamaHealth {
-	return ProbeOllama(ctx, s.probe, s.upstream)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return ProbeOllama(ctx, s.windows.Client())
 }
 
-// ProbeOllama asks the Ollama at base for its version through client. The
-// URL is shown redacted, also inside errors (Go's quote the URL they failed
-// on), since /healthz needs no token.
-func ProbeOllama(ctx context.Context, client *http.Client, base *url.URL) OllamaHealth {
+// ProbeOllama asks the Ollama behind c for its version. The URL is shown
+// redacted, also inside errors (Go's quote the URL they failed on), since
+// /healthz needs no token.
+func ProbeOllama(ctx context.Context, c *ollama.Client) OllamaHealth {
+	base := c.Base()
 	h := OllamaHealth{URL: config.Redact(base)}
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/api/version").String(), nil)
-	if err != nil {
-		h.Error = config.RedactIn(err.Error(), base)
-		return h
-	}
-	res, err := client.Do(req)
+	v, err := c.Version(ctx)
 	h.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		h.Error = config.RedactIn(err.Error(), base)
 		return h
 	}
-	defer res.Body.Close()
-	var v struct {
-		Version string `json:"version"`
-	}
-	if res.StatusCode != http.StatusOK {
-		h.Error = fmt.Sprintf("GET /api/version: %s", res.Status)
-		return h
-	}
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
-		h.Error = fmt.Sprintf("GET /api/version: %v", err)
-		return h
-	}
-	h.OK, h.Version = true, v.Version
+	h.OK, h.Version = true, v
 	return h
 }

@@ -13,9 +13,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama"
 )
 
 // deadAddr returns an address nothing listens on.
@@ -164,6 +167,41 @@ func TestUpstreamErrorKinds(t *testing.T) {
 			assert.Equal(t, tt.code, statusOf(err))
 			assert.Contains(t, err.Error(), tt.msg)
 			assert.True(t, errors.Is(err, tt.err), "the cause is kept for the log")
+		})
+	}
+}
+
+func TestProbeOllama(t *testing.T) {
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":"server busy"}`)
+	}))
+	t.Cleanup(failing.Close)
+	up := newFakeOllama(t)
+	dead := deadAddr(t)
+	tests := []struct {
+		name, base string
+		ok         bool
+		version    string
+		errs       []string
+	}{
+		{"up", up.srv.URL, true, "0.12.3", nil},
+		{"an error status", failing.URL, false, "", []string{"GET /api/version: 503 Service Unavailable: server busy"}},
+		{"refused, secrets hidden", "http://user:s3cret@" + dead + "?token=t0ken-secret", false, "",
+			[]string{"http://user:xxxxx@" + dead + "/api/version?token=xxxxx", "connection refused"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := ProbeOllama(context.Background(), ollama.New(mustURL(t, tt.base), NewTransport(time.Second)))
+			assert.Equal(t, tt.ok, h.OK, h.Error)
+			assert.Equal(t, tt.version, h.Version)
+			for _, e := range tt.errs {
+				assert.Contains(t, h.Error, e)
+			}
+			assert.NotContains(t, h.Error+h.URL, "s3cret")
+			assert.NotContains(t, h.Error+h.URL, "t0ken-secret")
+			assert.GreaterOrEqual(t, h.LatencyMS, 0.0)
 		})
 	}
 }

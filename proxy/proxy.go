@@ -27,6 +27,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama"
 )
 
 // maxChatBody bounds an /api/chat request body, which vera must read whole
@@ -85,7 +86,7 @@ type Server struct {
 	log      *slog.Logger
 	rp       *httputil.ReverseProxy
 	probe    *http.Client
-	windows  *contextWindows
+	windows  *ollama.ModelInfo
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
 	memoryDown atomic.Bool
@@ -103,10 +104,7 @@ func New(upstream *url.URL, transport http.RoundTripper, logger *slog.Logger) *S
 		probe:    &http.Client{Transport: transport, Timeout: 3 * time.Second},
 	}
 	s.rp = s.newReverseProxy(transport)
-	s.windows = &contextWindows{
-		client: &http.Client{Transport: transport},
-		base:   func(p string) string { return upstream.JoinPath(p).String() },
-	}
+	s.windows = ollama.NewModelInfo(ollama.New(upstream, transport))
 	return s
 }
 
@@ -366,10 +364,10 @@ func (s *Server) recall(c *gin.Context, req chatRequest, msgs, recallMsgs []memo
 	if msgs[0].Role != "system" {
 		// Ollama adds the Modelfile's SYSTEM only to requests without a
 		// system message: once vera sends one, it must carry it.
-		mreq.ModelSystem = s.windows.showInfo(ctx, req.model()).system
+		mreq.ModelSystem = s.windows.System(ctx, req.model())
 	}
 	if !off && numCtx <= 0 {
-		mreq.ContextLength = s.windows.lookup(ctx, req.model())
+		mreq.ContextLength = s.windows.Window(ctx, req.model())
 	}
 	mc := s.Memory.Build(ctx, mreq)
 	id := slog.String("request_id", c.GetString(requestIDKey))
