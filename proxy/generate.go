@@ -84,9 +84,9 @@ func (r *GenerateRequest) model() string { return r.Model }
 // code completion (suffix) and a continuation through the deprecated
 // context field all pass untouched.
 func (r *GenerateRequest) conversation() bool {
-	ctx := bytes.TrimSpace(r.Context)
-	return !r.Raw && strings.TrimSpace(r.Prompt) != "" && r.Suffix == "" &&
-		(len(ctx) == 0 || string(ctx) == "null" || string(ctx) == "[]")
+	var ctx []json.RawMessage
+	noContext := len(bytes.TrimSpace(r.Context)) == 0 || json.Unmarshal(r.Context, &ctx) == nil && len(ctx) == 0
+	return !r.Raw && strings.TrimSpace(r.Prompt) != "" && r.Suffix == "" && noContext
 }
 
 func (r *GenerateRequest) memoryMessages() []memory.Message {

@@ -26,12 +26,36 @@ type MessagesRequest struct {
 	systemText string
 }
 
-// anthropicMessage keeps a message's content raw; text is what memory
-// reads of it.
+// anthropicMessage is one message; a caller's goes out exactly as it came
+// (raw), fields vera does not know included. text is what memory reads of
+// it.
 type anthropicMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
 	text    string
+	raw     json.RawMessage
+}
+
+// UnmarshalJSON implements json.Unmarshaler, keeping the message's bytes.
+func (m *anthropicMessage) UnmarshalJSON(b []byte) error {
+	type plain anthropicMessage
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*m = anthropicMessage(p)
+	m.raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler: a caller's message as it came, a
+// message vera writes as role and content.
+func (m anthropicMessage) MarshalJSON() ([]byte, error) {
+	if m.raw != nil {
+		return m.raw, nil
+	}
+	type plain anthropicMessage
+	return json.Marshal(plain(m))
 }
 
 // ParseMessagesRequest decodes a /v1/messages body. The error is meant for

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -31,21 +32,34 @@ func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
 	}
 }
 
-// newReverseProxy builds the one httputil.ReverseProxy behind every
-// forwarded request, intercepted or not.
-func (s *Server) newReverseProxy(transport http.RoundTripper) *httputil.ReverseProxy {
-	base := s.upstream.String()
+// upstream is where a request goes: an address and the transport that
+// reaches it. Today every request goes to Ollama; cloud models and tier
+// routing (later issues) choose another per request, and the stream
+// guard, the tee and recording stay the same.
+type upstream struct {
+	url       *url.URL
+	transport http.RoundTripper
+}
+
+// newReverseProxy builds the httputil.ReverseProxy that forwards to up,
+// teeing each answer through tee when it is set. A proxy is a few fields:
+// one per request costs nothing next to the request itself.
+func (s *Server) newReverseProxy(up upstream, tee *answerTee) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
-			pr.SetURL(s.upstream)
+			pr.SetURL(up.url)
 		},
-		Transport:     transport,
+		Transport:     up.transport,
 		FlushInterval: -1, // every write reaches the client at once
-		BufferPool:    &bufferPool{},
+		BufferPool:    s.buffers,
 		ErrorLog:      slogAdapter(s.log),
 		ModifyResponse: func(res *http.Response) error {
-			res.Body = guardStream(res, res.Body)
+			body := res.Body
+			if tee != nil {
+				body = tee.wrap(res, body)
+			}
+			res.Body = guardStream(res, body)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -54,7 +68,7 @@ func (s *Server) newReverseProxy(transport http.RoundTripper) *httputil.ReverseP
 				writeError(w, r, httpError(http.StatusRequestTimeout, "request body stalled: the client sent nothing for too long", nil))
 				return
 			}
-			writeError(w, r, upstreamError(r.Context(), base, err))
+			writeError(w, r, upstreamError(r.Context(), up.url.String(), err))
 		},
 	}
 }

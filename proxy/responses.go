@@ -147,7 +147,17 @@ func (r ResponsesRequest) MarshalJSON() ([]byte, error) {
 
 func (r *ResponsesRequest) model() string { return r.Model }
 
-func (r *ResponsesRequest) conversation() bool { return len(r.items) > 0 }
+// conversation: the input holds at least one message. Input of only
+// function call outputs continues a tool loop begun in an earlier request
+// (previous_response_id): it goes out as it came.
+func (r *ResponsesRequest) conversation() bool {
+	for _, it := range r.items {
+		if it.Role != "" && (it.Type == "" || it.Type == "message") {
+			return true
+		}
+	}
+	return false
+}
 
 // memoryMessages lists instructions as the system message, then input's
 // messages. The input's own system and developer messages stay where they

@@ -38,8 +38,9 @@ type answerTee struct {
 	// client learns that its answer is complete only after onEnd returns
 	// (SPEC §4: the turn is committed first). It is not called for an
 	// answer that failed or came back empty.
-	onEnd func(answer string)
-	ended bool
+	onEnd    func(answer string)
+	ended    bool
+	finished bool
 }
 
 // Answer returns the captured answer and whether the response finished
@@ -249,6 +250,10 @@ func (t *answerTee) append(p []byte) {
 // answer, or a last line without its newline (and, for SSE, the event it
 // ends).
 func (t *answerTee) finish() {
+	if t.finished {
+		return // a reader may see io.EOF more than once
+	}
+	t.finished = true
 	switch {
 	case t.failed:
 	case !t.stream:

@@ -1,0 +1,312 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// chatRequest is what memory needs from a chat request, whichever dialect
+// it came in.
+type chatRequest interface {
+	model() string
+	// conversation reports whether the request carries a conversation
+	// vera works on; one that does not (a load or unload call, a raw
+	// prompt...) is forwarded byte for byte.
+	conversation() bool
+	memoryMessages() []memory.Message
+	// options returns num_ctx and the answer's token cap; 0 when unset.
+	options() (numCtx, numPredict int)
+	lastUser() string
+	// withMemory returns the request to forward with mc's layers in place,
+	// or nil when they change nothing (the original bytes then go out).
+	withMemory(mc *memory.Context) any
+
+	// What the conversations step needs (see thread).
+	firstUser() string
+	toolLoop() bool
+	previousResponseID() string
+}
+
+// maxHold bounds how long the end of an answer waits for its turn to be
+// committed (SPEC §4): past it the answer ends anyway and health says why.
+const maxHold = time.Second
+
+// exposedHeaders lists every X-Vera-* header vera sends, so browser
+// clients may read them (SPEC §3).
+const exposedHeaders = "X-Vera-Context, X-Vera-Memories, X-Vera-Tier, X-Vera-Fallback, X-Vera-Forgot, X-Vera-VRAM"
+
+// maxMemoriesHeader is how many ids X-Vera-Memories lists at most.
+const maxMemoriesHeader = 50
+
+// chat is one conversational request on its way through the pipeline:
+// decode → route → recall → forward → tee → record (SPEC §3, §4).
+type chat struct {
+	d    dialect
+	body []byte // what is forwarded: the request's bytes, or rewritten with memory
+	req  chatRequest
+	ns   string
+	off  bool // X-Vera-Memory: off
+	// untouched requests carry no conversation vera works on (a load or
+	// unload call, a raw prompt, an Open WebUI background task): they
+	// are forwarded byte for byte, nothing injected, nothing stored.
+	untouched bool
+	msgs      []memory.Message // the conversation as memory reads it
+	recall    []memory.Message // msgs as recall reads them (RAG: the user's own question)
+	user      string           // the user text a stored turn keeps
+	thread    thread
+}
+
+// serveChat runs a chat through the pipeline's steps, in order.
+func (s *Server) serveChat(c *gin.Context, d dialect) error {
+	ch, err := s.decode(c, d)
+	if err != nil {
+		return err
+	}
+	up := s.route(ch)
+	var mc *memory.Context
+	if !ch.untouched {
+		if mc, err = s.inject(c, ch); err != nil {
+			return err
+		}
+	}
+	tee := s.teeFor(c, ch)
+	if err := s.forward(c, up, ch.body, tee); err != nil {
+		return err
+	}
+	if tee != nil && s.Debug != nil {
+		answer, ok := tee.Answer()
+		s.Debug.Chat(c.GetString(requestIDKey), ch.ns, ch.req.model(), mc, ch.body, len(answer), ok)
+	}
+	return nil
+}
+
+// decode reads and parses the request in its dialect, and decides once
+// what vera does with it.
+func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
+	r := c.Request
+	body, err := readChatBody(c.Writer, r)
+	if err != nil {
+		return nil, err
+	}
+	req, err := d.parse(body)
+	if err != nil {
+		return nil, httpError(http.StatusBadRequest, err.Error(), nil)
+	}
+	ch := &chat{d: d, body: body, req: req}
+	if ch.ns, err = s.namespace(r); err != nil {
+		return nil, err
+	}
+	if ch.off, err = memoryOff(r); err != nil {
+		return nil, err
+	}
+	if !req.conversation() {
+		ch.untouched = true
+		return ch, nil
+	}
+	ch.msgs, ch.user = req.memoryMessages(), req.lastUser()
+	if len(ch.msgs) == 0 {
+		ch.untouched = true
+		return ch, nil
+	}
+	ch.thread = threadOf(r, req)
+	if task := s.task(r, ch.msgs, ch.user); task != "" {
+		c.Set(taskKey, task)
+		ch.untouched = true
+		return ch, nil
+	}
+	ch.recall = ch.msgs
+	if q, ok := ragUserQuery(ch.user); ok {
+		// Open WebUI's RAG template: memory is about the user's own
+		// question, never the template or the retrieved documents (which
+		// still size the prompt: they are forwarded).
+		ch.user = q
+		ch.recall = slices.Clone(ch.msgs)
+		for i := len(ch.recall) - 1; i >= 0; i-- {
+			if ch.recall[i].Role == "user" {
+				ch.recall[i].Content = q
+				break
+			}
+		}
+	}
+	return ch, nil
+}
+
+// route chooses where the chat goes. Today that is always Ollama; tier
+// routing and cloud models (later issues) choose here, before recall, so
+// memory is sized for the model that answers.
+func (s *Server) route(*chat) upstream { return s.ollama }
+
+// inject recalls the memory layers and writes them into the request in its
+// dialect's shape, reporting what was injected in the response headers.
+func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
+	if s.Memory == nil {
+		return nil, nil
+	}
+	var recall []memory.Message
+	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
+		recall = ch.recall
+	}
+	mc := s.recall(c, ch.req, ch.msgs, recall, ch.ns, ch.off)
+	if forward := ch.req.withMemory(mc); forward != nil {
+		body, err := json.Marshal(forward)
+		if err != nil {
+			return nil, fmt.Errorf("encoding the chat request: %w", err)
+		}
+		ch.body = body
+	}
+	setMemoryHeaders(c.Writer.Header(), mc)
+	return mc, nil
+}
+
+// teeFor returns the tee that reads the answer, with the commit of the
+// finished turn as its end; nil when nothing needs the answer.
+func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
+	record := s.Recorder != nil && !ch.off && !ch.untouched
+	if !record && (s.Debug == nil || ch.untouched) {
+		return nil
+	}
+	tee := &answerTee{d: ch.d}
+	if record && strings.TrimSpace(ch.user) != "" {
+		tee.onEnd = s.commitTurn(c, memory.Turn{Namespace: ch.ns, Model: ch.req.model(), User: ch.user})
+	}
+	return tee
+}
+
+// readChatBody reads a chat request's body, which vera must have whole to
+// work on its messages. A body declared too large is refused before a
+// byte of it is read.
+func readChatBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxChatBody {
+		// Closing is the only way not to read what was announced.
+		w.Header().Set("Connection", "close")
+		return nil, httpError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: %d bytes, the limit is %d", r.ContentLength, maxChatBody), nil)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxChatBody))
+	if err == nil {
+		return body, nil
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		w.Header().Set("Connection", "close")
+		return nil, httpError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: the limit is %d bytes", maxChatBody), nil)
+	case errors.Is(err, errBodyIdle):
+		w.Header().Set("Connection", "close")
+		return nil, httpError(http.StatusRequestTimeout, err.Error(), nil)
+	case r.Context().Err() != nil:
+		return nil, httpError(StatusClientClosed, "client closed request", err)
+	}
+	return nil, httpError(http.StatusBadRequest, "reading request body", err)
+}
+
+// forward sends body to up in place of the request's own, teeing the
+// answer through tee when it is set. It returns only once the whole answer
+// went out (a broken stream panics with http.ErrAbortHandler inside
+// ServeHTTP).
+func (s *Server) forward(c *gin.Context, up upstream, body []byte, tee *answerTee) error {
+	r := c.Request
+	out := r.Clone(r.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.Header.Del("Content-Length")
+	out.GetBody = nil
+	s.newReverseProxy(up, tee).ServeHTTP(c.Writer, out)
+	return nil
+}
+
+// commitTurn returns the tee's onEnd for a chat: it commits the finished
+// turn to the durable queue, waiting at most maxHold, so that the client
+// has its whole answer only once the turn survives a crash.
+func (s *Server) commitTurn(c *gin.Context, t memory.Turn) func(string) {
+	ctx := context.WithoutCancel(c.Request.Context())
+	return func(answer string) {
+		t.Assistant, t.Time = answer, time.Now().UTC()
+		hctx, cancel := context.WithTimeout(ctx, maxHold)
+		defer cancel()
+		if err := s.Recorder.Record(hctx, t); err != nil {
+			s.log.Debug("answer released before its turn was committed", slog.String("request_id", c.GetString(requestIDKey)), slog.Any("error", err))
+		}
+	}
+}
+
+// setMemoryHeaders reports what was injected (SPEC §3).
+func setMemoryHeaders(h http.Header, mc *memory.Context) {
+	h.Set("X-Vera-Context", fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens()))
+	if ids := mc.IDs(); len(ids) > 0 {
+		h.Set("X-Vera-Memories", strings.Join(ids[:min(len(ids), maxMemoriesHeader)], ","))
+	}
+	h.Add("Access-Control-Expose-Headers", exposedHeaders)
+}
+
+// task names the background task a request is (SPEC §4, memory.skip_tasks),
+// or "" for a conversation.
+func (s *Server) task(r *http.Request, msgs []memory.Message, lastUser string) string {
+	if s.RecordTasks {
+		return ""
+	}
+	for _, h := range []string{"X-OpenWebUI-Task", "X-Vera-Task"} {
+		if v := strings.TrimSpace(r.Header.Get(h)); v != "" {
+			return v
+		}
+	}
+	if task := openWebUITask(lastUser); task != "" {
+		return task
+	}
+	if msgs[0].Role == "system" {
+		// Open WebUI's tool-calling task puts its template in the system
+		// message; its user message is a bare "Query: ...".
+		return openWebUITask(msgs[0].Content)
+	}
+	return ""
+}
+
+// maxNamespace is the longest namespace accepted, in bytes (SPEC §4).
+const maxNamespace = 256
+
+// namespace scopes a request's memory: the namespace header, else
+// "default". A namespace that is not valid UTF-8 or is too long is
+// refused: stores would otherwise change its bytes and merge namespaces.
+func (s *Server) namespace(r *http.Request) (string, error) {
+	h := s.NamespaceHeader
+	if h == "" {
+		h = "X-OpenWebUI-User-Id"
+	}
+	ns := strings.TrimSpace(r.Header.Get(h))
+	switch {
+	case ns == "":
+		return memory.DefaultNamespace, nil
+	case !utf8.ValidString(ns):
+		return "", httpError(http.StatusBadRequest, fmt.Sprintf("header %s: the namespace must be valid UTF-8", h), nil)
+	case len(ns) > maxNamespace:
+		return "", httpError(http.StatusBadRequest, fmt.Sprintf("header %s: the namespace is %d bytes long; at most %d are allowed", h, len(ns), maxNamespace), nil)
+	}
+	return ns, nil
+}
+
+// memoryOff reads X-Vera-Memory (SPEC §4): off, false, 0 or no (any case)
+// turn memory off for the request; on, true, 1, yes or no header leave it
+// on; anything else is a mistake worth telling.
+func memoryOff(r *http.Request) (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Vera-Memory"))); v {
+	case "off", "false", "0", "no":
+		return true, nil
+	case "", "on", "true", "1", "yes":
+		return false, nil
+	default:
+		return false, httpError(http.StatusBadRequest, fmt.Sprintf("header X-Vera-Memory: %q is not one of on, off, true, false, 1, 0, yes, no", v), nil)
+	}
+}

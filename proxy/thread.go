@@ -1,0 +1,120 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// thread is what tells which conversation a request belongs to, and where
+// in it the request is (SPEC §4, Conversations): Open WebUI's chat id, the
+// Responses API's previous_response_id, the conversation's first user
+// message; and whether the request continues an agent's tool loop (its
+// last message is a tool result), which continues the turn of the last
+// user message rather than starting one.
+type thread struct {
+	chatID             string
+	previousResponseID string
+	firstUser          string
+	toolLoop           bool
+}
+
+// threadOf reads a request's thread.
+func threadOf(r *http.Request, req chatRequest) thread {
+	return thread{
+		chatID:             strings.TrimSpace(r.Header.Get("X-OpenWebUI-Chat-Id")),
+		previousResponseID: req.previousResponseID(),
+		firstUser:          req.firstUser(),
+		toolLoop:           req.toolLoop(),
+	}
+}
+
+func (r *ChatRequest) firstUser() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// Only the Responses API links a request to an earlier answer by id.
+func (r *ChatRequest) previousResponseID() string     { return "" }
+func (r *OpenAIRequest) previousResponseID() string   { return "" }
+func (r *GenerateRequest) previousResponseID() string { return "" }
+func (r *MessagesRequest) previousResponseID() string { return "" }
+
+func (r *ChatRequest) toolLoop() bool {
+	return len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Role == "tool"
+}
+
+func (r *OpenAIRequest) firstUser() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return m.Text()
+		}
+	}
+	return ""
+}
+
+func (r *OpenAIRequest) toolLoop() bool {
+	return len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Role == "tool"
+}
+
+// generate has no history: its prompt is the whole conversation.
+func (r *GenerateRequest) firstUser() string { return r.Prompt }
+func (r *GenerateRequest) toolLoop() bool    { return false }
+
+func (r *ResponsesRequest) firstUser() string {
+	for _, it := range r.items {
+		if it.Role == "user" {
+			return it.text
+		}
+	}
+	return ""
+}
+
+// toolLoop: the last input item is a function call's output.
+func (r *ResponsesRequest) toolLoop() bool {
+	return len(r.items) > 0 && r.items[len(r.items)-1].Type == "function_call_output"
+}
+
+func (r *ResponsesRequest) previousResponseID() string {
+	var id string
+	if raw, ok := r.Extra["previous_response_id"]; ok {
+		_ = json.Unmarshal(raw, &id)
+	}
+	return id
+}
+
+func (r *MessagesRequest) firstUser() string {
+	for _, m := range r.Messages {
+		if m.Role == "user" && m.text != "" {
+			return m.text
+		}
+	}
+	return ""
+}
+
+// toolLoop: the last message is the user's, and carries tool results.
+func (r *MessagesRequest) toolLoop() bool {
+	if len(r.Messages) == 0 {
+		return false
+	}
+	last := r.Messages[len(r.Messages)-1]
+	if last.Role != "user" {
+		return false
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(last.Content, &blocks) != nil {
+		return false
+	}
+	for _, b := range blocks {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
+}

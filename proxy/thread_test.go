@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Each dialect tells what the conversations step needs: the first user
+// message, whether the request continues a tool loop, and the Responses
+// API's link to an earlier answer.
+func TestThreadOfEachDialect(t *testing.T) {
+	cases := []struct {
+		name string
+		d    dialect
+		body string
+		want thread
+	}{
+		{"chat", ollamaChat, `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"first"},{"role":"assistant","content":"a"},{"role":"user","content":"second"}]}`,
+			thread{firstUser: "first"}},
+		{"chat tool loop", ollamaChat, `{"model":"m","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"w","arguments":{}}}]},{"role":"tool","content":"12C"}]}`,
+			thread{firstUser: "weather?", toolLoop: true}},
+		{"openai tool loop", openAIChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"weather?"}]},{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","tool_call_id":"1","content":"12C"}]}`,
+			thread{firstUser: "weather?", toolLoop: true}},
+		{"generate", ollamaGenerate, `{"model":"m","prompt":"hello"}`, thread{firstUser: "hello"}},
+		{"responses", openAIResponses, `{"model":"m","previous_response_id":"resp_9","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+			thread{firstUser: "hi", previousResponseID: "resp_9", toolLoop: true}},
+		{"messages tool loop", anthropicMessages, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"w","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"12C"}]}]}`,
+			thread{firstUser: "weather?", toolLoop: true}},
+		{"messages", anthropicMessages, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}`,
+			thread{firstUser: "hello"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := tc.d.parse([]byte(tc.body))
+			require.NoError(t, err)
+			r := httptest.NewRequest("POST", "/", nil)
+			r.Header.Set("X-OpenWebUI-Chat-Id", "chat-1")
+			tc.want.chatID = "chat-1"
+			assert.Equal(t, tc.want, threadOf(r, req))
+		})
+	}
+}
