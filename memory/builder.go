@@ -136,11 +136,11 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 	return
 }
 
-// Build decides the layers for req. It never fails the chat: a memory
+// Recall decides the layers for req. It never fails the chat: a memory
 // failure is reported in Context.Err and the chat goes on without memory.
 // Its phases run in order: the system layer, fitting the budgets to the
 // window, the semantic layer, the recent layer, then rendering.
-func (b *Builder) Build(ctx context.Context, req Request) *Context {
+func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 	c := &Context{}
 	sys := b.system(ctx, req, c)
 	block := b.memories(ctx, req, sys, c)

@@ -26,7 +26,7 @@ func TestBuilderRulesBelongToTheirNamespace(t *testing.T) {
 		rule("alice", "answer in french.", day.Add(-2*time.Hour)), // already in systemprompt.md
 		rule("bob", "Bob's rule", day)))
 
-	c := b.Build(ctx, memory.Request{Namespace: "alice", Messages: msgs("user", "hello")})
+	c := b.Recall(ctx, memory.Request{Namespace: "alice", Messages: msgs("user", "hello")})
 	require.NoError(t, c.Err)
 	assert.Equal(t, []string{newer.ID, older.ID}, c.RuleIDs, "newest first, each once")
 	assert.Contains(t, c.System, "Be brief.\n- Answer in French\n\nRules learned from earlier conversations with this user:\n- Use metric units\n- Call the user Al.")
@@ -35,12 +35,12 @@ func TestBuilderRulesBelongToTheirNamespace(t *testing.T) {
 	assert.Equal(t, c.RuleIDs, c.IDs()[:2], "rules come first in injection order")
 	assert.Empty(t, c.Semantic, "a rule is never a semantic memory")
 
-	c = b.Build(ctx, memory.Request{Namespace: "bob", Messages: msgs("user", "hello"), NoMemory: true})
+	c = b.Recall(ctx, memory.Request{Namespace: "bob", Messages: msgs("user", "hello"), NoMemory: true})
 	assert.Contains(t, c.System, "- Bob's rule", "rules are part of the system layer, which applies with memory off")
 	assert.NotContains(t, c.System, "metric")
 
 	b.RulesBudget = 20
-	c = b.Build(ctx, memory.Request{Namespace: "alice", Messages: msgs("user", "hello")})
+	c = b.Recall(ctx, memory.Request{Namespace: "alice", Messages: msgs("user", "hello")})
 	assert.Equal(t, []string{newer.ID}, c.RuleIDs, "within rules_token_budget")
 }
 
@@ -48,15 +48,15 @@ func TestBuilderCarriesTheModelfileSystem(t *testing.T) {
 	b, s, _ := newBuilder(t)
 	seed(t, s, "a", "my cat is called Miso", "noted")
 	const persona = "You are Mario, a plumber from Brooklyn."
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", ModelSystem: persona, Messages: msgs("user", "what is my cat called?")})
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", ModelSystem: persona, Messages: msgs("user", "what is my cat called?")})
 	require.NotEmpty(t, c.Semantic)
 	assert.True(t, strings.HasPrefix(c.System, persona+"\n\n"), "the persona leads the system message vera adds: %q", c.System)
 	assert.Zero(t, c.SystemReplaces)
 
-	c = b.Build(context.Background(), memory.Request{Namespace: "a", ModelSystem: persona, Messages: msgs("system", "You are terse.", "user", "what is my cat called?")})
+	c = b.Recall(context.Background(), memory.Request{Namespace: "a", ModelSystem: persona, Messages: msgs("system", "You are terse.", "user", "what is my cat called?")})
 	assert.NotContains(t, c.System, "Mario", "a caller's system message replaces the Modelfile's, as in Ollama")
 
-	c = b.Build(context.Background(), memory.Request{Namespace: "empty", ModelSystem: persona, Messages: msgs("user", "hi")})
+	c = b.Recall(context.Background(), memory.Request{Namespace: "empty", ModelSystem: persona, Messages: msgs("user", "hi")})
 	assert.Empty(t, c.System, "nothing to add: Ollama applies the persona itself")
 }
 
@@ -68,7 +68,7 @@ func TestBuilderInjectsIdenticalMemoriesOnce(t *testing.T) {
 	}
 	pairs = append(pairs, "what is the WiFi   password?", "it is hunter2.")
 	seed(t, s, "a", pairs...)
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "remind me of the wifi password")})
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "remind me of the wifi password")})
 	require.NoError(t, c.Err)
 	assert.Equal(t, 1, len(c.Semantic)+len(c.RecentIDs), "one exchange, once: semantic=%d recent=%d", len(c.Semantic), len(c.RecentIDs))
 	assert.Len(t, c.IDs(), 1)
@@ -79,7 +79,7 @@ func TestBuilderWorkIsBoundedByTheWindowNotTheMessage(t *testing.T) {
 	seed(t, s, "a", "my cat is called Miso", "noted")
 	huge := strings.Repeat("x", 10<<20) // one 10 MB word: the worst case for BPE
 	start := time.Now()
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", ContextLength: 8192, Messages: msgs("user", huge)})
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", ContextLength: 8192, Messages: msgs("user", huge)})
 	t.Logf("build with a 10 MB message: %s", time.Since(start))
 	assert.Zero(t, c.SemanticBudget+c.RecentBudget, "no room left in the window")
 	assert.Empty(t, c.Semantic)

@@ -81,14 +81,14 @@ func paired(t *testing.T, rec []memory.Message) {
 func TestBuilderSystemLayer(t *testing.T) {
 	b, _, _ := newBuilder(t)
 	b.SystemPrompt = func() string { return "Always answer in French." }
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
 		"system", "You are terse.", "system", "Use metric units.", "user", "hi", "system", "late instruction", "assistant", "hello", "user", "bye",
 	)})
 	require.NoError(t, c.Err)
 	assert.Equal(t, "You are terse.\n\nUse metric units.\n\nAlways answer in French.", c.System)
 	assert.Equal(t, 2, c.SystemReplaces, "only the leading system messages are merged; a later one stays where it is")
 
-	c = b.Build(context.Background(), memory.Request{Namespace: "a", NoMemory: true, Messages: msgs("user", "hi")})
+	c = b.Recall(context.Background(), memory.Request{Namespace: "a", NoMemory: true, Messages: msgs("user", "hi")})
 	assert.Equal(t, "Always answer in French.", c.System, "memory off keeps the system layer")
 	assert.Equal(t, 0, c.SystemReplaces)
 }
@@ -101,7 +101,7 @@ func TestBuilderSemanticLayer(t *testing.T) {
 		"What's a good pasta recipe?", "Try cacio e pepe.",
 	)
 	seed(t, s, "bob", "My sister lives in Oslo.", "Oslo is cold.")
-	c := b.Build(context.Background(), memory.Request{Namespace: "alice", Messages: msgs("user", "Where does my sister live?")})
+	c := b.Recall(context.Background(), memory.Request{Namespace: "alice", Messages: msgs("user", "Where does my sister live?")})
 	require.NoError(t, c.Err)
 	require.NotEmpty(t, c.Semantic)
 	assert.Contains(t, c.Semantic[0].Text, "Lisbon", "best first")
@@ -124,7 +124,7 @@ func TestBuilderSemanticQueryUsesPrecedingMessages(t *testing.T) {
 	)
 	// "How old is he?" alone matches nothing; with the message before it
 	// the query finds the dog.
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
 		"user", "Tell me about beagle puppies", "assistant", "They are energetic.", "user", "How old is he?")})
 	require.NotEmpty(t, c.Semantic)
 	assert.Contains(t, c.Semantic[0].Text, "Rex")
@@ -139,7 +139,7 @@ func TestBuilderSemanticBudget(t *testing.T) {
 	seed(t, s, "a", pairs...)
 	for _, budget := range []int{100, 300, 1000} {
 		b.SemanticBudget, b.RecentBudget = budget, 1
-		c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "what do tomatoes in the garden need?")})
+		c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "what do tomatoes in the garden need?")})
 		require.NotEmpty(t, c.Semantic, "budget %d", budget)
 		assert.LessOrEqual(t, c.SemanticTokens, budget)
 		// The stated count matches the text actually injected.
@@ -156,7 +156,7 @@ func TestBuilderRecentLayerKeepsNewestInOrder(t *testing.T) {
 	}
 	seed(t, s, "a", pairs...)
 	b.RecentBudget = 200
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "unrelated question")})
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "unrelated question")})
 	require.NoError(t, c.Err)
 	paired(t, c.Recent)
 	require.GreaterOrEqual(t, len(c.Recent), 4)
@@ -170,7 +170,7 @@ func TestBuilderRecentLayerKeepsNewestInOrder(t *testing.T) {
 
 	b.RecentBudget = 100000
 	b.RecentTurns = 3
-	c = b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "unrelated question")})
+	c = b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "unrelated question")})
 	require.Len(t, c.Recent, 6, "recent_turns caps the layer")
 	assert.Equal(t, "reply 11", c.Recent[5].Content)
 }
@@ -185,7 +185,7 @@ func TestBuilderDedup(t *testing.T) {
 	// The request's own history holds the Tokyo exchange (with different
 	// spacing and case); the cat question pulls the Miso turn into the
 	// semantic layer.
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs(
 		"user", "what time  is it in tokyo?", "assistant", "It is 9pm   there.", "user", "What is my cat called?")})
 	require.NoError(t, c.Err)
 	require.NotEmpty(t, c.Semantic)
@@ -224,7 +224,7 @@ func TestBuilderFitsTheContextWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := memory.Request{Namespace: "a", ContextLength: tc.window, AnswerTokens: tc.answer,
 				Messages: msgs("system", "Be brief.", "user", tc.history+" what about the roses in the garden?")}
-			c := b.Build(context.Background(), req)
+			c := b.Recall(context.Background(), req)
 			require.NoError(t, c.Err)
 			if tc.expectNoMemory {
 				assert.Zero(t, c.Tokens())
@@ -256,7 +256,7 @@ func TestBuilderDegradesWithoutEmbedderOrStore(t *testing.T) {
 	down := &flakyEmbedder{}
 	down.down.Store(true)
 	b := memory.NewBuilder(s, down, tok)
-	c := b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
+	c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
 	require.NoError(t, c.Err)
 	assert.True(t, c.LexicalOnly)
 	require.NotEmpty(t, c.Semantic)
@@ -264,7 +264,7 @@ func TestBuilderDegradesWithoutEmbedderOrStore(t *testing.T) {
 
 	b = memory.NewBuilder(brokenStore{s}, nil, tok)
 	b.SystemPrompt = func() string { return "sys" }
-	c = b.Build(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
+	c = b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
 	require.Error(t, c.Err)
 	assert.Equal(t, "sys", c.System, "the system layer survives a store failure")
 	assert.Zero(t, c.Tokens())
@@ -289,7 +289,7 @@ func TestBuilderGolden(t *testing.T) {
 		"I'm training for a marathon in April.", "Good luck with the training!",
 		"Remind me to water the plants.", "I can't set reminders, but water them tonight!",
 	)
-	c := b.Build(context.Background(), memory.Request{Namespace: "alice", Messages: msgs(
+	c := b.Recall(context.Background(), memory.Request{Namespace: "alice", Messages: msgs(
 		"system", "Be kind.", "user", "Should I visit my sister this spring?")})
 	require.NoError(t, c.Err)
 	var out strings.Builder

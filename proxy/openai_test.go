@@ -85,7 +85,7 @@ type fixedMemory struct {
 	got chan memory.Request
 }
 
-func (m *fixedMemory) Build(_ context.Context, req memory.Request) *memory.Context {
+func (m *fixedMemory) Recall(_ context.Context, req memory.Request) *memory.Context {
 	select {
 	case m.got <- req:
 	default:

@@ -39,7 +39,7 @@ var _ Recorder = (*memory.Writer)(nil)
 
 // Recaller decides what memory to inject into a chat.
 type Recaller interface {
-	Build(ctx context.Context, req memory.Request) *memory.Context
+	Recall(ctx context.Context, req memory.Request) *memory.Context
 }
 
 var _ Recaller = (*memory.Builder)(nil)
@@ -166,7 +166,7 @@ func (s *Server) recall(c *gin.Context, req chatRequest, msgs, recallMsgs []memo
 	if !off && numCtx <= 0 {
 		mreq.ContextLength = s.windows.Window(ctx, req.model())
 	}
-	mc := s.Memory.Build(ctx, mreq)
+	mc := s.Memory.Recall(ctx, mreq)
 	id := slog.String("request_id", c.GetString(requestIDKey))
 	switch {
 	case mc.Err != nil && s.memoryDown.CompareAndSwap(false, true):

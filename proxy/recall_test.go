@@ -23,7 +23,7 @@ import (
 // flakyMemory fails while fail is set.
 type flakyMemory struct{ fail atomic.Bool }
 
-func (m *flakyMemory) Build(context.Context, memory.Request) *memory.Context {
+func (m *flakyMemory) Recall(context.Context, memory.Request) *memory.Context {
 	if m.fail.Load() {
 		return &memory.Context{Err: errors.New("store: disk I/O error")}
 	}

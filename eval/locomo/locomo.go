@@ -188,7 +188,7 @@ func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedde
 				continue
 			}
 			start := time.Now()
-			mc := b.Build(ctx, memory.Request{
+			mc := b.Recall(ctx, memory.Request{
 				Namespace: c.Name, SemanticOnly: true, ContextLength: 1 << 20,
 				Messages: []memory.Message{{Role: "user", Content: q.Question}},
 			})

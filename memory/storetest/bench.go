@@ -144,7 +144,7 @@ func BenchInject(b *testing.B, s memory.Store, ms []memory.Memory) {
 			{Role: "user", Content: text},
 		}}
 		start := time.Now()
-		c := bl.Build(context.Background(), req)
+		c := bl.Recall(context.Background(), req)
 		lat = append(lat, time.Since(start))
 		if c.Err != nil {
 			b.Fatal(c.Err)
