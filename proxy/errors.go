@@ -106,6 +106,7 @@ func (e redactedError) Unwrap() error { return e.err }
 // Anthropic's {"type":"error","error":{...}} on /v1/messages. It must only
 // be called before any byte of the response has gone out.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	noteError(r.Context(), err)
 	code := statusOf(err)
 	msg := err.Error()
 	h := w.Header()
@@ -125,5 +126,24 @@ func openAIErrorType(code int) string {
 		return "api_error"
 	default:
 		return fmt.Sprintf("http_%d", code)
+	}
+}
+
+// errorNote carries a request's error to its log line: the client is told
+// the message in its dialect's shape, the log line keeps the whole cause.
+type errorNote struct{ err error }
+
+type errorNoteKey struct{}
+
+// withErrorNote gives ctx a place for the request's error.
+func withErrorNote(ctx context.Context) (context.Context, *errorNote) {
+	n := &errorNote{}
+	return context.WithValue(ctx, errorNoteKey{}, n), n
+}
+
+// noteError keeps err for the request's log line.
+func noteError(ctx context.Context, err error) {
+	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok && n.err == nil {
+		n.err = err
 	}
 }

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,4 +353,30 @@ func TestOpenWebUITasksAndRAG(t *testing.T) {
 	assert.Equal(t, question, rec.all()[0].User, "the stored turn holds the user's own text")
 	_, _, sent := up.last()
 	assert.Contains(t, string(sent), "starter-faq.md", "the documents still reach the model")
+}
+
+// The request's log line carries the cause of an error it was answered
+// with.
+func TestErrorCauseOnTheLogLine(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	s := New(mustURL(t, "http://127.0.0.1:1"), NewTransport(time.Second), slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)))
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	res, _ := postChat(t, srv.URL, "/api/chat", hiChat)
+	assert.Equal(t, http.StatusBadGateway, res.StatusCode)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Regexp(t, `msg=request .*status=502 .*error=".*connection refused`, logs.String())
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -193,6 +193,8 @@ func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	id := newRequestID()
 	c.Set(requestIDKey, id)
+	ctx, note := withErrorNote(c.Request.Context())
+	c.Request = c.Request.WithContext(ctx)
 	r := c.Request
 	completed := false
 	defer func() {
@@ -205,6 +207,9 @@ func (s *Server) logRequests(c *gin.Context) {
 			slog.Int("bytes", max(w.Size(), 0)),
 			slog.Duration("duration", time.Since(start)),
 			slog.String("request_id", id),
+		}
+		if note.err != nil {
+			attrs = append(attrs, slog.Any("error", note.err))
 		}
 		if !completed {
 			attrs = append(attrs, slog.Bool("aborted", true))
