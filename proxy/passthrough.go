@@ -142,12 +142,17 @@ func guardStream(res *http.Response, body io.ReadCloser) io.ReadCloser {
 	if kind == streamNone {
 		return body
 	}
-	return &guardedBody{ReadCloser: body, kind: kind}
+	d := ollamaChat
+	if res.Request != nil {
+		d = dialectOf(res.Request.URL.Path)
+	}
+	return &guardedBody{ReadCloser: body, kind: kind, d: d}
 }
 
 type guardedBody struct {
 	io.ReadCloser
 	kind    streamKind
+	d       dialect // the error event's shape
 	last    byte   // last byte passed on, to know whether a record is open
 	pending []byte // the error record still to deliver
 	err     error  // the upstream's error, returned after pending
@@ -170,20 +175,31 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	g.err = err
-	g.pending = errorRecord(g.kind, g.last, "ollama stream interrupted: "+err.Error())
+	g.pending = errorRecord(g.kind, g.d, g.last, "ollama stream interrupted: "+err.Error())
 	return n, nil
 }
 
 // errorRecord renders msg as the stream's final record, starting on a fresh
 // line (or event) even if the upstream died in the middle of one.
-func errorRecord(kind streamKind, last byte, msg string) []byte {
+func errorRecord(kind streamKind, d dialect, last byte, msg string) []byte {
 	var rec []byte
 	if kind == streamSSE {
-		line, _ := json.Marshal(map[string]any{"error": map[string]string{"message": msg, "type": "api_error"}})
 		if last != 0 && last != '\n' {
 			rec = append(rec, '\n', '\n')
 		} else if last == '\n' {
 			rec = append(rec, '\n')
+		}
+		var line []byte
+		switch d {
+		case anthropicMessages:
+			// https://docs.anthropic.com/en/api/messages-streaming#error-events
+			line, _ = json.Marshal(d.errorBody(http.StatusInternalServerError, msg))
+			rec = append(rec, "event: error\n"...)
+		case openAIResponses:
+			line, _ = json.Marshal(map[string]any{"type": "error", "code": "api_error", "message": msg})
+			rec = append(rec, "event: error\n"...)
+		default:
+			line, _ = json.Marshal(openAIChat.errorBody(http.StatusInternalServerError, msg))
 		}
 		rec = append(rec, "data: "...)
 		rec = append(rec, line...)

@@ -323,10 +323,12 @@ func TestUpstreamDiesMidStream(t *testing.T) {
 }
 
 func TestErrorRecordStartsOnAFreshLine(t *testing.T) {
-	assert.Equal(t, `{"error":"x"}`+"\n", string(errorRecord(streamNDJSON, '\n', "x")))
-	assert.Equal(t, "\n"+`{"error":"x"}`+"\n", string(errorRecord(streamNDJSON, '}', "x")))
-	assert.Equal(t, `{"error":"x"}`+"\n", string(errorRecord(streamNDJSON, 0, "x")))
-	assert.Equal(t, "\n\ndata: {\"error\":{\"message\":\"x\",\"type\":\"api_error\"}}\n\n", string(errorRecord(streamSSE, '}', "x")))
+	assert.Equal(t, `{"error":"x"}`+"\n", string(errorRecord(streamNDJSON, ollamaChat, '\n', "x")))
+	assert.Equal(t, "\n"+`{"error":"x"}`+"\n", string(errorRecord(streamNDJSON, ollamaGenerate, '}', "x")))
+	assert.Equal(t, `{"error":"x"}`+"\n", string(errorRecord(streamNDJSON, ollamaChat, 0, "x")))
+	assert.Equal(t, "\n\ndata: {\"error\":{\"message\":\"x\",\"type\":\"api_error\"}}\n\n", string(errorRecord(streamSSE, openAIChat, '}', "x")))
+	assert.Equal(t, "\nevent: error\ndata: {\"error\":{\"message\":\"x\",\"type\":\"api_error\"},\"type\":\"error\"}\n\n", string(errorRecord(streamSSE, anthropicMessages, '\n', "x")))
+	assert.Equal(t, "event: error\ndata: {\"code\":\"api_error\",\"message\":\"x\",\"type\":\"error\"}\n\n", string(errorRecord(streamSSE, openAIResponses, 0, "x")))
 }
 
 func TestUpstreamDown(t *testing.T) {
@@ -549,31 +551,6 @@ func TestChatRecordsFinishedTurns(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestHealthz(t *testing.T) {
-	up := newFakeOllama(t)
-	base := startVera(t, up.srv.URL, nil)
-	var h Health
-	res, err := http.Get(base + "/healthz")
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
-	res.Body.Close()
-	assert.Equal(t, "ok", h.Status)
-	assert.Equal(t, "test", h.Version)
-	assert.True(t, h.Ollama.OK)
-	assert.Equal(t, "0.12.3", h.Ollama.Version)
-
-	up.srv.Close()
-	res, err = http.Get(base + "/healthz")
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, res.StatusCode, "degraded still serves")
-	require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
-	res.Body.Close()
-	assert.Equal(t, "degraded", h.Status)
-	assert.False(t, h.Ollama.OK)
-	assert.NotEmpty(t, h.Ollama.Error)
 }
 
 func TestPanicAfterAnswerStartedAbortsConnection(t *testing.T) {

@@ -294,20 +294,22 @@ func (t *answerTee) line(l []byte) {
 		return
 	}
 	data = bytes.TrimPrefix(data, []byte{' '})
-	if t.event == nil && t.d.sseFinal(data) {
-		// Clients end the stream on this event: it is the final record.
-		t.final = true
-	}
 	if len(t.event)+len(data) > maxRecord {
 		t.failed = true
 		return
 	}
-	if t.event != nil {
+	first := t.event == nil
+	if !first {
 		t.event = append(t.event, '\n')
 	}
 	t.event = append(t.event, data...)
 	if t.event == nil {
 		t.event = []byte{}
+	}
+	// Clients end the stream on the final event: its last data line is
+	// the final record (an event's data may span several lines).
+	if !t.final && (first && t.d.sseFinal(data) || !first && t.d.sseFinal(t.event)) {
+		t.final = true
 	}
 }
 
