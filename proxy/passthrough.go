@@ -153,9 +153,9 @@ type guardedBody struct {
 	io.ReadCloser
 	kind    streamKind
 	d       dialect // the error event's shape
-	last    byte   // last byte passed on, to know whether a record is open
-	pending []byte // the error record still to deliver
-	err     error  // the upstream's error, returned after pending
+	last    byte    // last byte passed on, to know whether a record is open
+	pending []byte  // the error record still to deliver
+	err     error   // the upstream's error, returned after pending
 }
 
 func (g *guardedBody) Read(p []byte) (int, error) {
