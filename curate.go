@@ -40,12 +40,8 @@ func curateCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if !cfg.Memory.Enabled {
 		return errors.New("curate: memory is off (memory.enabled = false)")
 	}
-	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
-	if err != nil {
-		return err
-	}
 	logger := newLogger(stderr, cfg.General.Debug)
-	mem, err := openMemory(ctx, cfg, upstream, proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration), logger)
+	mem, err := openMemory(ctx, cfg, cfg.OllamaURL, proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration), logger)
 	if errors.Is(err, embedded.ErrInUse) {
 		return fmt.Errorf("curate: vera is running on this data dir; ask it instead: curl -X POST http://%s/curator/run: %w", cfg.Server.Listen, err)
 	}

@@ -68,11 +68,7 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 		if err != nil {
 			return err
 		}
-		upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
-		if err != nil {
-			return err
-		}
-		embedder = memory.NewOllamaEmbedder(upstream, cfg.General.EmbeddingModel, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
+		embedder = memory.NewOllamaEmbedder(cfg.OllamaURL, cfg.General.EmbeddingModel, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
 		if _, err := memory.Probe(ctx, embedder); err != nil {
 			return fmt.Errorf("eval locomo: %w (use --embedder none for lexical retrieval only)", err)
 		}

@@ -64,17 +64,13 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 // importVeraAI copies a Vera-AI collection into vera's store (the one the
 // config selects), re-embedding each memory with vera's model.
 func importVeraAI(ctx context.Context, cfg config.Config, from, collection, ns string) (veraai.Report, error) {
-	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
-	if err != nil {
-		return veraai.Report{}, err
-	}
 	model := cfg.General.EmbeddingModel
-	embedder := memory.NewOllamaEmbedder(upstream, model, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
+	embedder := memory.NewOllamaEmbedder(cfg.OllamaURL, model, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
 	dim, embedErr := memory.Probe(ctx, embedder)
 
 	var store memory.Store
-	if cfg.General.QdrantHost != "" {
-		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
+	if cfg.QdrantURL != nil {
+		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.QdrantURL.String(), Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
 		if err != nil {
 			return veraai.Report{}, err
 		}

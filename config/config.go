@@ -36,6 +36,23 @@ type Config struct {
 	// secret stays out of config files).
 	QdrantAPIKey string `toml:"-"`
 
+	// Resolved values, set by Validate (and so by Load) from the settings
+	// above: every other package uses these, and nothing parses the
+	// settings again.
+
+	// OllamaURL is general.ollama_host as a URL: http when no scheme was
+	// given, port 11434 when none was, no trailing slash.
+	OllamaURL *url.URL `toml:"-"`
+	// QdrantURL is general.qdrant_host as a URL (port 6334 when none was
+	// given); nil means the embedded store.
+	QdrantURL *url.URL `toml:"-"`
+	// CuratorLocation is curator.timezone; time.Local when it is empty.
+	CuratorLocation *time.Location `toml:"-"`
+	// CuratorSpec is the curator's cron spec: curator.schedule when set (a
+	// standard 5-field spec or a descriptor such as @daily), else
+	// curator.run_time every day ("0 2 * * *" for "02:00").
+	CuratorSpec string `toml:"-"`
+
 	// Path is the file the config was read from; empty when none existed.
 	Path string `toml:"-"`
 	// Warnings are non-fatal remarks about the input (keys accepted for
@@ -238,7 +255,8 @@ type Flags struct {
 // Load reads the config file (flags.ConfigPath, else
 // $VERA_CONFIG_DIR/config.toml, else ./config.toml; a missing file means
 // defaults), applies the environment through getenv, then the flags, and
-// validates the result.
+// validates the result, which sets the resolved fields (OllamaURL,
+// QdrantURL, CuratorLocation, CuratorSpec).
 func Load(flags Flags, getenv func(string) string) (Config, error) {
 	cfg := Default()
 	path, explicit := flags.ConfigPath, flags.ConfigPath != ""
@@ -273,7 +291,8 @@ func Load(flags Flags, getenv func(string) string) (Config, error) {
 }
 
 // Parse decodes TOML text over the defaults without touching the
-// environment. It is Load's decoding step, exposed for tests and tools.
+// environment. It is Load's decoding step, exposed for tests and tools; it
+// does not validate, so the resolved fields stay unset until Validate.
 func Parse(data []byte) (Config, error) {
 	cfg := Default()
 	if err := decode(data, &cfg); err != nil {
@@ -382,16 +401,19 @@ func (c *Config) compatWarnings() []string {
 	return w
 }
 
-// Validate reports the first setting that vera cannot run with.
+// Validate reports the first setting that vera cannot run with. When there
+// is none, it sets the resolved fields from the settings.
 func (c *Config) Validate() error {
 	if err := validateHostPort(c.Server.Listen); err != nil {
 		return fmt.Errorf("server.listen: %w", err)
 	}
-	if _, err := ParseUpstream(c.General.OllamaHost, "11434"); err != nil {
+	ollamaURL, err := ParseUpstream(c.General.OllamaHost, "11434")
+	if err != nil {
 		return fmt.Errorf("general.ollama_host: %w", err)
 	}
+	var qdrantURL *url.URL
 	if c.General.QdrantHost != "" {
-		if _, err := ParseUpstream(c.General.QdrantHost, "6334"); err != nil {
+		if qdrantURL, err = ParseUpstream(c.General.QdrantHost, "6334"); err != nil {
 			return fmt.Errorf("general.qdrant_host: %w", err)
 		}
 	}
@@ -426,16 +448,19 @@ func (c *Config) Validate() error {
 	if c.Memory.NamespaceHeader == "" {
 		return errors.New("memory.namespace_header: must not be empty")
 	}
-	if _, err := ParseClock(c.Curator.RunTime); err != nil {
+	runTime, err := parseClock(c.Curator.RunTime)
+	if err != nil {
 		return fmt.Errorf("curator.run_time: %w", err)
 	}
-	if s := strings.TrimSpace(c.Curator.Schedule); s != "" {
-		if _, err := cron.ParseStandard(s); err != nil {
-			return fmt.Errorf("curator.schedule %q: %w", s, err)
+	schedule := strings.TrimSpace(c.Curator.Schedule)
+	if schedule != "" {
+		if _, err := cron.ParseStandard(schedule); err != nil {
+			return fmt.Errorf("curator.schedule %q: %w", schedule, err)
 		}
 	}
+	loc := time.Local
 	if c.Curator.Timezone != "" {
-		if _, err := time.LoadLocation(c.Curator.Timezone); err != nil {
+		if loc, err = time.LoadLocation(c.Curator.Timezone); err != nil {
 			return fmt.Errorf("curator.timezone: %w", err)
 		}
 	}
@@ -448,11 +473,23 @@ func (c *Config) Validate() error {
 	if c.VRAM.MaxLargeConcurrency < 1 {
 		return fmt.Errorf("vram.max_large_concurrency: must be at least 1, got %d", c.VRAM.MaxLargeConcurrency)
 	}
+	c.OllamaURL, c.QdrantURL = ollamaURL, qdrantURL
+	c.CuratorLocation, c.CuratorSpec = loc, curatorSpec(schedule, runTime)
 	return nil
 }
 
-// ParseClock parses "HH:MM" (24-hour) into hours and minutes since midnight.
-func ParseClock(s string) (time.Duration, error) {
+// curatorSpec is the cron spec of a validated schedule: the schedule when
+// set, else runTime (since midnight) every day.
+func curatorSpec(schedule string, runTime time.Duration) string {
+	if schedule != "" {
+		return schedule
+	}
+	h, m := int(runTime/time.Hour), int(runTime%time.Hour/time.Minute)
+	return fmt.Sprintf("%d %d * * *", m, h)
+}
+
+// parseClock parses "HH:MM" (24-hour) into hours and minutes since midnight.
+func parseClock(s string) (time.Duration, error) {
 	t, err := time.Parse("15:04", s)
 	if err != nil {
 		return 0, fmt.Errorf("want HH:MM (24-hour), got %q", s)

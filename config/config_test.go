@@ -290,3 +290,85 @@ func TestCuratorScheduleIsValidated(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `curator.schedule "every day"`)
 }
+
+// Load resolves the URLs, the time zone and the cron spec once, from
+// whichever of the file, the environment and the flags set them.
+func TestLoadResolves(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, `
+[general]
+ollama_host = "file:1"
+qdrant_host = "http://qdrant.file"
+[curator]
+run_time = "03:30"
+timezone = "Pacific/Auckland"
+`)
+	auckland, err := time.LoadLocation("Pacific/Auckland")
+	require.NoError(t, err)
+	tests := []struct {
+		name          string
+		env           map[string]string
+		flags         Flags
+		ollama, qdrnt string
+	}{
+		{name: "file", env: map[string]string{"VERA_CONFIG_DIR": dir},
+			ollama: "http://file:1", qdrnt: "http://qdrant.file:6334"},
+		{name: "env", env: map[string]string{"VERA_CONFIG_DIR": dir, "VERA_OLLAMA_URL": "host:1234", "VERA_QDRANT_URL": "https://qdrant.env:6333/"},
+			ollama: "http://host:1234", qdrnt: "https://qdrant.env:6333"},
+		{name: "flags", env: map[string]string{"VERA_CONFIG_DIR": dir, "VERA_OLLAMA_URL": "host:1234"},
+			flags: Flags{OllamaURL: "https://flag"}, ollama: "https://flag:11434", qdrnt: "http://qdrant.file:6334"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(tt.flags, envOf(tt.env))
+			require.NoError(t, err)
+			require.NotNil(t, cfg.OllamaURL)
+			assert.Equal(t, tt.ollama, cfg.OllamaURL.String())
+			require.NotNil(t, cfg.QdrantURL)
+			assert.Equal(t, tt.qdrnt, cfg.QdrantURL.String())
+			assert.Equal(t, auckland, cfg.CuratorLocation)
+			assert.Equal(t, "30 3 * * *", cfg.CuratorSpec)
+		})
+	}
+
+	cfg, err := Load(Flags{}, envOf(map[string]string{"VERA_CONFIG_DIR": t.TempDir()}))
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:11435", cfg.OllamaURL.String())
+	assert.Nil(t, cfg.QdrantURL, "no qdrant_host: the embedded store")
+	assert.Equal(t, time.Local, cfg.CuratorLocation)
+	assert.Equal(t, "0 2 * * *", cfg.CuratorSpec)
+}
+
+// The curator's cron spec is curator.schedule when set, else
+// curator.run_time every day; both are validated either way.
+func TestCuratorSpec(t *testing.T) {
+	for in, want := range map[[2]string]string{
+		{"", "02:00"}:             "0 2 * * *",
+		{"", "23:45"}:             "45 23 * * *",
+		{"", "2:00"}:              "0 2 * * *",
+		{"", "00:05"}:             "5 0 * * *",
+		{"*/15 * * * *", "02:00"}: "*/15 * * * *",
+		{"@daily", "02:00"}:       "@daily",
+		{" @hourly ", "02:00"}:    "@hourly",
+	} {
+		cfg := Default()
+		cfg.Curator.Schedule, cfg.Curator.RunTime = in[0], in[1]
+		require.NoError(t, cfg.Validate(), in)
+		assert.Equal(t, want, cfg.CuratorSpec, in)
+	}
+	for in, want := range map[[2]string]string{
+		{"", "25:00"}:          "curator.run_time",
+		{"", "02:5"}:           "curator.run_time",
+		{"", "noon"}:           "curator.run_time",
+		{"*/15 * * * *", "x"}:  "curator.run_time",
+		{"every day", "02:00"}: `curator.schedule "every day"`,
+	} {
+		cfg := Default()
+		cfg.Curator.Schedule, cfg.Curator.RunTime = in[0], in[1]
+		err := cfg.Validate()
+		require.Error(t, err, in)
+		assert.Contains(t, err.Error(), want)
+		assert.Empty(t, cfg.CuratorSpec, "a config that fails validation resolves nothing")
+		assert.Nil(t, cfg.OllamaURL)
+	}
+}
