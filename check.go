@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
@@ -88,7 +89,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		return r.result()
 	}
 	oc := ollama.New(upstream, transport)
-	h := proxy.ProbeOllama(ctx, oc)
+	h := admin.ProbeOllama(ctx, oc)
 	if !h.OK {
 		r.fail("ollama", "%s unreachable: %s", h.URL, h.Error)
 		return r.result()

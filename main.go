@@ -21,7 +21,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/proxy"
 )
 
@@ -194,9 +196,10 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	gin.SetMode(gin.ReleaseMode)
 	transport := proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
 	srv := proxy.New(upstream, transport, logger)
+	adm := admin.New(version, ollama.New(upstream, transport))
+	adm.Token = cfg.Server.AdminToken
+	srv.Own = adm.Mount
 	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
-	srv.Version = version
-	srv.AdminToken = cfg.Server.AdminToken
 	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
 	srv.RecordTasks = !cfg.Memory.SkipTasks
 	if cfg.Memory.Enabled {
@@ -214,7 +217,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		if err := mem.schedule(cfg, logger); err != nil {
 			return err
 		}
-		mem.attach(srv)
+		mem.attach(srv, adm)
 	}
 	if cfg.General.Debug {
 		srv.Debug = proxy.NewDebugLog(cfg.General.LogDir, logger)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
@@ -183,19 +184,19 @@ func checkVectorSpace(ctx context.Context, q *qdrant.Store, e memory.Embedder, m
 	return nil
 }
 
-// attach wires memory into the proxy.
-func (m *memoryStack) attach(srv *proxy.Server) {
+// attach wires memory into the proxy and vera's own routes.
+func (m *memoryStack) attach(srv *proxy.Server, adm *admin.Server) {
 	srv.Recorder = m.writer
 	srv.Memory = m.builder
-	srv.MemoryHealth = m.health
-	srv.Curator = m.curator
-	srv.CuratorSchedule = m.spec
-	srv.CuratorNext = m.sched.Next
+	adm.MemoryHealth = m.health
+	adm.Curator = m.curator
+	adm.CuratorSchedule = m.spec
+	adm.CuratorNext = m.sched.Next
 }
 
-func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.EmbedderHealth) {
+func (m *memoryStack) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {
 	st := m.writer.Status(ctx)
-	sh := proxy.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: m.local.Path(), Pending: st.Pending, Error: st.StoreError}
+	sh := admin.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: m.local.Path(), Pending: st.Pending, Error: st.StoreError}
 	if m.qdrant != nil {
 		sh.Backend, sh.URL, sh.Collection, sh.Queue = "qdrant", m.qdrant.Addr(), m.qdrant.Collection(), m.local.Path()
 		sh.Path = ""
@@ -203,7 +204,7 @@ func (m *memoryStack) health(ctx context.Context) (proxy.StoreHealth, proxy.Embe
 			sh.OK, sh.Error = false, err.Error()
 		}
 	}
-	eh := proxy.EmbedderHealth{OK: st.EmbedderOK, Model: m.gate.Model(), Dim: m.gate.Dim(), Error: st.EmbedderError}
+	eh := admin.EmbedderHealth{OK: st.EmbedderOK, Model: m.gate.Model(), Dim: m.gate.Dim(), Error: st.EmbedderError}
 	if m.gate.Dim() == 0 {
 		eh.OK, eh.Error = false, m.gate.Err()
 	}

@@ -333,7 +333,6 @@ func startVera(t *testing.T, upstream string, configure func(*Server)) string {
 	u, err := url.Parse(upstream)
 	require.NoError(t, err)
 	s := New(u, NewTransport(time.Minute), slog.New(slog.DiscardHandler))
-	s.Version = "test"
 	if configure != nil {
 		configure(s)
 	}

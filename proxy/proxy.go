@@ -1,8 +1,8 @@
 // Package proxy is vera's HTTP face: it answers every Ollama route by
 // forwarding it to Ollama unchanged and streaming the answer back as it
-// comes, intercepts /api/chat and /v1/chat/completions to capture (and,
-// with memory, to extend) the conversation, and serves vera's own routes
-// such as /healthz.
+// comes, and intercepts the chat routes of every dialect to capture (and,
+// with memory, to extend) the conversation. vera's own routes (package
+// admin) are mounted on its router through Server.Own.
 package proxy
 
 import (
@@ -53,35 +53,25 @@ type Server struct {
 	Memory Recaller
 	// Debug, when set, gets one JSON line per chat.
 	Debug *DebugLog
-	// MemoryHealth reports the store and the embedder for /healthz; nil
-	// leaves those sections out (memory disabled).
-	MemoryHealth func(context.Context) (StoreHealth, EmbedderHealth)
 	// NamespaceHeader names the request header that scopes memory; empty
 	// means X-OpenWebUI-User-Id.
 	NamespaceHeader string
-	// Version is reported by /healthz.
-	Version string
-	// Curator serves /curator/run and /curator/status; nil answers 503.
-	Curator Curator
-	// CuratorSchedule and CuratorNext describe the schedule for status.
-	CuratorSchedule string
-	CuratorNext     func() time.Time
-	// AdminToken guards the admin routes; empty serves them to loopback
-	// clients only.
-	AdminToken string
 	// RecordTasks gives Open WebUI's background task requests memory like
 	// any chat; the default (false) leaves them alone (memory.skip_tasks).
 	RecordTasks bool
 	// BodyIdleTimeout ends a request body that sends no byte for this
 	// long; 0 means 60s.
 	BodyIdleTimeout time.Duration
+	// Own registers vera's own routes, before Ollama's surface, so they
+	// get the same request log, panic recovery and body idle limit; nil:
+	// none.
+	Own func(*gin.Engine)
 
 	upstream *url.URL
 	ollama   upstream
 	log      *slog.Logger
 	rp       *httputil.ReverseProxy // to Ollama, for the routes vera passes through
 	buffers  *bufferPool
-	probe    *http.Client
 	windows  *ollama.ModelInfo
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
@@ -97,7 +87,6 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	s := &Server{
 		upstream: base,
 		log:      logger,
-		probe:    &http.Client{Transport: transport, Timeout: 3 * time.Second},
 	}
 	s.ollama = upstream{url: base, transport: transport}
 	s.buffers = &bufferPool{}
@@ -117,9 +106,9 @@ func (s *Server) Handler() http.Handler {
 	e.HandleMethodNotAllowed = false
 	e.Use(s.logRequests, s.recoverPanics, s.limitBodyIdle)
 
-	e.GET("/healthz", s.handle(s.healthz))
-	e.POST("/curator/run", s.admin, s.handle(s.curatorRun))
-	e.GET("/curator/status", s.admin, s.handle(s.curatorStatus))
+	if s.Own != nil {
+		s.Own(e)
+	}
 	for route, d := range map[string]dialect{
 		"/api/chat":            ollamaChat,
 		"/api/generate":        ollamaGenerate,

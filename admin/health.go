@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"context"
@@ -68,50 +68,57 @@ type CuratorHealth struct {
 // being down makes vera degraded, not dead: vera still answers its own
 // routes and reports the error of every forwarded one.
 func (s *Server) healthz(c *gin.Context) error {
-	h := Health{Status: "ok", Version: s.Version, Ollama: s.CheckOllama(c.Request.Context())}
+	ctx := c.Request.Context()
+	h := Health{Status: "ok", Version: s.version, Ollama: s.checkOllama(ctx)}
 	if !h.Ollama.OK {
 		h.Status = "degraded"
 	}
 	if s.MemoryHealth != nil {
-		st, em := s.MemoryHealth(c.Request.Context())
-		// The embedder's error comes from a request to Ollama's URL.
-		st.Error, em.Error = config.RedactText(st.Error), config.RedactIn(em.Error, s.upstream)
-		if !h.Ollama.OK {
-			// The embedding model runs on Ollama: what the embedder last
-			// knew (a vector size learnt at start) says nothing now.
-			em.OK, em.Error = false, "ollama unreachable: the embedding model runs on it"
-		}
+		st, em := s.memoryHealth(ctx, h.Ollama.OK)
 		h.Store, h.Embedder = &st, &em
 		if !st.OK || !em.OK {
 			h.Status = "degraded"
 		}
 	}
 	if s.Curator != nil {
-		ch := &CuratorHealth{Running: s.Curator.Running()}
-		if s.CuratorNext != nil {
-			if next := s.CuratorNext(); !next.IsZero() {
-				ch.NextRun = next.Format(time.RFC3339)
-			}
-		}
-		var latest time.Time
-		for _, r := range s.Curator.Last() {
-			if r.Finished.After(latest) {
-				latest = r.Finished
-				ch.LastStatus, ch.LastRun, ch.LastError = string(r.Status), r.Finished.Format(time.RFC3339), r.Error
-			}
-		}
-		h.Curator = ch
+		h.Curator = s.curatorHealth()
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, h)
 	return nil
 }
 
-// CheckOllama asks Ollama for its version, with a short timeout.
-func (s *Server) CheckOllama(ctx context.Context) OllamaHealth {
+// memoryHealth asks MemoryHealth, with its errors redacted.
+func (s *Server) memoryHealth(ctx context.Context, ollamaOK bool) (StoreHealth, EmbedderHealth) {
+	st, em := s.MemoryHealth(ctx)
+	// The embedder's error comes from a request to Ollama's URL.
+	st.Error, em.Error = config.RedactText(st.Error), config.RedactIn(em.Error, s.ollama.Base())
+	if !ollamaOK {
+		// The embedding model runs on Ollama: what the embedder last
+		// knew (a vector size learnt at start) says nothing now.
+		em.OK, em.Error = false, "ollama unreachable: the embedding model runs on it"
+	}
+	return st, em
+}
+
+// curatorHealth reports the curator's schedule and its latest run.
+func (s *Server) curatorHealth() *CuratorHealth {
+	ch := &CuratorHealth{Running: s.Curator.Running(), NextRun: s.nextRun()}
+	var latest time.Time
+	for _, r := range s.Curator.Last() {
+		if r.Finished.After(latest) {
+			latest = r.Finished
+			ch.LastStatus, ch.LastRun, ch.LastError = string(r.Status), r.Finished.Format(time.RFC3339), r.Error
+		}
+	}
+	return ch
+}
+
+// checkOllama asks Ollama for its version, with a short timeout.
+func (s *Server) checkOllama(ctx context.Context) OllamaHealth {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	return ProbeOllama(ctx, s.windows.Client())
+	return ProbeOllama(ctx, s.ollama)
 }
 
 // ProbeOllama asks the Ollama behind c for its version. The URL is shown

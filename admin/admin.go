@@ -1,0 +1,137 @@
+// Package admin serves vera's own routes, apart from Ollama's surface:
+// /healthz, and /curator/run and /curator/status behind the admin guard
+// (SPEC §6). The proxy mounts them on its router, so they get its request
+// log, panic recovery and body idle limit.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/ollama"
+)
+
+// Curator is the curator as the admin routes see it.
+type Curator interface {
+	Run(ctx context.Context, o curator.Options) curator.Result
+	Last() map[string]curator.Result
+	Running() bool
+}
+
+var _ Curator = (*curator.Curator)(nil)
+
+// Server serves vera's own routes. Set the optional fields before the
+// first request.
+type Server struct {
+	// Token guards the admin routes; empty serves them to loopback clients
+	// only.
+	Token string
+	// MemoryHealth reports the store and the embedder for /healthz; nil
+	// leaves those sections out (memory disabled).
+	MemoryHealth func(context.Context) (StoreHealth, EmbedderHealth)
+	// Curator serves /curator/run and /curator/status; nil answers 503.
+	Curator Curator
+	// CuratorSchedule and CuratorNext describe the schedule for status and
+	// /healthz.
+	CuratorSchedule string
+	CuratorNext     func() time.Time
+
+	version string
+	ollama  *ollama.Client // probed by /healthz
+}
+
+// New returns a Server reporting version and probing the Ollama behind oc.
+func New(version string, oc *ollama.Client) *Server {
+	return &Server{version: version, ollama: oc}
+}
+
+// Mount registers vera's own routes on e.
+func (s *Server) Mount(e *gin.Engine) {
+	e.GET("/healthz", handle(s.healthz))
+	e.POST("/curator/run", s.guard, handle(s.curatorRun))
+	e.GET("/curator/status", s.guard, handle(s.curatorStatus))
+}
+
+// guard guards the admin routes (SPEC §6): with a token set, a request
+// needs "Authorization: Bearer <token>"; without one, only loopback
+// clients are served.
+func (s *Server) guard(c *gin.Context) {
+	if s.Token != "" {
+		got, ok := bearer(c.GetHeader("Authorization"))
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.Token)) != 1 {
+			c.Header("WWW-Authenticate", `Bearer realm="vera admin"`)
+			writeError(c.Writer, httpError(http.StatusUnauthorized, "admin routes need Authorization: Bearer <VERA_ADMIN_TOKEN>"))
+			c.Abort()
+			return
+		}
+		c.Next()
+		return
+	}
+	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		writeError(c.Writer, httpError(http.StatusForbidden, "admin routes are served only to loopback clients unless VERA_ADMIN_TOKEN is set"))
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+// The scheme is matched in any case (RFC 9110 §11.1: "bearer" is as good as
+// "Bearer").
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return token, true
+}
+
+// statusError is an error answered with its status and message.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func httpError(code int, msg string) error { return &statusError{code: code, msg: msg} }
+
+// handle adapts a handler that returns an error: the error becomes a status
+// and Ollama's {"error":"..."} body, unless bytes have already gone out, in
+// which case the connection is aborted so the client cannot mistake it for
+// a clean end.
+func handle(h func(*gin.Context) error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		err := h(c)
+		if err == nil {
+			return
+		}
+		if c.Writer.Written() {
+			panic(http.ErrAbortHandler)
+		}
+		writeError(c.Writer, err)
+	}
+}
+
+// writeError answers err in Ollama's shape, {"error":"..."}, as every
+// route vera serves does outside /v1.
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if se, ok := err.(*statusError); ok {
+		code = se.code
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Del("Content-Length")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,142 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/ollama"
+)
+
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.ReleaseMode)
+	m.Run()
+}
+
+type fakeCurator struct{ runs int }
+
+func (f *fakeCurator) Run(context.Context, curator.Options) curator.Result {
+	f.runs++
+	return curator.Result{Status: "ok", Mode: curator.Daily}
+}
+func (f *fakeCurator) Last() map[string]curator.Result { return nil }
+func (f *fakeCurator) Running() bool                   { return false }
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
+}
+
+// newTestServer returns a Server probing the Ollama at upstream, on a
+// transport of its own so tests do not share connections.
+func newTestServer(t *testing.T, upstream string) *Server {
+	t.Helper()
+	tr := ollama.NewTransport(time.Second)
+	t.Cleanup(tr.CloseIdleConnections)
+	return New("test", ollama.New(mustURL(t, upstream), tr))
+}
+
+// handler returns a router with s's routes mounted.
+func handler(s *Server) http.Handler {
+	e := gin.New()
+	s.Mount(e)
+	return e
+}
+
+func TestAdminAccess(t *testing.T) {
+	tests := []struct {
+		name, token, remote, auth string
+		want                      int
+	}{
+		{"no token, loopback", "", "127.0.0.1:5000", "", http.StatusOK},
+		{"no token, IPv6 loopback", "", "[::1]:5000", "", http.StatusOK},
+		{"no token, from the network", "", "192.168.1.20:5000", "", http.StatusForbidden},
+		{"token, none sent", "s3cret", "127.0.0.1:5000", "", http.StatusUnauthorized},
+		{"token, wrong one", "s3cret", "127.0.0.1:5000", "Bearer nope", http.StatusUnauthorized},
+		{"token, right one from the network", "s3cret", "192.168.1.20:5000", "Bearer s3cret", http.StatusOK},
+		{"token, scheme in lower case", "s3cret", "192.168.1.20:5000", "bearer s3cret", http.StatusOK},
+		{"token, scheme in upper case", "s3cret", "192.168.1.20:5000", "BEARER s3cret", http.StatusOK},
+		{"token, another scheme", "s3cret", "192.168.1.20:5000", "Basic s3cret", http.StatusUnauthorized},
+		{"token, no space", "s3cret", "192.168.1.20:5000", "Bearers3cret", http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := &fakeCurator{}
+			s := newTestServer(t, "http://127.0.0.1:1")
+			s.Curator, s.Token = fc, tt.token
+			req := httptest.NewRequest(http.MethodPost, "/curator/run", nil)
+			req.RemoteAddr = tt.remote
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			w := httptest.NewRecorder()
+			handler(s).ServeHTTP(w, req)
+			assert.Equal(t, tt.want, w.Code, w.Body.String())
+			assert.Equal(t, tt.want == http.StatusOK, fc.runs == 1)
+		})
+	}
+}
+
+func TestCuratorRunBadQuery(t *testing.T) {
+	s := newTestServer(t, "http://127.0.0.1:1")
+	s.Curator = &fakeCurator{}
+	req := httptest.NewRequest(http.MethodPost, "/curator/run?dry_run=perhaps", nil)
+	req.RemoteAddr = "127.0.0.1:5000"
+	w := httptest.NewRecorder()
+	handler(s).ServeHTTP(w, req)
+	assert.Equal(t, http.StatusBadRequest, w.Code)
+	assert.Contains(t, w.Body.String(), "dry_run")
+}
+
+func TestAdminErrorsInOllamasShape(t *testing.T) {
+	tests := []struct {
+		name, token, remote, path string
+		curator                   bool
+		code                      int
+		body                      string
+	}{
+		{"not loopback", "", "192.168.1.20:5000", "/curator/status", true, http.StatusForbidden,
+			"admin routes are served only to loopback clients unless VERA_ADMIN_TOKEN is set"},
+		{"no token sent", "s3cret", "127.0.0.1:5000", "/curator/status", true, http.StatusUnauthorized,
+			"admin routes need Authorization: Bearer <VERA_ADMIN_TOKEN>"},
+		{"curator off", "", "127.0.0.1:5000", "/curator/status", false, http.StatusServiceUnavailable,
+			"the curator is off (memory.enabled = false)"},
+		{"bad dry_run", "", "127.0.0.1:5000", "/curator/run?dry_run=perhaps", true, http.StatusBadRequest,
+			"dry_run: want true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t, "http://127.0.0.1:1")
+			s.Token = tt.token
+			if tt.curator {
+				s.Curator = &fakeCurator{}
+			}
+			method := http.MethodGet
+			if strings.HasPrefix(tt.path, "/curator/run") {
+				method = http.MethodPost
+			}
+			req := httptest.NewRequest(method, tt.path, nil)
+			req.RemoteAddr = tt.remote
+			w := httptest.NewRecorder()
+			handler(s).ServeHTTP(w, req)
+			assert.Equal(t, tt.code, w.Code)
+			assert.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"))
+			var body map[string]string
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), w.Body.String())
+			assert.Equal(t, map[string]string{"error": tt.body}, body)
+			assert.Equal(t, tt.code == http.StatusUnauthorized, w.Header().Get("WWW-Authenticate") != "")
+		})
+	}
+}
