@@ -83,12 +83,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		}
 	}
 
-	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
-	if err != nil {
-		r.fail("ollama", "%v", err)
-		return r.result()
-	}
-	oc := ollama.New(upstream, transport)
+	oc := ollama.New(cfg.OllamaURL, transport)
 	h := admin.ProbeOllama(ctx, oc)
 	if !h.OK {
 		r.fail("ollama", "%s unreachable: %s", h.URL, h.Error)
@@ -246,7 +241,7 @@ func withTag(name string) string {
 
 // checkMemory opens the store and embeds a probe text, reporting both.
 func checkMemory(ctx context.Context, cfg config.Config, oc *ollama.Client, models []string, r *report) {
-	if cfg.General.QdrantHost != "" {
+	if cfg.QdrantURL != nil {
 		checkQdrant(ctx, cfg, r)
 	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
 		r.ok("store", "embedded, %s (new: created when vera starts)", path)
@@ -325,7 +320,7 @@ func exists(path string) bool {
 
 // checkQdrant reaches Qdrant and reports the collection.
 func checkQdrant(ctx context.Context, cfg config.Config, r *report) {
-	q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
+	q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.QdrantURL.String(), Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
 	if err != nil {
 		r.fail("store", "%v", err)
 		return

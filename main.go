@@ -189,10 +189,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 			logger.Warn(legacyRulesWarning, slog.String("file", path), slog.Int("lines", n))
 		}
 	}
-	upstream, err := config.ParseUpstream(cfg.General.OllamaHost, "11434")
-	if err != nil {
-		return err
-	}
+	upstream := cfg.OllamaURL
 	gin.SetMode(gin.ReleaseMode)
 	transport := proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
 	srv := proxy.New(upstream, transport, logger)

@@ -57,8 +57,8 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	oc := ollama.New(upstream, transport)
 	embedder := memory.NewEmbedder(oc, model)
 	var space memory.VectorSpacer = local
-	if cfg.General.QdrantHost != "" {
-		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.General.QdrantHost, Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
+	if cfg.QdrantURL != nil {
+		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.QdrantURL.String(), Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
 		if err != nil {
 			local.Close()
 			return nil, err
@@ -110,12 +110,7 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 	dir := prompts.New(cfg.Prompts.Dir)
 	b.SystemPrompt = dir.System
 	m.builder = b
-	if m.curator, err = newCurator(cfg, m.store, m.gate, tok, dir, oc, logger); err != nil {
-		m.cancel()
-		m.writer.Close()
-		m.closeStores()
-		return nil, err
-	}
+	m.curator = newCurator(cfg, m.store, m.gate, tok, dir, oc, logger)
 	if q := m.qdrant; q != nil {
 		// Instances sharing the collection curate one at a time. A run
 		// that outlives the TTL (a crashed holder) frees the lock.
@@ -132,36 +127,25 @@ func openMemory(ctx context.Context, cfg config.Config, upstream *url.URL, trans
 
 // newCurator builds the curator on store.
 func newCurator(cfg config.Config, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, dir *prompts.Dir,
-	oc *ollama.Client, logger *slog.Logger) (*curator.Curator, error) {
-	loc := time.Local
-	if cfg.Curator.Timezone != "" {
-		var err error
-		if loc, err = time.LoadLocation(cfg.Curator.Timezone); err != nil {
-			return nil, fmt.Errorf("curator.timezone: %w", err)
-		}
-	}
+	oc *ollama.Client, logger *slog.Logger) *curator.Curator {
 	model := curator.NewOllamaModel(oc, cfg.Curator.CuratorModel)
 	// Room for a batch (3000 tokens), the prompt, the curated sample and
 	// the answer; Ollama's default 4096 would cut the batch.
 	model.NumCtx = 8192
 	return &curator.Curator{
 		Store: store, Model: model, Embedder: embedder, Tokens: tok, Prompts: dir,
-		ModelName: cfg.Curator.CuratorModel, Location: loc, Log: logger,
-	}, nil
+		ModelName: cfg.Curator.CuratorModel, Location: cfg.CuratorLocation, Log: logger,
+	}
 }
 
 // schedule starts the curator's schedule.
 func (m *memoryStack) schedule(cfg config.Config, logger *slog.Logger) error {
-	spec, err := curator.Spec(cfg.Curator.Schedule, cfg.Curator.RunTime)
+	sched, err := m.curator.Schedule(m.bg, cfg.CuratorSpec, m.curator.Location)
 	if err != nil {
 		return err
 	}
-	m.spec = spec
-	m.sched, err = m.curator.Schedule(m.bg, spec, m.curator.Location)
-	if err != nil {
-		return err
-	}
-	logger.Info("curator", slog.String("schedule", spec), slog.String("timezone", m.curator.Location.String()),
+	m.spec, m.sched = cfg.CuratorSpec, sched
+	logger.Info("curator", slog.String("schedule", m.spec), slog.String("timezone", m.curator.Location.String()),
 		slog.String("model", m.curator.ModelName), slog.Time("next_run", m.sched.Next()))
 	return nil
 }

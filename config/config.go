@@ -407,13 +407,13 @@ func (c *Config) Validate() error {
 	if err := validateHostPort(c.Server.Listen); err != nil {
 		return fmt.Errorf("server.listen: %w", err)
 	}
-	ollamaURL, err := ParseUpstream(c.General.OllamaHost, "11434")
+	ollamaURL, err := parseUpstream(c.General.OllamaHost, "11434")
 	if err != nil {
 		return fmt.Errorf("general.ollama_host: %w", err)
 	}
 	var qdrantURL *url.URL
 	if c.General.QdrantHost != "" {
-		if qdrantURL, err = ParseUpstream(c.General.QdrantHost, "6334"); err != nil {
+		if qdrantURL, err = parseUpstream(c.General.QdrantHost, "6334"); err != nil {
 			return fmt.Errorf("general.qdrant_host: %w", err)
 		}
 	}
@@ -497,9 +497,9 @@ func parseClock(s string) (time.Duration, error) {
 	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute, nil
 }
 
-// ParseUpstream parses an upstream address. A bare "host:port" is taken as
+// parseUpstream parses an upstream address. A bare "host:port" is taken as
 // http; a missing port gets defaultPort.
-func ParseUpstream(raw, defaultPort string) (*url.URL, error) {
+func parseUpstream(raw, defaultPort string) (*url.URL, error) {
 	s := strings.TrimSpace(raw)
 	if s == "" {
 		return nil, errors.New("must not be empty")

@@ -264,7 +264,7 @@ func TestParseUpstream(t *testing.T) {
 		{"https://host:1/base/", "https://host:1/base"},
 	}
 	for _, tt := range tests {
-		u, err := ParseUpstream(tt.in, "11434")
+		u, err := parseUpstream(tt.in, "11434")
 		require.NoError(t, err, tt.in)
 		assert.Equal(t, tt.want, u.String())
 	}

@@ -620,24 +620,6 @@ func TestBatchesFitTheBudget(t *testing.T) {
 	assert.Equal(t, []int{3, 3, 3, 1, 1}, sizes)
 }
 
-func TestSpec(t *testing.T) {
-	for in, want := range map[[2]string]string{
-		{"", "02:00"}:         "0 2 * * *",
-		{"", "23:45"}:         "45 23 * * *",
-		{"*/15 * * * *", "x"}: "*/15 * * * *",
-		{"@daily", ""}:        "@daily",
-		{"", "2:00"}:          "0 2 * * *",
-	} {
-		got, err := Spec(in[0], in[1])
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got)
-	}
-	for _, in := range [][2]string{{"", "25:00"}, {"", "02:5"}, {"", "noon"}, {"every day", ""}} {
-		_, err := Spec(in[0], in[1])
-		assert.Error(t, err, in)
-	}
-}
-
 func TestSharedLock(t *testing.T) {
 	var f *fixture
 	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })
