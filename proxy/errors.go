@@ -105,15 +105,15 @@ func (e redactedError) Unwrap() error { return e.err }
 // {"error":"..."}, OpenAI's {"error":{"message":...,"type":...}} on /v1,
 // Anthropic's {"type":"error","error":{...}} on /v1/messages. It must only
 // be called before any byte of the response has gone out.
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	noteError(r.Context(), err)
+func writeError(w http.ResponseWriter, ctx context.Context, d dialect, err error) {
+	noteError(ctx, err)
 	code := statusOf(err)
 	msg := err.Error()
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Del("Content-Length")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(dialectOf(r.URL.Path).errorBody(code, msg))
+	_ = json.NewEncoder(w).Encode(d.errorBody(code, msg))
 }
 
 func openAIErrorType(code int) string {

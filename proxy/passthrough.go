@@ -44,7 +44,7 @@ type upstream struct {
 // newReverseProxy builds the httputil.ReverseProxy that forwards to up,
 // teeing each answer through tee when it is set. A proxy is a few fields:
 // one per request costs nothing next to the request itself.
-func (s *Server) newReverseProxy(up upstream, tee *answerTee) *httputil.ReverseProxy {
+func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
@@ -59,22 +59,23 @@ func (s *Server) newReverseProxy(up upstream, tee *answerTee) *httputil.ReverseP
 			if tee != nil {
 				body = tee.wrap(res, body)
 			}
-			res.Body = guardStream(res, body)
+			res.Body = guardStream(res, d, body)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if bodyStalled(r) {
 				w.Header().Set("Connection", "close")
-				writeError(w, r, httpError(http.StatusRequestTimeout, "request body stalled: the client sent nothing for too long", nil))
+				writeError(w, r.Context(), d, httpError(http.StatusRequestTimeout, "request body stalled: the client sent nothing for too long", nil))
 				return
 			}
-			writeError(w, r, upstreamError(r.Context(), up.url.String(), err))
+			writeError(w, r.Context(), d, upstreamError(r.Context(), up.url.String(), err))
 		},
 	}
 }
 
-// passthrough forwards a request vera does not own.
-func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+// passthrough forwards a request vera does not own, with errors in the
+// shape of d.
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, d dialect) {
 	if enableFullDuplex(w, r) {
 		// With full duplex on, net/http drains an unread body only after the
 		// handler returns, and that drain restarts the connection's
@@ -86,7 +87,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		// inbound body itself: it hands the Transport a no-op-close wrapper.
 		defer r.Body.Close()
 	}
-	s.rp.ServeHTTP(w, r)
+	s.passthroughs[d].ServeHTTP(w, r)
 }
 
 // enableFullDuplex stops net/http from draining and closing the request
@@ -137,14 +138,10 @@ func kindOf(res *http.Response) streamKind {
 // stream with {"error":"..."}; line-parsing clients such as the official Go
 // client only notice a failure that way, since they treat a bare cut as a
 // normal end.
-func guardStream(res *http.Response, body io.ReadCloser) io.ReadCloser {
+func guardStream(res *http.Response, d dialect, body io.ReadCloser) io.ReadCloser {
 	kind := kindOf(res)
 	if kind == streamNone {
 		return body
-	}
-	d := ollamaChat
-	if res.Request != nil {
-		d = dialectOf(res.Request.URL.Path)
 	}
 	return &guardedBody{ReadCloser: body, kind: kind, d: d}
 }

@@ -84,7 +84,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 		}
 	}
 	tee := s.teeFor(c, ch)
-	if err := s.forward(c, up, ch.body, tee); err != nil {
+	if err := s.forward(c, up, ch.d, ch.body, tee); err != nil {
 		return err
 	}
 	if tee != nil && s.Debug != nil {
@@ -217,14 +217,14 @@ func readChatBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // answer through tee when it is set. It returns only once the whole answer
 // went out (a broken stream panics with http.ErrAbortHandler inside
 // ServeHTTP).
-func (s *Server) forward(c *gin.Context, up upstream, body []byte, tee *answerTee) error {
+func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, tee *answerTee) error {
 	r := c.Request
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
-	s.newReverseProxy(up, tee).ServeHTTP(c.Writer, out)
+	s.newReverseProxy(up, d, tee).ServeHTTP(c.Writer, out)
 	return nil
 }
 

@@ -70,9 +70,11 @@ type Server struct {
 	upstream *url.URL
 	ollama   upstream
 	log      *slog.Logger
-	rp       *httputil.ReverseProxy // to Ollama, for the routes vera passes through
-	buffers  *bufferPool
-	windows  *ollama.ModelInfo
+	// passthroughs forward the routes vera does not own to Ollama, one per
+	// dialect (the shape of their errors).
+	passthroughs [anthropicMessages + 1]*httputil.ReverseProxy
+	buffers      *bufferPool
+	windows      *ollama.ModelInfo
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
 	memoryDown atomic.Bool
@@ -90,7 +92,9 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	}
 	s.ollama = upstream{url: base, transport: transport}
 	s.buffers = &bufferPool{}
-	s.rp = s.newReverseProxy(s.ollama, nil)
+	for d := range s.passthroughs {
+		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil)
+	}
 	s.windows = ollama.NewModelInfo(ollama.New(base, transport))
 	return s
 }
@@ -116,9 +120,15 @@ func (s *Server) Handler() http.Handler {
 		"/v1/responses":        openAIResponses,
 		"/v1/messages":         anthropicMessages,
 	} {
-		e.POST(route, s.handle(func(c *gin.Context) error { return s.serveChat(c, d) }))
+		e.POST(route, withDialect(d), s.handle(func(c *gin.Context) error { return s.serveChat(c, d) }))
 	}
-	e.NoRoute(func(c *gin.Context) { s.passthrough(c.Writer, c.Request) })
+	e.NoRoute(func(c *gin.Context) {
+		// The one place a dialect is read off a path: routes vera does
+		// not own, for the shape of an error.
+		d := dialectOf(c.Request.URL.Path)
+		c.Set(dialectKey, d)
+		s.passthrough(c.Writer, c.Request, d)
+	})
 	return e
 }
 
@@ -134,8 +144,26 @@ func (s *Server) handle(h func(*gin.Context) error) gin.HandlerFunc {
 		if c.Writer.Written() {
 			panic(http.ErrAbortHandler)
 		}
-		writeError(c.Writer, c.Request, err)
+		writeError(c.Writer, c.Request.Context(), dialectIn(c), err)
 	}
+}
+
+// dialectKey holds a request's dialect in the gin context, for the error
+// writers of middleware that run around the handler.
+const dialectKey = "vera.dialect"
+
+// withDialect records the dialect of a route's requests.
+func withDialect(d dialect) gin.HandlerFunc {
+	return func(c *gin.Context) { c.Set(dialectKey, d) }
+}
+
+// dialectIn returns the request's dialect: its route's, Ollama's when the
+// route has none (vera's own routes).
+func dialectIn(c *gin.Context) dialect {
+	if d, ok := c.Get(dialectKey); ok {
+		return d.(dialect)
+	}
+	return ollamaChat
 }
 
 // recall builds the memory layers for a chat. It never fails the chat: a
@@ -230,7 +258,7 @@ func (s *Server) recoverPanics(c *gin.Context) {
 		if c.Writer.Written() {
 			panic(http.ErrAbortHandler)
 		}
-		writeError(c.Writer, c.Request, httpError(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", v), nil))
+		writeError(c.Writer, c.Request.Context(), dialectIn(c), httpError(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", v), nil))
 	}()
 	c.Next()
 }
