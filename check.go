@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,7 +20,6 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/memory/qdrant"
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
@@ -72,8 +72,16 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	transport := proxy.NewTransport(5 * time.Second)
-	checkListen(ctx, cfg, transport, r)
+	// check waits briefly for each answer; it logs nothing (its report
+	// is the output), and opens a store only to look at it.
+	cfg.General.ResponseHeaderTimeout.Duration = 5 * time.Second
+	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler), appOptions{})
+	if err != nil {
+		r.fail("config", "%v", err)
+		return r.result()
+	}
+	defer a.Close()
+	checkListen(ctx, cfg, a.transport, r)
 	if exposedWithoutIdentity(cfg) {
 		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
 	}
@@ -83,15 +91,14 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		}
 	}
 
-	oc := ollama.New(cfg.OllamaURL, transport)
-	h := admin.ProbeOllama(ctx, oc)
+	h := admin.ProbeOllama(ctx, a.ollama)
 	if !h.OK {
 		r.fail("ollama", "%s unreachable: %s", h.URL, h.Error)
 		return r.result()
 	}
 	r.ok("ollama", "%s, version %s (%.1f ms)", h.URL, h.Version, h.LatencyMS)
 
-	models, err := listModels(ctx, oc)
+	models, err := listModels(ctx, a.ollama)
 	if err != nil {
 		r.fail("ollama models", "%v", err)
 		return r.result()
@@ -110,7 +117,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	} else {
 		r.fail("curator model", "%s is not on Ollama (curator.curator_model); fix: ollama pull %s", m, m)
 	}
-	checkMemory(ctx, cfg, oc, models, r)
+	checkMemory(ctx, a, models, r)
 	return r.result()
 }
 
@@ -240,16 +247,20 @@ func withTag(name string) string {
 }
 
 // checkMemory opens the store and embeds a probe text, reporting both.
-func checkMemory(ctx context.Context, cfg config.Config, oc *ollama.Client, models []string, r *report) {
+// It closes the store before the probe: a vera starting meanwhile must
+// not find its file taken.
+func checkMemory(ctx context.Context, a *app, models []string, r *report) {
+	cfg := a.cfg
 	if cfg.QdrantURL != nil {
-		checkQdrant(ctx, cfg, r)
+		checkQdrant(ctx, a, r)
 	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
 		r.ok("store", "embedded, %s (new: created when vera starts)", path)
-	} else if db, err := embedded.Open(ctx, cfg.Memory.DataDir); errors.Is(err, embedded.ErrInUse) {
+	} else if err := a.openLocal(ctx); errors.Is(err, embedded.ErrInUse) {
 		r.ok("store", "embedded, %s (open in a running vera)", path)
 	} else if err != nil {
 		r.fail("store", "%v", err)
 	} else {
+		db := a.local
 		spaces, _ := db.Namespaces(ctx)
 		total := 0
 		for _, ns := range spaces {
@@ -258,11 +269,11 @@ func checkMemory(ctx context.Context, cfg config.Config, oc *ollama.Client, mode
 		}
 		pending, _ := db.Len(ctx)
 		r.ok("store", "embedded, %s (%d memories in %d namespaces, %d turns queued)", db.Path(), total, len(spaces), pending)
-		db.Close()
 	}
+	a.closeStores()
 
 	model := cfg.General.EmbeddingModel
-	dim, err := memory.Probe(ctx, memory.NewEmbedder(oc, model))
+	dim, err := memory.Probe(ctx, a.embedder)
 	if err != nil {
 		hint := ""
 		if !hasModel(models, model) && !strings.Contains(err.Error(), "ollama pull") {
@@ -319,13 +330,12 @@ func exists(path string) bool {
 }
 
 // checkQdrant reaches Qdrant and reports the collection.
-func checkQdrant(ctx context.Context, cfg config.Config, r *report) {
-	q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.QdrantURL.String(), Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
-	if err != nil {
+func checkQdrant(ctx context.Context, a *app, r *report) {
+	if err := a.openQdrant(ctx); err != nil {
 		r.fail("store", "%v", err)
 		return
 	}
-	defer q.Close()
+	q := a.qdrant
 	if err := q.Ping(ctx); err != nil {
 		r.fail("store", "%v", err)
 		return

@@ -13,7 +13,6 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/proxy"
 )
 
 // curateCmd runs `vera curate [--dry-run] [--namespace NS]`: one curator
@@ -41,21 +40,21 @@ func curateCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return errors.New("curate: memory is off (memory.enabled = false)")
 	}
 	logger := newLogger(stderr, cfg.General.Debug)
-	mem, err := openMemory(ctx, cfg, cfg.OllamaURL, proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration), logger)
+	a, err := newApp(ctx, cfg, logger, appOptions{Memory: true})
 	if errors.Is(err, embedded.ErrInUse) {
 		return fmt.Errorf("curate: vera is running on this data dir; ask it instead: curl -X POST http://%s/curator/run: %w", cfg.Server.Listen, err)
 	}
 	if err != nil {
 		return err
 	}
-	defer mem.close()
+	defer a.Close()
 	// Curated memories get their vectors now if the embedder answers
 	// within a little while; otherwise the backfill of a running vera
 	// makes them.
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	mem.gate.Settle(pctx, time.Second)
+	a.gate.Settle(pctx, time.Second)
 	cancel()
-	res := mem.curator.Run(ctx, curator.Options{DryRun: *dry, Namespace: strings.TrimSpace(*ns)})
+	res := a.curator.Run(ctx, curator.Options{DryRun: *dry, Namespace: strings.TrimSpace(*ns)})
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil {

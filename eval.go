@@ -7,18 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/eval/locomo"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/proxy"
 )
 
 // evalCmd runs `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`.
-func evalCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func evalCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "locomo" {
 		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`"}
 	}
@@ -56,36 +53,33 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		convs = append(convs, c)
 	}
-	tok, err := memory.NewTokenizer()
+	if *emb != "none" && *emb != "ollama" {
+		return usageError{fmt.Sprintf("eval locomo: --embedder must be ollama or none, not %q", *emb)}
+	}
+	cfg, err := config.Load(flags, getenv)
 	if err != nil {
 		return err
 	}
-	var embedder memory.Embedder
-	switch *emb {
-	case "none":
-	case "ollama":
-		cfg, err := config.Load(flags, getenv)
-		if err != nil {
-			return err
-		}
-		embedder = memory.NewOllamaEmbedder(cfg.OllamaURL, cfg.General.EmbeddingModel, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
-		if _, err := memory.Probe(ctx, embedder); err != nil {
-			return fmt.Errorf("eval locomo: %w (use --embedder none for lexical retrieval only)", err)
-		}
-	default:
-		return usageError{fmt.Sprintf("eval locomo: --embedder must be ollama or none, not %q", *emb)}
-	}
+	// The conversations go into a store of their own, removed afterwards.
 	dir, err := os.MkdirTemp("", "vera-eval")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := embedded.Open(ctx, dir)
+	cfg.Memory.DataDir, cfg.QdrantURL = dir, nil
+	a, err := newApp(ctx, cfg, newLogger(stderr, cfg.General.Debug), appOptions{Store: true, Tokenizer: true})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	res, err := locomo.Run(ctx, convs, db, embedder, tok, *budget)
+	defer a.Close()
+	var embedder memory.Embedder
+	if *emb == "ollama" {
+		if _, err := memory.Probe(ctx, a.embedder); err != nil {
+			return fmt.Errorf("eval locomo: %w (use --embedder none for lexical retrieval only)", err)
+		}
+		embedder = a.embedder
+	}
+	res, err := locomo.Run(ctx, convs, a.local, embedder, a.tok, *budget)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return err

@@ -10,21 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 	_ "time/tzdata" // curator.timezone must resolve in a scratch container too
 
-	"github.com/gin-gonic/gin"
-
-	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/config"
-	"github.com/vera-proxy/vera/ollama"
-	"github.com/vera-proxy/vera/proxy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -64,7 +56,7 @@ func main() {
 		<-ctx.Done()
 		stop() // a second signal kills at once
 	}()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil)
 	stop()
 	var ue usageError
 	switch {
@@ -80,7 +72,9 @@ func main() {
 }
 
 // run is the whole program: main and the end-to-end tests both call it.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Once serve listens, it calls ready (when not nil) with the bound
+// address, so a test can listen on 127.0.0.1:0.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -93,9 +87,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "vera %s\n", version)
 		return nil
 	case "eval":
-		return evalCmd(ctx, args, getenv, stdout)
+		return evalCmd(ctx, args, getenv, stdout, stderr)
 	case "memories":
-		return memoriesCmd(ctx, args, getenv, stdout)
+		return memoriesCmd(ctx, args, getenv, stdout, stderr)
 	case "curate":
 		return curateCmd(ctx, args, getenv, stdout, stderr)
 	case "serve", "check", "healthcheck":
@@ -136,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case cmd == "healthcheck":
 		return healthcheck(ctx, cfg, stdout)
 	}
-	return serve(ctx, cfg, stderr)
+	return serve(ctx, cfg, stderr, ready)
 }
 
 func newLogger(w io.Writer, debug bool) *slog.Logger {
@@ -171,85 +165,4 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(r)
 	}
 	return a
-}
-
-// serve runs the proxy until ctx is cancelled, then stops accepting and lets
-// running requests (streams included) finish within the shutdown grace
-// period.
-func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
-	logger := newLogger(stderr, cfg.General.Debug)
-	for _, w := range cfg.Warnings {
-		logger.Warn("config", slog.String("warning", w))
-	}
-	if exposedWithoutIdentity(cfg) {
-		logger.Warn(exposedWarning, slog.String("listen", cfg.Server.Listen))
-	}
-	if cfg.Memory.Enabled {
-		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
-			logger.Warn(legacyRulesWarning, slog.String("file", path), slog.Int("lines", n))
-		}
-	}
-	upstream := cfg.OllamaURL
-	gin.SetMode(gin.ReleaseMode)
-	transport := proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
-	srv := proxy.New(upstream, transport, logger)
-	adm := admin.New(version, ollama.New(upstream, transport))
-	adm.Token = cfg.Server.AdminToken
-	srv.Own = adm.Mount
-	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
-	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
-	srv.RecordTasks = !cfg.Memory.SkipTasks
-	if cfg.Memory.Enabled {
-		mem, err := openMemory(ctx, cfg, upstream, transport, logger)
-		if err != nil {
-			return err
-		}
-		// Runs after the server has stopped, so every recorded turn is
-		// committed before the store closes.
-		defer func() {
-			if err := mem.close(); err != nil {
-				logger.Error("memory", slog.Any("error", err))
-			}
-		}()
-		if err := mem.schedule(cfg, logger); err != nil {
-			return err
-		}
-		mem.attach(srv, adm)
-	}
-	if cfg.General.Debug {
-		srv.Debug = proxy.NewDebugLog(cfg.General.LogDir, logger)
-		defer srv.Debug.Close()
-	}
-
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
-	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       5 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}
-	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("ollama", config.Redact(upstream)),
-		slog.String("version", version), slog.String("config", cfg.Path))
-
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-
-	grace := cfg.Server.ShutdownTimeout.Duration
-	logger.Info("shutting down", slog.Duration("grace", grace))
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		logger.Warn("grace period over, closing open connections", slog.Any("error", err))
-		_ = hs.Close()
-	}
-	logger.Info("stopped")
-	return nil
 }

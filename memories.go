@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 
 	"github.com/vera-proxy/vera/config"
@@ -15,14 +14,13 @@ import (
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
 	"github.com/vera-proxy/vera/memory/veraai"
-	"github.com/vera-proxy/vera/proxy"
 )
 
 const memoriesUsage = "memories: want `vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]`"
 
 // memoriesCmd runs `vera memories ...`. Only the import from Vera-AI
 // exists so far.
-func memoriesCmd(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func memoriesCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "import" {
 		return usageError{memoriesUsage}
 	}
@@ -53,7 +51,15 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	rep, err := importVeraAI(ctx, cfg, *from, *collection, *ns)
+	a, err := newApp(ctx, cfg, newLogger(stderr, cfg.General.Debug), appOptions{Store: true, Tokenizer: true})
+	if errors.Is(err, embedded.ErrInUse) {
+		return fmt.Errorf("stop vera before importing into its embedded store: %w", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	rep, err := importVeraAI(ctx, a, *from, *collection, *ns)
 	if err != nil {
 		return err
 	}
@@ -61,52 +67,31 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	return enc.Encode(rep)
 }
 
-// importVeraAI copies a Vera-AI collection into vera's store (the one the
-// config selects), re-embedding each memory with vera's model.
-func importVeraAI(ctx context.Context, cfg config.Config, from, collection, ns string) (veraai.Report, error) {
-	model := cfg.General.EmbeddingModel
-	embedder := memory.NewOllamaEmbedder(cfg.OllamaURL, model, &http.Client{Transport: proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)})
+// importVeraAI copies a Vera-AI collection into the app's store (the one
+// the config selects), re-embedding each memory with vera's model.
+func importVeraAI(ctx context.Context, a *app, from, collection, ns string) (veraai.Report, error) {
+	model := a.cfg.General.EmbeddingModel
+	embedder, tok := a.embedder, a.tok
 	dim, embedErr := memory.Probe(ctx, embedder)
 
-	var store memory.Store
-	if cfg.QdrantURL != nil {
-		q, err := qdrant.Open(ctx, qdrant.Options{URL: cfg.QdrantURL.String(), Collection: cfg.General.QdrantCollection, APIKey: cfg.QdrantAPIKey})
-		if err != nil {
-			return veraai.Report{}, err
-		}
-		defer q.Close()
+	var space memory.VectorSpacer = a.local
+	if q := a.qdrant; q != nil {
 		if _, src, _ := qdrant.ClientConfig(from); src == q.Addr() && collection == q.Collection() {
 			return veraai.Report{}, fmt.Errorf("the Vera-AI collection %q is the one vera is configured to use: set general.qdrant_collection (VERA_QDRANT_COLLECTION) to another name", collection)
 		}
 		if embedErr != nil {
 			return veraai.Report{}, fmt.Errorf("importing into Qdrant needs the embedding model to create the collection: %w", embedErr)
 		}
-		if _, err := q.VectorSpace(ctx, model, dim); err != nil {
+		space = q
+	}
+	if embedErr == nil {
+		if _, err := space.VectorSpace(ctx, model, dim); err != nil {
 			return veraai.Report{}, err
 		}
-		store = q
-	} else {
-		db, err := embedded.Open(ctx, cfg.Memory.DataDir)
-		if errors.Is(err, embedded.ErrInUse) {
-			return veraai.Report{}, fmt.Errorf("stop vera before importing into its embedded store: %w", err)
-		}
-		if err != nil {
-			return veraai.Report{}, err
-		}
-		defer db.Close()
-		if embedErr == nil {
-			if _, err := db.VectorSpace(ctx, model, dim); err != nil {
-				return veraai.Report{}, err
-			}
-		}
-		store = db
 	}
-	tok, err := memory.NewTokenizer()
-	if err != nil {
-		return veraai.Report{}, err
-	}
+	store := a.store
 	withVectors := 0
-	rep, err := veraai.Read(ctx, from, cfg.QdrantAPIKey, collection, ns, 64, func(ms []memory.Memory) error {
+	rep, err := veraai.Read(ctx, from, a.cfg.QdrantAPIKey, collection, ns, 64, func(ms []memory.Memory) error {
 		texts := make([]string, len(ms))
 		for i := range ms {
 			ms[i].Tokens = tok.Count(ms[i].Text)

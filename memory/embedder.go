@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 
 	"github.com/vera-proxy/vera/ollama"
 )
@@ -27,15 +25,6 @@ type OllamaEmbedder struct {
 // NewEmbedder embeds with model on the Ollama behind client.
 func NewEmbedder(client *ollama.Client, model string) *OllamaEmbedder {
 	return &OllamaEmbedder{client: client, model: model}
-}
-
-// NewOllamaEmbedder embeds with model on the Ollama at base, through its
-// own client.
-//
-// Deprecated: use NewEmbedder with the one ollama.Client the command
-// builds; this remains until every command has one.
-func NewOllamaEmbedder(base *url.URL, model string, client *http.Client) *OllamaEmbedder {
-	return NewEmbedder(ollama.New(base, client.Transport), model)
 }
 
 // Model returns the embedding model's name.

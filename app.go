@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/vera-proxy/vera/admin"
+	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/prompts"
+	"github.com/vera-proxy/vera/proxy"
+)
+
+// appOptions chooses the parts a command needs beyond the Ollama client
+// and the embedder, which every app has.
+type appOptions struct {
+	// Store opens the store the config selects (Qdrant, or else the
+	// embedded file) and nothing else: no queue, no writer.
+	Store bool
+	// Tokenizer loads the tokenizer (Memory implies it).
+	Tokenizer bool
+	// Memory opens the store and the local queue, starts the writer and
+	// the background work, and builds the context builder and the curator.
+	Memory bool
+	// Schedule starts the curator's schedule (with Memory).
+	Schedule bool
+}
+
+// app holds every part vera runs on, each built once from the resolved
+// config, and stops them in order: the background work and the schedule
+// first, then the writer (it commits what handlers recorded), then the
+// stores.
+type app struct {
+	cfg    config.Config
+	logger *slog.Logger
+
+	transport *http.Transport
+	ollama    *ollama.Client // the one client for Ollama's own API
+	embedder  *memory.OllamaEmbedder
+	tok       *memory.Tokenizer
+
+	store  memory.Store
+	local  *embedded.DB // the durable queue; with the embedded backend, the store too
+	qdrant *qdrant.Store
+
+	prompts *prompts.Dir
+	gate    *memory.Gate
+	writer  *memory.Writer
+	builder *memory.Builder
+	curator *curator.Curator
+	sched   *curator.Scheduler
+
+	// bg lives until Close: the background work (gate probes, the token
+	// backfill, scheduled curator runs) stops with it.
+	bg     context.Context
+	cancel context.CancelFunc
+	bgWork sync.WaitGroup // background work that uses the store
+}
+
+// newApp builds the parts opts asks for, in order. On error, what was
+// built is closed again.
+func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger, opts appOptions) (*app, error) {
+	a := &app{cfg: cfg, logger: logger}
+	a.bg, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.transport = proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
+	a.ollama = ollama.New(cfg.OllamaURL, a.transport)
+	a.embedder = memory.NewEmbedder(a.ollama, cfg.General.EmbeddingModel)
+	err := a.build(ctx, opts)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) build(ctx context.Context, opts appOptions) error {
+	if opts.Tokenizer || opts.Memory {
+		tok, err := memory.NewTokenizer()
+		if err != nil {
+			return err
+		}
+		a.tok = tok
+	}
+	switch {
+	case opts.Memory:
+		if err := a.openMemory(ctx); err != nil {
+			return err
+		}
+	case opts.Store:
+		if err := a.openStore(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.Schedule && a.curator != nil {
+		return a.schedule()
+	}
+	return nil
+}
+
+// openStore opens the store the config selects: Qdrant when
+// general.qdrant_host is set, else the embedded file.
+func (a *app) openStore(ctx context.Context) error {
+	if a.cfg.QdrantURL != nil {
+		return a.openQdrant(ctx)
+	}
+	return a.openLocal(ctx)
+}
+
+// openLocal opens the embedded file in the data dir. It is the store
+// unless Qdrant is opened too.
+func (a *app) openLocal(ctx context.Context) error {
+	db, err := embedded.Open(ctx, a.cfg.Memory.DataDir)
+	if err != nil {
+		return err
+	}
+	a.local = db
+	if a.qdrant == nil {
+		a.store = db
+	}
+	return nil
+}
+
+// openQdrant opens the Qdrant collection, which becomes the store.
+func (a *app) openQdrant(ctx context.Context) error {
+	q, err := qdrant.Open(ctx, qdrant.Options{URL: a.cfg.QdrantURL.String(), Collection: a.cfg.General.QdrantCollection, APIKey: a.cfg.QdrantAPIKey})
+	if err != nil {
+		return err
+	}
+	a.qdrant, a.store = q, q
+	return nil
+}
+
+// openMemory opens the store and starts the writer and the embedder probe.
+// The store is the embedded file, or Qdrant when general.qdrant_host is
+// set; either way finished turns are first committed to the local file's
+// queue, so a Qdrant outage loses nothing.
+func (a *app) openMemory(ctx context.Context) error {
+	if err := a.openLocal(ctx); err != nil {
+		return err
+	}
+	model := a.cfg.General.EmbeddingModel
+	var space memory.VectorSpacer = a.local
+	if a.cfg.QdrantURL != nil {
+		if err := a.openQdrant(ctx); err != nil {
+			return err
+		}
+		if err := checkVectorSpace(ctx, a.qdrant, a.embedder, model, a.logger); err != nil {
+			return err
+		}
+		space = a.qdrant
+	}
+	a.prompts = prompts.New(a.cfg.Prompts.Dir)
+	a.gate = memory.NewGate(a.embedder, model, space, a.logger)
+	a.startWriter()
+	a.backfillTokens()
+	a.builder = a.newBuilder()
+	a.curator = a.newCurator()
+	if a.qdrant != nil {
+		a.logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", a.qdrant.Addr()),
+			slog.String("collection", a.qdrant.Collection()), slog.String("queue", a.local.Path()), slog.String("embedding_model", model))
+	} else {
+		a.logger.Info("memory", slog.String("backend", "embedded"), slog.String("path", a.local.Path()), slog.String("embedding_model", model))
+	}
+	return nil
+}
+
+// startWriter starts the writer, and the gate's first probe.
+func (a *app) startWriter() {
+	a.writer = memory.NewWriter(a.store, a.local, a.gate, a.tok, a.logger)
+	a.writer.MaxTurnTokens = a.cfg.Memory.MaxTurnTokens
+	a.writer.Start()
+	a.bgWork.Go(func() {
+		a.gate.Settle(a.bg, 30*time.Second)
+		// A write that raced the first probe failed with "not available":
+		// retry it now, not at the writer's next retry, so health is right.
+		a.writer.Nudge()
+	})
+}
+
+// backfillTokens counts, in the background, the tokens of turns stored by
+// earlier versions, whose queue lost their counts.
+func (a *app) backfillTokens() {
+	tc, ok := a.store.(memory.TokenCounter)
+	if !ok {
+		return
+	}
+	a.bgWork.Go(func() {
+		n, err := memory.BackfillTokens(a.bg, tc, a.tok.Count)
+		switch {
+		case err != nil && a.bg.Err() == nil:
+			a.logger.Warn("counting the tokens of stored memories", slog.Int("counted", n), slog.Any("error", err))
+		case n > 0:
+			a.logger.Info("counted the tokens of stored memories", slog.Int("counted", n))
+		}
+	})
+}
+
+func (a *app) newBuilder() *memory.Builder {
+	l := a.cfg.Layers
+	b := memory.NewBuilder(a.store, a.gate, a.tok)
+	b.SemanticBudget = l.SemanticTokenBudget
+	b.RecentBudget = l.ContextTokenBudget
+	b.Threshold = l.SemanticScoreThreshold
+	b.RecentTurns = l.RecentTurns
+	b.RulesBudget = l.RulesTokenBudget
+	b.SystemPrompt = a.prompts.System
+	return b
+}
+
+func (a *app) newCurator() *curator.Curator {
+	name := a.cfg.Curator.CuratorModel
+	model := curator.NewOllamaModel(a.ollama, name)
+	// Room for a batch (3000 tokens), the prompt, the curated sample and
+	// the answer; Ollama's default 4096 would cut the batch.
+	model.NumCtx = 8192
+	c := &curator.Curator{
+		Store: a.store, Model: model, Embedder: a.gate, Tokens: a.tok, Prompts: a.prompts,
+		ModelName: name, Location: a.cfg.CuratorLocation, Log: a.logger,
+	}
+	if q := a.qdrant; q != nil {
+		// Instances sharing the collection curate one at a time. A run
+		// that outlives the TTL (a crashed holder) frees the lock.
+		c.Lock = func(ctx context.Context) (func(), bool, error) { return q.Lock(ctx, "curator", 2*time.Hour) }
+	}
+	return c
+}
+
+// schedule starts the curator's schedule.
+func (a *app) schedule() error {
+	sched, err := a.curator.Schedule(a.bg, a.cfg.CuratorSpec, a.curator.Location)
+	if err != nil {
+		return err
+	}
+	a.sched = sched
+	a.logger.Info("curator", slog.String("schedule", a.cfg.CuratorSpec), slog.String("timezone", a.curator.Location.String()),
+		slog.String("model", a.curator.ModelName), slog.Time("next_run", sched.Next()))
+	return nil
+}
+
+// checkVectorSpace makes a Qdrant collection that holds another model's
+// vectors a startup error, as the issue of mixed sizes is best caught
+// before the first chat. When the embedder or Qdrant cannot be reached yet,
+// vera starts anyway (degraded) and the gate checks again later.
+func checkVectorSpace(ctx context.Context, q *qdrant.Store, e memory.Embedder, model string, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dim, err := memory.Probe(ctx, e)
+	if err != nil {
+		logger.Warn("embedder not available at start; the Qdrant collection is checked once it is", slog.Any("error", err))
+		return nil
+	}
+	if _, err := q.VectorSpace(ctx, model, dim); err != nil && !errors.Is(err, memory.ErrUnavailable) {
+		return err
+	}
+	return nil
+}
+
+// attach wires memory into the proxy and vera's own routes.
+func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
+	if a.writer == nil {
+		return
+	}
+	srv.Recorder = a.writer
+	srv.Memory = a.builder
+	adm.MemoryHealth = a.health
+	adm.Curator = a.curator
+	if a.sched != nil {
+		adm.CuratorSchedule = a.cfg.CuratorSpec
+		adm.CuratorNext = a.sched.Next
+	}
+}
+
+func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {
+	st := a.writer.Status(ctx)
+	sh := admin.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: a.local.Path(), Pending: st.Pending, Error: st.StoreError}
+	if a.qdrant != nil {
+		sh.Backend, sh.URL, sh.Collection, sh.Queue = "qdrant", a.qdrant.Addr(), a.qdrant.Collection(), a.local.Path()
+		sh.Path = ""
+		if err := a.qdrant.Ping(ctx); err != nil {
+			sh.OK, sh.Error = false, err.Error()
+		}
+	}
+	eh := admin.EmbedderHealth{OK: st.EmbedderOK, Model: a.gate.Model(), Dim: a.gate.Dim(), Error: st.EmbedderError}
+	if a.gate.Dim() == 0 {
+		eh.OK, eh.Error = false, a.gate.Err()
+	}
+	return sh, eh
+}
+
+// Close stops the background work and the schedule (a scheduled run stops
+// at its next step: what it applied is safe, the next run finishes the
+// rest), commits recorded turns to the queue, and closes the stores.
+func (a *app) Close() error {
+	a.cancel()
+	if a.sched != nil {
+		a.sched.Stop()
+	}
+	a.bgWork.Wait()
+	if a.writer != nil {
+		a.writer.Close()
+	}
+	err := a.closeStores()
+	a.transport.CloseIdleConnections()
+	return err
+}
+
+// closeStores closes the stores opened so far; a second call does nothing.
+func (a *app) closeStores() error {
+	var errs []error
+	if a.qdrant != nil {
+		errs = append(errs, a.qdrant.Close())
+		a.qdrant = nil
+	}
+	if a.local != nil {
+		if err := a.local.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+		a.local = nil
+	}
+	a.store = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/admin"
+	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/proxy"
+)
+
+// serve runs the proxy until ctx is cancelled, then stops accepting and lets
+// running requests (streams included) finish within the shutdown grace
+// period.
+func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(addr string)) error {
+	logger := newLogger(stderr, cfg.General.Debug)
+	for _, w := range cfg.Warnings {
+		logger.Warn("config", slog.String("warning", w))
+	}
+	if exposedWithoutIdentity(cfg) {
+		logger.Warn(exposedWarning, slog.String("listen", cfg.Server.Listen))
+	}
+	if cfg.Memory.Enabled {
+		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
+			logger.Warn(legacyRulesWarning, slog.String("file", path), slog.Int("lines", n))
+		}
+	}
+	gin.SetMode(gin.ReleaseMode)
+	a, err := newApp(ctx, cfg, logger, appOptions{Memory: cfg.Memory.Enabled, Schedule: cfg.Memory.Enabled})
+	if err != nil {
+		return err
+	}
+	// Runs after the server has stopped, so every recorded turn is
+	// committed before the store closes.
+	defer func() {
+		if err := a.Close(); err != nil {
+			logger.Error("memory", slog.Any("error", err))
+		}
+	}()
+	srv := newServer(cfg, a, logger)
+	if cfg.General.Debug {
+		srv.Debug = proxy.NewDebugLog(cfg.General.LogDir, logger)
+		defer srv.Debug.Close()
+	}
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("ollama", config.Redact(cfg.OllamaURL)),
+		slog.String("version", version), slog.String("config", cfg.Path))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	grace := cfg.Server.ShutdownTimeout.Duration
+	logger.Info("shutting down", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		logger.Warn("grace period over, closing open connections", slog.Any("error", err))
+		_ = hs.Close()
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// newServer builds Ollama's surface and vera's own routes on the app's
+// parts.
+func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
+	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
+	adm := admin.New(version, a.ollama)
+	adm.Token = cfg.Server.AdminToken
+	srv.Own = adm.Mount
+	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
+	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
+	srv.RecordTasks = !cfg.Memory.SkipTasks
+	a.attach(srv, adm)
+	return srv
+}
