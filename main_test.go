@@ -151,7 +151,9 @@ func (p *inProcess) chat(t *testing.T, ns, text string) string {
 	t.Helper()
 	u, err := url.Parse("http://" + p.addr)
 	require.NoError(t, err)
-	c := api.NewClient(u, &http.Client{Transport: headerTransport{"X-OpenWebUI-User-Id", ns}})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := api.NewClient(u, &http.Client{Transport: headerTransport{tr, "X-OpenWebUI-User-Id", ns}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var answer strings.Builder
@@ -165,12 +167,15 @@ func (p *inProcess) chat(t *testing.T, ns, text string) string {
 }
 
 // headerTransport sets one header on every request.
-type headerTransport struct{ key, value string }
+type headerTransport struct {
+	base       http.RoundTripper
+	key, value string
+}
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(h.key, h.value)
-	return http.DefaultTransport.RoundTrip(r)
+	return h.base.RoundTrip(r)
 }
 
 // syncBuffer is a log buffer written by vera and read by the test.
