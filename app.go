@@ -71,7 +71,7 @@ type app struct {
 func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger, opts appOptions) (*app, error) {
 	a := &app{cfg: cfg, logger: logger}
 	a.bg, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	a.transport = proxy.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
+	a.transport = ollama.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
 	a.ollama = ollama.New(cfg.OllamaURL, a.transport)
 	a.embedder = memory.NewEmbedder(a.ollama, cfg.General.EmbeddingModel)
 	err := a.build(ctx, opts)

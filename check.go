@@ -22,7 +22,6 @@ import (
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
-	"github.com/vera-proxy/vera/proxy"
 )
 
 // report writes `vera check`'s lines ("ok   topic: ...", "warn ...",
@@ -308,7 +307,7 @@ func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := (&http.Client{Transport: proxy.NewTransport(5 * time.Second)}).Do(req)
+	res, err := (&http.Client{Transport: ollama.NewTransport(5 * time.Second)}).Do(req)
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}

@@ -125,11 +125,7 @@ func (r *MessagesRequest) memoryMessages() []memory.Message {
 }
 
 func (r *MessagesRequest) options() (numCtx, numPredict int) {
-	var n int
-	if raw, ok := r.Extra["max_tokens"]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
-		return 0, n
-	}
-	return 0, 0
+	return 0, answerCap(r.Extra, "max_tokens")
 }
 
 // lastUser is the text of the last user message. A user message that

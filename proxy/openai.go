@@ -168,13 +168,19 @@ func (r *OpenAIRequest) memoryMessages() []memory.Message {
 // context window (Ollama's compatibility layer has no num_ctx), so it
 // always comes from the model.
 func (r *OpenAIRequest) options() (numCtx, numPredict int) {
-	for _, k := range []string{"max_completion_tokens", "max_tokens"} {
+	return 0, answerCap(r.Extra, "max_completion_tokens", "max_tokens")
+}
+
+// answerCap reads the answer's token cap from the first of keys set to a
+// positive integer; 0 when none is.
+func answerCap(extra map[string]json.RawMessage, keys ...string) int {
+	for _, k := range keys {
 		var n int
-		if raw, ok := r.Extra[k]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
-			return 0, n
+		if raw, ok := extra[k]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+			return n
 		}
 	}
-	return 0, 0
+	return 0
 }
 
 func (r *OpenAIRequest) lastUser() string {

@@ -4,32 +4,20 @@ import (
 	"encoding/json"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/vera-proxy/vera/ollama"
 )
 
-// NewTransport returns the transport vera uses to reach Ollama. It limits
-// only how long connecting and waiting for response headers may take: a
-// model load or a stream may last as long as it needs. Compression is off so
-// that bytes pass through exactly as Ollama sent them.
+// NewTransport returns the transport vera uses to reach Ollama: it limits
+// only connecting and waiting for response headers, never a stream
+// (ollama.NewTransport).
 func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
-	return &http.Transport{
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: responseHeaderTimeout,
-		ExpectContinueTimeout: time.Second,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-	}
+	return ollama.NewTransport(responseHeaderTimeout)
 }
 
 // upstream is where a request goes: an address and the transport that

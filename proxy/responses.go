@@ -179,11 +179,7 @@ func (r *ResponsesRequest) memoryMessages() []memory.Message {
 }
 
 func (r *ResponsesRequest) options() (numCtx, numPredict int) {
-	var n int
-	if raw, ok := r.Extra["max_output_tokens"]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
-		return 0, n
-	}
-	return 0, 0
+	return 0, answerCap(r.Extra, "max_output_tokens")
 }
 
 func (r *ResponsesRequest) lastUser() string {
