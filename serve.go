@@ -90,6 +90,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 // parts.
 func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
 	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
+	srv.Ollama = a.ollama // one client for Ollama's API in the process
 	adm := admin.New(version, a.ollama)
 	adm.Token = cfg.Server.AdminToken
 	srv.Own = adm.Mount

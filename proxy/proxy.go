@@ -66,6 +66,9 @@ type Server struct {
 	// get the same request log, panic recovery and body idle limit; nil:
 	// none.
 	Own func(*gin.Engine)
+	// Ollama is the client for Ollama's own API (the model-info lookups);
+	// nil: one made from New's address and transport.
+	Ollama *ollama.Client
 
 	upstream *url.URL
 	ollama   upstream
@@ -95,12 +98,15 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	for d := range s.passthroughs {
 		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil)
 	}
-	s.windows = ollama.NewModelInfo(ollama.New(base, transport))
+	s.windows = ollama.NewModelInfo(ollama.New(base, transport)) // until Handler sees s.Ollama
 	return s
 }
 
 // Handler returns the router serving every route.
 func (s *Server) Handler() http.Handler {
+	if s.Ollama != nil {
+		s.windows = ollama.NewModelInfo(s.Ollama)
+	}
 	e := gin.New()
 	e.ContextWithFallback = true
 	// Anything vera does not own goes to Ollama as it is: no redirects for
