@@ -43,10 +43,11 @@ type app struct {
 	cfg    config.Config
 	logger *slog.Logger
 
-	transport *http.Transport
-	ollama    *ollama.Client // the one client for Ollama's own API
-	embedder  *memory.OllamaEmbedder
-	tok       *memory.Tokenizer
+	transport    *http.Transport
+	ollama       *ollama.Client // the one client for Ollama's own API
+	storesClosed bool           // closeStores ran (it may be called again)
+	embedder     *memory.OllamaEmbedder
+	tok          *memory.Tokenizer
 
 	store  memory.Store
 	local  *embedded.DB // the durable queue; with the embedded backend, the store too
@@ -315,17 +316,21 @@ func (a *app) Close() error {
 
 // closeStores closes the stores opened so far; a second call does nothing.
 func (a *app) closeStores() error {
+	// The fields stay set: a /healthz still running after a forced
+	// shutdown reads them (and finds the stores closed), it must not
+	// find nil.
+	if a.storesClosed {
+		return nil
+	}
+	a.storesClosed = true
 	var errs []error
 	if a.qdrant != nil {
 		errs = append(errs, a.qdrant.Close())
-		a.qdrant = nil
 	}
 	if a.local != nil {
 		if err := a.local.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
 		}
-		a.local = nil
 	}
-	a.store = nil
 	return errors.Join(errs...)
 }

@@ -302,7 +302,7 @@ func TestMessagesRequestKeepsEverything(t *testing.T) {
 		{Role: "assistant", Content: "Let me look."},
 		{Role: "user", Content: ""},
 	}, req.memoryMessages(), "only text blocks are read: no image, thinking, tool_use or tool_result")
-	assert.Equal(t, "", req.lastUser(), "a user message of only tool results continues the tool loop")
+	assert.Equal(t, "what is\nthis?", req.lastUser(), "a user message of only tool results continues the turn of the question before it")
 	_, answer := req.options()
 	assert.Equal(t, 1024, answer)
 	assert.JSONEq(t, messagesFull, marshalled(t, req))
@@ -366,7 +366,7 @@ func TestMessagesRequestReads(t *testing.T) {
 		{"image and text", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/y.png"}},{"type":"text","text":"what is it?"}]}]}`,
 			[]memory.Message{{Role: "user", Content: "what is it?"}}, "what is it?"},
 		{"tool_use and tool_result", `{"model":"m","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"w","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"sunny"}]}]}`,
-			[]memory.Message{{Role: "user", Content: "weather?"}, {Role: "assistant", Content: ""}, {Role: "user", Content: ""}}, ""},
+			[]memory.Message{{Role: "user", Content: "weather?"}, {Role: "assistant", Content: ""}, {Role: "user", Content: ""}}, "weather?"},
 		{"tool_result with text", `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"sunny"},{"type":"text","text":"and tomorrow?"}]}]}`,
 			[]memory.Message{{Role: "user", Content: "and tomorrow?"}}, "and tomorrow?"},
 	} {

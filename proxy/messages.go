@@ -128,11 +128,12 @@ func (r *MessagesRequest) options() (numCtx, numPredict int) {
 	return 0, answerCap(r.Extra, "max_tokens")
 }
 
-// lastUser is the text of the last user message. A user message that
-// carries only tool results has none: it continues an agent's tool loop.
+// lastUser is the text of the last user message that has some. A user
+// message that carries only tool results continues an agent's tool loop:
+// the turn is the question that started it.
 func (r *MessagesRequest) lastUser() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if r.Messages[i].Role == "user" {
+		if r.Messages[i].Role == "user" && strings.TrimSpace(r.Messages[i].text) != "" {
 			return r.Messages[i].text
 		}
 	}

@@ -181,9 +181,10 @@ func (s *Server) recall(c *gin.Context, req chatRequest, msgs, recallMsgs []memo
 	if len(recallMsgs) > 0 && &recallMsgs[0] != &msgs[0] {
 		mreq.Recall = recallMsgs
 	}
-	if msgs[0].Role != "system" {
+	if r := msgs[0].Role; r != "system" && r != "developer" {
 		// Ollama adds the Modelfile's SYSTEM only to requests without a
-		// system message: once vera sends one, it must carry it.
+		// system message (a Responses input opening with a developer
+		// message has one): once vera sends one, it must carry it.
 		mreq.ModelSystem = s.windows.System(ctx, req.model())
 	}
 	if !off && numCtx <= 0 {
