@@ -180,8 +180,20 @@ func (msg Message) MarshalJSON() ([]byte, error) {
 
 // take decodes m[key] into dst and removes it from m; JSON null leaves dst
 // at its zero value.
+//
+// Keys match in any case, as Ollama (Go's encoding/json) reads them: a
+// "System" the caller sent must not stay beside the "system" vera writes
+// and win over it upstream.
 func take(m map[string]json.RawMessage, key string, dst any) error {
 	raw, ok := m[key]
+	for k, v := range m {
+		if k != key && strings.EqualFold(k, key) {
+			if !ok {
+				raw, ok = v, true
+			}
+			delete(m, k)
+		}
+	}
 	if !ok {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"testing"
 
@@ -42,4 +43,17 @@ func TestThreadOfEachDialect(t *testing.T) {
 			assert.Equal(t, tc.want, threadOf(r, req))
 		})
 	}
+}
+
+// A field sent in another case is read as Ollama reads it, and does not
+// stay beside the one vera writes.
+func TestFieldsMatchInAnyCase(t *testing.T) {
+	req, err := ParseGenerateRequest([]byte(`{"model":"m","prompt":"hi","System":"be terse"}`))
+	require.NoError(t, err)
+	assert.Equal(t, "be terse", req.System)
+	out := *req
+	out.System = "be terse\n\nmore"
+	b, err := json.Marshal(out)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"model":"m","prompt":"hi","system":"be terse\n\nmore"}`, string(b))
 }
