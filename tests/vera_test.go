@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -32,6 +33,29 @@ import (
 
 // veraBin is the binary under test, built once by TestMain.
 var veraBin string
+
+var tracked sync.Once
+
+// trackSources reads every Go source of the binary while the tests run, so
+// that go test's cache, which records the files a test opens, runs these
+// tests again when vera's code changes (TestMain's go build is invisible
+// to it).
+func trackSources() {
+	tracked.Do(func() {
+		_ = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() && (d.Name() == "tests" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != ".." {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && (strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") || d.Name() == "go.mod" || d.Name() == "go.sum") {
+				_, _ = os.ReadFile(path)
+			}
+			return nil
+		})
+	})
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "vera-e2e")
@@ -212,6 +236,7 @@ var listenRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // VERA_LISTEN=127.0.0.1:0) and waits until it listens.
 func startVera(t *testing.T, env ...string) *proc {
 	t.Helper()
+	trackSources()
 	cmd := exec.Command(veraBin, "serve")
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
@@ -373,6 +398,7 @@ func TestVersionPassesThrough(t *testing.T) {
 
 // runVera runs a one-shot vera command and returns its exit code and output.
 func runVera(t *testing.T, env []string, args ...string) (int, string, string) {
+	trackSources()
 	t.Helper()
 	cmd := exec.Command(veraBin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "VERA_CONFIG_DIR=" + t.TempDir()}, env...)
