@@ -145,7 +145,7 @@ func encodeChat[M any](extra map[string]json.RawMessage, model string, messages 
 	if stream != nil {
 		m["stream"] = *stream
 	}
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 // UnmarshalJSON implements json.Unmarshaler, keeping unknown fields.
@@ -175,7 +175,7 @@ func (msg Message) MarshalJSON() ([]byte, error) {
 	}
 	m["role"] = msg.Role
 	m["content"] = msg.Content
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 // take decodes m[key] into dst and removes it from m; JSON null leaves dst

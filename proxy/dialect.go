@@ -113,3 +113,16 @@ func eventType(data []byte) string {
 	}
 	return e.Type
 }
+
+// marshal encodes a request vera rewrites. Unlike json.Marshal it leaves
+// '<', '>' and '&' as they are: what the caller wrote reaches Ollama in
+// the caller's characters, not as \u003c escapes.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}

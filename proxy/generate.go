@@ -74,7 +74,7 @@ func (r GenerateRequest) MarshalJSON() ([]byte, error) {
 	if r.Stream != nil {
 		m["stream"] = *r.Stream
 	}
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 func (r *GenerateRequest) model() string { return r.Model }

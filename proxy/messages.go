@@ -55,7 +55,7 @@ func (m anthropicMessage) MarshalJSON() ([]byte, error) {
 		return m.raw, nil
 	}
 	type plain anthropicMessage
-	return json.Marshal(plain(m))
+	return marshal(plain(m))
 }
 
 // ParseMessagesRequest decodes a /v1/messages body. The error is meant for
@@ -106,7 +106,7 @@ func (r MessagesRequest) MarshalJSON() ([]byte, error) {
 	if r.Stream != nil {
 		m["stream"] = *r.Stream
 	}
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 func (r *MessagesRequest) model() string { return r.Model }
@@ -155,17 +155,17 @@ func (r *MessagesRequest) withMemory(mc *memory.Context) any {
 		if json.Unmarshal(sys, &blocks) == nil {
 			added := strings.TrimLeft(strings.TrimPrefix(mc.System, r.systemText), "\n")
 			if added != "" {
-				b, _ := json.Marshal(map[string]string{"type": "text", "text": added})
+				b, _ := marshal(map[string]string{"type": "text", "text": added})
 				blocks = append(blocks, b)
 			}
-			out.System, _ = json.Marshal(blocks)
+			out.System, _ = marshal(blocks)
 		}
 	} else if mc.System != "" {
-		out.System, _ = json.Marshal(mc.System)
+		out.System, _ = marshal(mc.System)
 	}
 	out.Messages = make([]anthropicMessage, 0, len(r.Messages)+len(mc.Recent))
 	for _, m := range mc.Recent {
-		content, _ := json.Marshal(m.Content)
+		content, _ := marshal(m.Content)
 		out.Messages = append(out.Messages, anthropicMessage{Role: m.Role, Content: content})
 	}
 	out.Messages = append(out.Messages, r.Messages...)

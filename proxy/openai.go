@@ -97,7 +97,7 @@ func (msg OpenAIMessage) MarshalJSON() ([]byte, error) {
 	if msg.Content != nil {
 		m["content"] = msg.Content
 	}
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 // contentPart is the part of an OpenAI content part vera reads.
@@ -147,7 +147,7 @@ func (msg OpenAIMessage) Text() string {
 
 // stringContent encodes s as a JSON string content.
 func stringContent(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
+	b, _ := marshal(s)
 	return b
 }
 

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -162,7 +161,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 	}
 	mc := s.recall(c, ch.req, ch.msgs, recall, ch.ns, ch.off)
 	if forward := ch.req.withMemory(mc); forward != nil {
-		body, err := json.Marshal(forward)
+		body, err := marshal(forward)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the chat request: %w", err)
 		}

@@ -142,7 +142,7 @@ func (r ResponsesRequest) MarshalJSON() ([]byte, error) {
 	if r.Stream != nil {
 		m["stream"] = *r.Stream
 	}
-	return json.Marshal(m)
+	return marshal(m)
 }
 
 func (r *ResponsesRequest) model() string { return r.Model }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // Each dialect tells what the conversations step needs: the first user
@@ -56,4 +58,25 @@ func TestFieldsMatchInAnyCase(t *testing.T) {
 	b, err := json.Marshal(out)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"model":"m","prompt":"hi","system":"be terse\n\nmore"}`, string(b))
+}
+
+// A rewritten request keeps the caller's characters: no \u003c escapes.
+func TestRewrittenRequestKeepsCharacters(t *testing.T) {
+	for _, d := range []dialect{ollamaChat, ollamaGenerate, openAIChat, openAIResponses, anthropicMessages} {
+		body := map[dialect]string{
+			ollamaChat:        `{"model":"m","messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
+			ollamaGenerate:    `{"model":"m","prompt":"is <b> & <i> html?"}`,
+			openAIChat:        `{"model":"m","messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
+			openAIResponses:   `{"model":"m","input":[{"role":"user","content":"is <b> & <i> html?"}]}`,
+			anthropicMessages: `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
+		}[d]
+		req, err := d.parse([]byte(body))
+		require.NoError(t, err)
+		mc := &memory.Context{System: "remember <this> & that", Recent: []memory.Message{{Role: "user", Content: "a<b"}, {Role: "assistant", Content: "b>a"}}}
+		out, err := marshal(req.withMemory(mc))
+		require.NoError(t, err)
+		assert.NotContains(t, string(out), `\u003c`, d.String())
+		assert.NotContains(t, string(out), `\u0026`, d.String())
+		assert.Contains(t, string(out), "is <b> & <i> html?", d.String())
+	}
 }
