@@ -134,10 +134,7 @@ func decodeChat[M any](b []byte, model *string, messages *[]M, stream **bool) (m
 
 // encodeChat is decodeChat's inverse.
 func encodeChat[M any](extra map[string]json.RawMessage, model string, messages []M, stream *bool) ([]byte, error) {
-	m := make(map[string]any, len(extra)+3)
-	for k, v := range extra {
-		m[k] = v
-	}
+	m := fields(extra, 3)
 	m["model"] = model
 	if messages != nil {
 		m["messages"] = messages
@@ -169,13 +166,20 @@ func (msg *Message) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON implements json.Marshaler.
 func (msg Message) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(msg.Extra)+2)
-	for k, v := range msg.Extra {
-		m[k] = v
-	}
+	m := fields(msg.Extra, 2)
 	m["role"] = msg.Role
 	m["content"] = msg.Content
 	return marshal(m)
+}
+
+// fields returns a map of a request's (or message's) fields vera does not
+// read, with room for the n it writes back.
+func fields(extra map[string]json.RawMessage, n int) map[string]any {
+	m := make(map[string]any, len(extra)+n)
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
 }
 
 // take decodes m[key] into dst and removes it from m; JSON null leaves dst

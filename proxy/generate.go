@@ -54,10 +54,7 @@ func ParseGenerateRequest(body []byte) (*GenerateRequest, error) {
 
 // MarshalJSON implements json.Marshaler.
 func (r GenerateRequest) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Extra)+7)
-	for k, v := range r.Extra {
-		m[k] = v
-	}
+	m := fields(r.Extra, 7)
 	m["model"], m["prompt"] = r.Model, r.Prompt
 	if r.System != "" || r.hasSystem {
 		m["system"] = r.System

@@ -92,10 +92,7 @@ func ParseMessagesRequest(body []byte) (*MessagesRequest, error) {
 
 // MarshalJSON implements json.Marshaler.
 func (r MessagesRequest) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Extra)+4)
-	for k, v := range r.Extra {
-		m[k] = v
-	}
+	m := fields(r.Extra, 4)
 	m["model"] = r.Model
 	if r.System != nil {
 		m["system"] = r.System

@@ -89,10 +89,7 @@ func (msg *OpenAIMessage) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON implements json.Marshaler.
 func (msg OpenAIMessage) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(msg.Extra)+2)
-	for k, v := range msg.Extra {
-		m[k] = v
-	}
+	m := fields(msg.Extra, 2)
 	m["role"] = msg.Role
 	if msg.Content != nil {
 		m["content"] = msg.Content

@@ -128,10 +128,7 @@ func partsText(raw json.RawMessage, types ...string) (string, error) {
 
 // MarshalJSON implements json.Marshaler.
 func (r ResponsesRequest) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Extra)+4)
-	for k, v := range r.Extra {
-		m[k] = v
-	}
+	m := fields(r.Extra, 4)
 	m["model"] = r.Model
 	if r.Instructions != "" || r.hasInstructions {
 		m["instructions"] = r.Instructions
