@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // tagsOllama is an Ollama that has exactly the given models: /api/tags
@@ -263,7 +264,7 @@ func TestWarnsOfRulesLeftInTheSystemPrompt(t *testing.T) {
 }
 
 func TestSecretsInTheOllamaURLStayHidden(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	host := strings.TrimPrefix(up.URL, "http://")
 	withSecrets := "http://user:s3cret@" + host + "?api_key=k3y-secret"
 	shown := "http://user:xxxxx@" + host + "?api_key=xxxxx"
@@ -336,7 +337,7 @@ func TestSecretsInTheOllamaURLStayHidden(t *testing.T) {
 }
 
 func TestHealthcheckEndsWithANewline(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
 	code, out, _ := runVera(t, []string{"VERA_LISTEN=" + p.addr}, "healthcheck")
 	assert.Equal(t, 0, code, out)

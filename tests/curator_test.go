@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // curatorAnswer curates every raw turn it is shown into one memory, and
@@ -57,12 +58,12 @@ func post(t *testing.T, url, token string) (int, map[string]any) {
 }
 
 func TestCuratorThroughVera(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	var mu sync.Mutex
 	var systems []string
 	release, entered := make(chan struct{}), make(chan struct{}, 1)
 	var hold atomic.Bool
-	up.curate = func(req api.ChatRequest) string {
+	up.Curate = func(req api.ChatRequest) string {
 		mu.Lock()
 		systems = append(systems, req.Messages[0].Content)
 		mu.Unlock()
@@ -122,7 +123,7 @@ func TestCuratorThroughVera(t *testing.T) {
 
 	// The curated memories reach the next chat without a restart.
 	chat(t, p, "alice", false, user("What is my boat called?"))
-	sys := systemOf(up.lastChat(t))
+	sys := systemOf(up.LastChat(t))
 	assert.Contains(t, sys, "Assistant: My boat is called Nautilus.")
 
 	// Status and health.
@@ -194,8 +195,8 @@ func TestCuratorThroughVera(t *testing.T) {
 	res, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	res.Body.Close()
-	assert.Contains(t, systemOf(up.lastChat(t)), "- Call the user Captain.")
+	assert.Contains(t, systemOf(up.LastChat(t)), "- Call the user Captain.")
 	assert.Regexp(t, `; rules=1; `, res.Header.Get("X-Vera-Context"))
 	chat(t, p, "bob", false, user("good morning"))
-	assert.NotContains(t, systemOf(up.lastChat(t)), "Captain")
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Captain")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // peakRSS reads a process's peak resident set (VmHWM) in MiB.
@@ -35,7 +36,7 @@ func peakRSS(t *testing.T, pid int) int {
 // message made every later chat of its namespace take seconds and vera
 // grow to a gigabyte).
 func TestHugeMessageIsCappedAndVeraStaysSmall(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	huge := "BEGIN " + strings.Repeat("please summarise this log line for me ", 10<<20/38) + " FINISH"

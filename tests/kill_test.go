@@ -23,6 +23,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // killAnswer is what the fake Ollama answers to every chat.
@@ -46,7 +47,7 @@ func TestKill9LosesNoAcknowledgedTurn(t *testing.T) {
 	if testing.Short() {
 		rounds, chats = 2, 60
 	}
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	upstream := httptest.NewServer(killUpstream(up.Config.Handler))
 	t.Cleanup(upstream.Close)
 	for r := 1; r <= rounds; r++ {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // headerTransport adds headers to every request, as Open WebUI adds its
@@ -75,11 +76,11 @@ func systemOf(r api.ChatRequest) string {
 
 // recallsEventually asks question as ns until the forwarded system message
 // contains want (the turn is stored in the background).
-func recallsEventually(t *testing.T, p *proc, up *fakeOllama, ns, question, want string) {
+func recallsEventually(t *testing.T, p *proc, up *ollamatest.Server, ns, question, want string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		chat(t, p, ns, false, user(question))
-		return strings.Contains(systemOf(up.lastChat(t)), want)
+		return strings.Contains(systemOf(up.LastChat(t)), want)
 	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
 }
 
@@ -104,14 +105,14 @@ func openStore(t *testing.T, dir string) *embedded.DB {
 }
 
 func TestMemoryAcrossConversationsRestartsAndNamespaces(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 
 	assert.Equal(t, "Hello from Ollama", chat(t, p, "alice", false, user("My sister Ana lives in Lisbon.")))
 	// A new conversation: only the question, no history.
 	recallsEventually(t, p, up, "alice", "Where does my sister live?", "Ana lives in Lisbon")
-	fwd := up.lastChat(t)
+	fwd := up.LastChat(t)
 	assert.Equal(t, "Where does my sister live?", fwd.Messages[len(fwd.Messages)-1].Content, "the request's own message goes last, unchanged")
 
 	// The response says what was injected.
@@ -126,25 +127,25 @@ func TestMemoryAcrossConversationsRestartsAndNamespaces(t *testing.T) {
 
 	// Namespace B never sees namespace A.
 	chat(t, p, "bob", false, user("Where does my sister live?"))
-	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon")
-	for _, m := range up.lastChat(t).Messages {
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Lisbon")
+	for _, m := range up.LastChat(t).Messages {
 		assert.NotContains(t, m.Content, "Lisbon", "bob must not see alice's memory")
 	}
 	chat(t, p, "", false, user("Where does my sister live?"))
-	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon", "nor the default namespace")
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Lisbon", "nor the default namespace")
 
 	// It survives a restart.
 	stop(t, p)
 	p = startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	chat(t, p, "alice", false, user("Remind me, where is my sister?"))
-	assert.Contains(t, systemOf(up.lastChat(t)), "Ana lives in Lisbon")
+	assert.Contains(t, systemOf(up.LastChat(t)), "Ana lives in Lisbon")
 	chat(t, p, "bob", false, user("Remind me, where is my sister?"))
-	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon")
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Lisbon")
 }
 
 func TestMemoryWithEmbedderDown(t *testing.T) {
-	up := newFakeOllama(t)
-	up.embedDown.Store(true)
+	up := ollamatest.New(t)
+	up.EmbedDown.Store(true)
 	data, cfgDir := t.TempDir(), t.TempDir()
 	// A lower threshold: the fake embedder's hashed vectors are cruder than
 	// a real model's.
@@ -157,20 +158,20 @@ func TestMemoryWithEmbedderDown(t *testing.T) {
 	recallsEventually(t, p, up, "alice", "Is Ana still in Lisbon?", "Ana lives in Lisbon")
 	// No shared words: nothing lexical can find it while the embedder is down.
 	chat(t, p, "alice", false, user("Where does my sibling reside?"))
-	assert.NotContains(t, systemOf(up.lastChat(t)), "Lisbon")
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Lisbon")
 
 	// The embedder comes back: the stored turn gets its vector and is
 	// found by meaning.
-	up.embedDown.Store(false)
+	up.EmbedDown.Store(false)
 	require.Eventually(t, func() bool {
 		chat(t, p, "carol", true, user("ping")) // memory off: stores nothing
 		chat(t, p, "alice", false, user("Where does my sibling reside?"))
-		return strings.Contains(systemOf(up.lastChat(t)), "Ana lives in Lisbon")
+		return strings.Contains(systemOf(up.LastChat(t)), "Ana lives in Lisbon")
 	}, 20*time.Second, 200*time.Millisecond)
 }
 
 func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	var wg sync.WaitGroup
@@ -184,7 +185,7 @@ func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
 
 	// Memory off also means nothing injected: only the caller's messages.
 	chat(t, p, "load", true, api.Message{Role: "system", Content: "Be brief."}, user("parallel question 3?"))
-	fwd := up.lastChat(t)
+	fwd := up.LastChat(t)
 	require.Len(t, fwd.Messages, 2)
 	assert.Equal(t, "Be brief.", fwd.Messages[0].Content)
 
@@ -219,7 +220,7 @@ func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
 }
 
 func TestDebugLog(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	logs := t.TempDir()
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DEBUG=true", "VERA_LOG_DIR="+logs)
 	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // openAIClient is the official OpenAI Go client pointed at vera, as editors
@@ -45,7 +46,7 @@ func textOf(t *testing.T, raw json.RawMessage) string {
 }
 
 func TestMemoryOnOpenAIEndpoint(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,7 +88,7 @@ func TestMemoryOnOpenAIEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Hello from Ollama", done.Choices[0].Message.Content)
 	assert.Regexp(t, regexp.MustCompile(`^semantic=[1-9]\d*; recent=\d+; rules=\d+; tokens=[1-9]\d*$`), res.Header.Get("X-Vera-Context"))
-	fwd := up.lastV1(t)
+	fwd := up.LastV1(t)
 	require.GreaterOrEqual(t, len(fwd.Messages), 2)
 	assert.Equal(t, "system", fwd.Messages[0].Role)
 	sys := textOf(t, fwd.Messages[0].Content)
@@ -103,7 +104,7 @@ func TestMemoryOnOpenAIEndpoint(t *testing.T) {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Where are my brother's bees?")},
 	})
 	require.NoError(t, err)
-	for _, m := range up.lastV1(t).Messages {
+	for _, m := range up.LastV1(t).Messages {
 		assert.NotContains(t, string(m.Content), "Porto", "bob must not see alice's memory")
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/qdrant"
 	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // healthz returns vera's /healthz body.
@@ -29,17 +30,11 @@ func healthz(t *testing.T, p *proc) map[string]any {
 	return body
 }
 
-func (f *fakeOllama) chatCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.chats)
-}
-
 func TestQdrantBackendOutageAndRecovery(t *testing.T) {
 	q, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(q.Stop)
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_QDRANT_URL="+q.URL(), "VERA_DATA_DIR="+data)
 
@@ -66,21 +61,21 @@ func TestQdrantBackendOutageAndRecovery(t *testing.T) {
 
 	// Qdrant is back: every turn arrives, each once.
 	require.NoError(t, q.Restart())
-	want := up.chatCount()
+	want := up.ChatCount()
 	require.Eventually(t, func() bool { return q.Points("memories") == want }, 30*time.Second, 100*time.Millisecond,
 		"every finished chat stored once in Qdrant (want %d)", want)
 	require.Eventually(t, func() bool { return healthz(t, p)["status"] == "ok" }, 10*time.Second, 100*time.Millisecond)
 	recallsEventually(t, p, up, "alice", "what was outage two?", "Remember outage two please.")
 	assert.False(t, strings.Contains(p.logs(), "level=ERROR"), p.logs())
 	stop(t, p)
-	assert.Equal(t, up.chatCount(), q.Points("memories"), "a clean stop leaves nothing behind")
+	assert.Equal(t, up.ChatCount(), q.Points("memories"), "a clean stop leaves nothing behind")
 }
 
 func TestQdrantCollectionOfAnotherSizeStopsVera(t *testing.T) {
 	q, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(q.Stop)
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	// A collection made for a 4-dimension model; the fake embeds in 256.
 	other, err := qdrant.Open(context.Background(), qdrant.Options{URL: q.URL(), Collection: "memories"})
 	require.NoError(t, err)
@@ -132,7 +127,7 @@ func TestImportFromVeraAI(t *testing.T) {
 	q, err := qdranttest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(q.Stop)
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	total := veraAICollection(t, q.URL(), "vera_ai", 250) // more than one page
 
 	// Into the embedded store, twice: the second run replaces.

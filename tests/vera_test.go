@@ -8,10 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,7 +17,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // veraBin is the binary under test, built once by TestMain.
@@ -77,142 +74,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// fakeOllama streams chat answers; a test can hold a stream open with gate.
-// It records every chat request it receives, and embeds with a bag-of-words
-// hash (after mapping a few synonyms, so that vector search can find what
-// lexical search cannot).
-type fakeOllama struct {
-	*httptest.Server
-	gate      chan struct{}
-	started   chan struct{}
-	embedDown atomic.Bool
-	embeds    atomic.Int64
-
-	mu    sync.Mutex
-	chats []api.ChatRequest
-	// curate answers the curator's requests (those with a format).
-	curate func(api.ChatRequest) string
-	v1     []openAIChat // /v1/chat/completions requests
-}
-
-// openAIChat is the part of a /v1/chat/completions request the tests read.
-type openAIChat struct {
-	Model    string `json:"model"`
-	Stream   bool   `json:"stream"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-}
-
-// lastV1 returns the last /v1/chat/completions request received.
-func (f *fakeOllama) lastV1(t *testing.T) openAIChat {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.NotEmpty(t, f.v1)
-	return f.v1[len(f.v1)-1]
-}
-
-// lastChat returns the last chat request received.
-func (f *fakeOllama) lastChat(t *testing.T) api.ChatRequest {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.NotEmpty(t, f.chats)
-	return f.chats[len(f.chats)-1]
-}
-
-var synonyms = strings.NewReplacer("sibling", "sister", "reside", "live")
-
-func newFakeOllama(t *testing.T) *fakeOllama {
-	f := &fakeOllama{started: make(chan struct{}, 16)}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"version":"0.12.3"}`)
-	})
-	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest"}]}`)
-	})
-	mux.HandleFunc("POST /api/embed", func(w http.ResponseWriter, r *http.Request) {
-		f.embeds.Add(1)
-		var req struct {
-			Model string   `json:"model"`
-			Input []string `json:"input"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if f.embedDown.Load() {
-			http.Error(w, `{"error":"model \"nomic-embed-text\" not found, try pulling it first"}`, http.StatusNotFound)
-			return
-		}
-		for i := range req.Input {
-			req.Input[i] = synonyms.Replace(strings.ToLower(req.Input[i]))
-		}
-		vecs, _ := memory.HashEmbedder{}.Embed(r.Context(), req.Input)
-		_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": vecs})
-	})
-	mux.HandleFunc("POST /api/show", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"parameters":"stop \"<|eot_id|>\"","model_info":{"general.architecture":"llama","llama.context_length":131072}}`)
-	})
-	mux.HandleFunc("GET /api/ps", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"models":[]}`)
-	})
-	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
-		var req api.ChatRequest
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if len(req.Format) > 0 { // a structured-output request: the curator's
-			curate := f.curate // set before vera starts
-			answer := `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":""}`
-			if curate != nil {
-				answer = curate(req)
-			}
-			_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "created_at": "2026-11-22T10:00:00Z",
-				"message": map[string]string{"role": "assistant", "content": answer}, "done": true, "done_reason": "stop"})
-			return
-		}
-		f.mu.Lock()
-		f.chats = append(f.chats, req)
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		for i, tok := range []string{"Hello", " from", " Ollama"} {
-			fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
-			w.(http.Flusher).Flush()
-			if i == 0 && f.gate != nil {
-				f.started <- struct{}{}
-				<-f.gate
-			}
-		}
-		io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
-	})
-	// Ollama's OpenAI-compatible endpoint: SSE chunks then [DONE], or one
-	// chat.completion object.
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req openAIChat
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, `{"error":{"message":"invalid JSON","type":"invalid_request_error"}}`, http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		f.v1 = append(f.v1, req)
-		f.mu.Unlock()
-		if !req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from Ollama"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, tok := range []string{"Hello", " from", " Ollama"} {
-			fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, tok)
-			w.(http.Flusher).Flush()
-		}
-		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n", req.Model)
-		io.WriteString(w, "data: [DONE]\n\n")
-	})
-	f.Server = httptest.NewServer(mux)
-	t.Cleanup(f.Close)
-	return f
 }
 
 // proc is a running vera.
@@ -285,8 +146,8 @@ func (p *proc) client(t *testing.T) *api.Client {
 }
 
 func TestServeChatAndGracefulShutdown(t *testing.T) {
-	up := newFakeOllama(t)
-	up.gate = make(chan struct{})
+	up := ollamatest.New(t)
+	up.Gate = make(chan struct{})
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
 	client := p.client(t)
 
@@ -300,7 +161,7 @@ func TestServeChatAndGracefulShutdown(t *testing.T) {
 			func(r api.ChatResponse) error { got.WriteString(r.Message.Content); done = r.Done; return nil })
 	}()
 	select {
-	case <-up.started:
+	case <-up.Started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the chat never reached the upstream")
 	}
@@ -317,7 +178,7 @@ func TestServeChatAndGracefulShutdown(t *testing.T) {
 		return err != nil
 	}, 10*time.Second, 10*time.Millisecond, "vera stopped accepting")
 
-	close(up.gate)
+	close(up.Gate)
 	select {
 	case err := <-chatErr:
 		require.NoError(t, err)
@@ -340,7 +201,7 @@ func TestServeChatAndGracefulShutdown(t *testing.T) {
 }
 
 func TestHealthzThroughBinary(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
 	var h struct {
 		Status  string `json:"status"`
@@ -389,7 +250,7 @@ func TestHealthzThroughBinary(t *testing.T) {
 }
 
 func TestVersionPassesThrough(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
 	v, err := p.client(t).Version(context.Background())
 	require.NoError(t, err)
@@ -441,7 +302,7 @@ func TestCommandLine(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	// The fake has llama3.2 for the curator; a free port to listen on (a
 	// real Ollama or vera may hold 11434 on the machine running the tests).
@@ -467,12 +328,12 @@ func TestCheck(t *testing.T) {
 	assert.Regexp(t, `ok   store: embedded, .*vera.db \(1 memories in 1 namespaces, 0 turns queued\)`, out)
 
 	// The embedding model missing: a failure that says what to do.
-	up.embedDown.Store(true)
+	up.EmbedDown.Store(true)
 	code, out, _ = runVera(t, env, "check")
 	assert.Equal(t, 1, code, out)
 	assert.Contains(t, out, "FAIL embedder:")
 	assert.Contains(t, out, "ollama pull nomic-embed-text")
-	up.embedDown.Store(false)
+	up.EmbedDown.Store(false)
 
 	off := filepath.Join(t.TempDir(), "config.toml")
 	require.NoError(t, os.WriteFile(off, []byte("[memory]\nenabled = false\n"), 0o600))

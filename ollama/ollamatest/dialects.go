@@ -1,0 +1,156 @@
+package ollamatest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Dialects is a Server plus the three dialects it does not speak itself: /api/generate (NDJSON), /v1/responses (the Responses event
+// stream) and /v1/messages (Anthropic's event stream), each answering
+// "Hello from Ollama" (Anthropic's with a thinking block first). It keeps
+// every body it received per route.
+type Dialects struct {
+	*httptest.Server
+	// Fake answers every other route.
+	Fake *Server
+	mu   sync.Mutex
+	got  map[string][][]byte
+}
+
+// NewDialects starts a Dialects, closed when the test ends.
+func NewDialects(t testing.TB) *Dialects {
+	d := &Dialects{Fake: New(t), got: map[string][][]byte{}}
+	d.Server = httptest.NewServer(http.HandlerFunc(d.serve))
+	t.Cleanup(d.Close)
+	return d
+}
+
+// Last returns the last body received on path, decoded.
+func (d *Dialects) Last(t testing.TB, path string) map[string]any {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	require.NotEmpty(t, d.got[path], "nothing reached %s", path)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(d.got[path][len(d.got[path])-1], &m))
+	return m
+}
+
+// LastRaw returns the last body received on path as it came, or "".
+func (d *Dialects) LastRaw(path string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.got[path]) == 0 {
+		return ""
+	}
+	return string(d.got[path][len(d.got[path])-1])
+}
+
+func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/api/generate", "/v1/responses", "/v1/messages":
+	default:
+		// /api/chat, /v1/chat/completions, embeddings, show...: the fake's.
+		proxyTo(d.Fake.URL, w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	d.mu.Lock()
+	d.got[r.URL.Path] = append(d.got[r.URL.Path], body)
+	d.mu.Unlock()
+	var req struct {
+		Model  string `json:"model"`
+		Stream *bool  `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	fl := w.(http.Flusher)
+	toks := []string{"Hello", " from", " Ollama"}
+	switch r.URL.Path {
+	case "/api/generate":
+		if req.Stream != nil && !*req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":"Hello from Ollama","done":true,"done_reason":"stop"}`, req.Model)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":"","thinking":"let me think","done":false}`+"\n", req.Model)
+		for _, tok := range toks {
+			fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":%q,"done":false}`+"\n", req.Model, tok)
+			fl.Flush()
+		}
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","response":"","done":true,"done_reason":"stop"}`+"\n", req.Model)
+	case "/v1/responses":
+		final := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello from Ollama","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":3,"total_tokens":12}}`, req.Model)
+		if req.Stream == nil || !*req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, final)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		event := func(typ, data string) {
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
+			fl.Flush()
+		}
+		event("response.created", fmt.Sprintf(`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":%q,"output":[]}}`, req.Model))
+		for i, tok := range toks {
+			event("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q}`, i+1, tok))
+		}
+		event("response.output_text.done", `{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello from Ollama"}`)
+		event("response.completed", `{"type":"response.completed","sequence_number":5,"response":`+final+`}`)
+	case "/v1/messages":
+		if req.Stream == nil || !*req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":"Hello from Ollama"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":3}}`, req.Model)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		event := func(typ, data string) {
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
+			fl.Flush()
+		}
+		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":1}}}`, req.Model))
+		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`)
+		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me think"}}`)
+		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+		event("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`)
+		event("ping", `{"type":"ping"}`)
+		for _, tok := range toks {
+			event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":%q}}`, tok))
+		}
+		event("content_block_stop", `{"type":"content_block_stop","index":1}`)
+		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`)
+		event("message_stop", `{"type":"message_stop"}`)
+	}
+}
+
+// proxyTo forwards r to base, streaming the answer back.
+func proxyTo(base string, w http.ResponseWriter, r *http.Request) {
+	out, _ := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), r.Body)
+	out.Header = r.Header.Clone()
+	res, err := http.DefaultTransport.RoundTrip(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer res.Body.Close()
+	for k, v := range res.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(res.StatusCode)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := res.Body.Read(buf)
+		w.Write(buf[:n])
+		w.(http.Flusher).Flush()
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,183 @@
+// Package ollamatest provides a fake Ollama for tests, as net/http/httptest
+// provides servers: it speaks the part of Ollama's API vera uses (version,
+// tags, show, ps, embed, chat and the OpenAI-compatible chat completions),
+// streams its answers with flushes, records what it was asked, and embeds
+// with a bag-of-words hash so that recall can be tested without a model.
+// NewDialects adds the dialects answered by a separate handler in these
+// tests: /api/generate, /v1/responses and /v1/messages.
+package ollamatest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Server is a fake Ollama. Every chat answers "Hello from Ollama" in three
+// streamed tokens; a test can hold a stream open after its first token with
+// Gate. It records every chat request it receives, and embeds with a
+// bag-of-words hash (after mapping a few synonyms, so that vector search can
+// find what lexical search cannot).
+type Server struct {
+	*httptest.Server
+
+	// Gate, when set before a chat, holds each chat stream after its first
+	// token until Gate is closed; Started receives one value per held
+	// stream.
+	Gate    chan struct{}
+	Started chan struct{}
+	// EmbedDown makes /api/embed answer 404, as Ollama does when the
+	// embedding model is not pulled.
+	EmbedDown atomic.Bool
+	// Embeds counts /api/embed requests.
+	Embeds atomic.Int64
+	// Curate answers the curator's requests (chats with a format); set it
+	// before vera starts. Nil answers an empty plan.
+	Curate func(api.ChatRequest) string
+
+	mu    sync.Mutex
+	chats []api.ChatRequest
+	v1    []OpenAIChat // /v1/chat/completions requests
+}
+
+// OpenAIChat is the part of a /v1/chat/completions request the tests read.
+type OpenAIChat struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+var synonyms = strings.NewReplacer("sibling", "sister", "reside", "live")
+
+// New starts a fake Ollama, closed when the test ends.
+func New(t testing.TB) *Server {
+	f := &Server{Started: make(chan struct{}, 16)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"version":"0.12.3"}`)
+	})
+	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest"}]}`)
+	})
+	mux.HandleFunc("POST /api/embed", f.embed)
+	mux.HandleFunc("POST /api/show", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"parameters":"stop \"<|eot_id|>\"","model_info":{"general.architecture":"llama","llama.context_length":131072}}`)
+	})
+	mux.HandleFunc("GET /api/ps", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"models":[]}`)
+	})
+	mux.HandleFunc("POST /api/chat", f.chat)
+	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
+	f.Server = httptest.NewServer(mux)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// LastChat returns the last chat request received (the curator's are not counted).
+func (f *Server) LastChat(t testing.TB) api.ChatRequest {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.chats)
+	return f.chats[len(f.chats)-1]
+}
+
+// LastV1 returns the last /v1/chat/completions request received.
+func (f *Server) LastV1(t testing.TB) OpenAIChat {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.v1)
+	return f.v1[len(f.v1)-1]
+}
+
+// ChatCount is the number of chat requests received (the curator's are not counted).
+func (f *Server) ChatCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.chats)
+}
+
+func (f *Server) embed(w http.ResponseWriter, r *http.Request) {
+	f.Embeds.Add(1)
+	var req struct {
+		Model string   `json:"model"`
+		Input []string `json:"input"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	if f.EmbedDown.Load() {
+		http.Error(w, `{"error":"model \"nomic-embed-text\" not found, try pulling it first"}`, http.StatusNotFound)
+		return
+	}
+	for i := range req.Input {
+		req.Input[i] = synonyms.Replace(strings.ToLower(req.Input[i]))
+	}
+	vecs, _ := memory.HashEmbedder{}.Embed(r.Context(), req.Input)
+	_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": vecs})
+}
+
+func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var req api.ChatRequest
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	if len(req.Format) > 0 { // a structured-output request: the curator's
+		answer := `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":""}`
+		if f.Curate != nil {
+			answer = f.Curate(req)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "created_at": "2026-11-22T10:00:00Z",
+			"message": map[string]string{"role": "assistant", "content": answer}, "done": true, "done_reason": "stop"})
+		return
+	}
+	f.mu.Lock()
+	f.chats = append(f.chats, req)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	for i, tok := range []string{"Hello", " from", " Ollama"} {
+		fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
+		w.(http.Flusher).Flush()
+		if i == 0 && f.Gate != nil {
+			f.Started <- struct{}{}
+			<-f.Gate
+		}
+	}
+	io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+}
+
+// chatCompletions is Ollama's OpenAI-compatible endpoint: SSE chunks then
+// [DONE], or one chat.completion object.
+func (f *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req OpenAIChat
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":{"message":"invalid JSON","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.v1 = append(f.v1, req)
+	f.mu.Unlock()
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from Ollama"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, tok := range []string{"Hello", " from", " Ollama"} {
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, tok)
+		w.(http.Flusher).Flush()
+	}
+	fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n", req.Model)
+	io.WriteString(w, "data: [DONE]\n\n")
+}
