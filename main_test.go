@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -19,92 +16,24 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
-
-// fakeOllama speaks the part of Ollama's API vera uses, embeds with a
-// bag-of-words hash, and records every chat it is asked.
-type fakeOllama struct {
-	*httptest.Server
-	mu    sync.Mutex
-	chats []api.ChatRequest
-}
-
-func newFakeOllama(t *testing.T) *fakeOllama {
-	f := &fakeOllama{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"version":"0.12.3"}`)
-	})
-	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest"}]}`)
-	})
-	mux.HandleFunc("POST /api/show", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"model_info":{"general.architecture":"llama","llama.context_length":131072}}`)
-	})
-	mux.HandleFunc("GET /api/ps", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"models":[]}`)
-	})
-	mux.HandleFunc("POST /api/embed", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model string   `json:"model"`
-			Input []string `json:"input"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
-			return
-		}
-		for i := range req.Input {
-			req.Input[i] = strings.ToLower(req.Input[i])
-		}
-		vecs, _ := memory.HashEmbedder{}.Embed(r.Context(), req.Input)
-		_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": vecs})
-	})
-	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) {
-		var req api.ChatRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		f.chats = append(f.chats, req)
-		f.mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		for _, tok := range []string{"Hello", " from", " Ollama"} {
-			fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
-			w.(http.Flusher).Flush()
-		}
-		io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
-	})
-	f.Server = httptest.NewServer(mux)
-	t.Cleanup(f.Close)
-	return f
-}
-
-// lastSystem returns the system message of the last chat vera forwarded,
-// or "".
-func (f *fakeOllama) lastSystem(t *testing.T) string {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	require.NotEmpty(t, f.chats)
-	last := f.chats[len(f.chats)-1]
-	if len(last.Messages) > 0 && last.Messages[0].Role == "system" {
-		return last.Messages[0].Content
-	}
-	return ""
-}
 
 // inProcess is a vera started by run in this process.
 type inProcess struct {
 	addr   string
-	stop   context.CancelFunc
-	done   chan error // run's result
+	cancel context.CancelFunc
+	done   chan error // run's result, once
 	stderr *syncBuffer
+
+	stopOnce sync.Once
+	err      error // run's result, after stop
 }
 
 // runInProcess starts `vera serve` through run on 127.0.0.1:0 with env
 // (after a private config and data dir) and waits for the ready hook. The
-// cleanup cancels run's context and waits for it to return.
+// cleanup stops it. run sets gin's mode, a global: tests that start vera
+// in-process do not run in parallel.
 func runInProcess(t *testing.T, env ...string) *inProcess {
 	t.Helper()
 	vars := map[string]string{
@@ -117,66 +46,56 @@ func runInProcess(t *testing.T, env ...string) *inProcess {
 		vars[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &inProcess{stop: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
+	p := &inProcess{cancel: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
 	ready := make(chan string, 1)
 	go func() {
 		p.done <- run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, io.Discard, p.stderr,
 			func(addr string) { ready <- addr })
 	}()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
+		if !p.wait() {
 			t.Error("run did not return after its context was cancelled")
 		}
 		if t.Failed() {
-			t.Logf("vera's log:\n%s", p.stderr.String())
+			t.Logf("vera's log:\n%s", p.logs())
 		}
 	})
 	select {
 	case p.addr = <-ready:
 	case err := <-p.done:
 		p.done <- err // for the cleanup
-		t.Fatalf("run returned before listening: %v\n%s", err, p.stderr.String())
+		t.Fatalf("run returned before listening: %v\n%s", err, p.logs())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("vera did not start:\n%s", p.stderr.String())
+		t.Fatalf("vera did not start:\n%s", p.logs())
 	}
 	return p
 }
 
-// chat sends one user message as namespace ns through the official Ollama
-// client and returns the answer.
-func (p *inProcess) chat(t *testing.T, ns, text string) string {
+// wait cancels run's context and waits for run to return; false if it did
+// not within 30s.
+func (p *inProcess) wait() bool {
+	returned := true
+	p.stopOnce.Do(func() {
+		p.cancel()
+		select {
+		case p.err = <-p.done:
+		case <-time.After(30 * time.Second):
+			returned = false
+		}
+	})
+	return returned
+}
+
+// stop ends vera as a signal would (run's context cancelled) and requires a
+// graceful stop: run returns nil, with its store closed.
+func (p *inProcess) stop(t *testing.T) {
 	t.Helper()
-	u, err := url.Parse("http://" + p.addr)
-	require.NoError(t, err)
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	c := api.NewClient(u, &http.Client{Transport: headerTransport{tr, "X-OpenWebUI-User-Id", ns}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var answer strings.Builder
-	err = c.Chat(ctx, &api.ChatRequest{Model: "llama3.2", Messages: []api.Message{{Role: "user", Content: text}}},
-		func(r api.ChatResponse) error {
-			answer.WriteString(r.Message.Content)
-			return nil
-		})
-	require.NoError(t, err)
-	return answer.String()
+	require.True(t, p.wait(), "run did not return")
+	require.NoError(t, p.err)
 }
 
-// headerTransport sets one header on every request.
-type headerTransport struct {
-	base       http.RoundTripper
-	key, value string
-}
-
-func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set(h.key, h.value)
-	return h.base.RoundTrip(r)
-}
+// logs is what vera has logged so far.
+func (p *inProcess) logs() string { return p.stderr.String() }
 
 // syncBuffer is a log buffer written by vera and read by the test.
 type syncBuffer struct {
@@ -196,38 +115,98 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// headerTransport adds headers to every request, as Open WebUI adds its
+// user id header.
+type headerTransport struct {
+	h http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// chat sends one conversation through vera with the official client, as
+// namespace ns, and returns the answer.
+func chat(t *testing.T, p *inProcess, ns string, off bool, msgs ...api.Message) string {
+	t.Helper()
+	h := http.Header{}
+	if ns != "" {
+		h.Set("X-OpenWebUI-User-Id", ns)
+	}
+	if off {
+		h.Set("X-Vera-Memory", "off")
+	}
+	c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{h}})
+	var answer strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.Chat(ctx, &api.ChatRequest{Model: "llama3.2", Messages: msgs}, func(r api.ChatResponse) error {
+		answer.WriteString(r.Message.Content)
+		return nil
+	})
+	require.NoError(t, err)
+	return answer.String()
+}
+
+func user(s string) api.Message { return api.Message{Role: "user", Content: s} }
+
+// systemOf returns the system message vera forwarded, or "".
+func systemOf(r api.ChatRequest) string {
+	if len(r.Messages) > 0 && r.Messages[0].Role == "system" {
+		return r.Messages[0].Content
+	}
+	return ""
+}
+
+// recallsEventually asks question as ns until the forwarded system message
+// contains want (the turn is stored in the background).
+func recallsEventually(t *testing.T, p *inProcess, up *ollamatest.Server, ns, question, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		chat(t, p, ns, false, user(question))
+		return strings.Contains(systemOf(up.LastChat(t)), want)
+	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
+}
+
+func openStore(t *testing.T, dir string) *embedded.DB {
+	t.Helper()
+	db, err := embedded.Open(context.Background(), dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
+}
+
 func TestRunInProcessRecallsAndStopsGracefully(t *testing.T) {
-	up := newFakeOllama(t)
+	up := ollamatest.New(t)
 	data := t.TempDir()
 	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 
-	assert.Equal(t, "Hello from Ollama", p.chat(t, "alice", "My sister Ana lives in Lisbon."))
+	assert.Equal(t, "Hello from Ollama", chat(t, p, "alice", false, user("My sister Ana lives in Lisbon.")))
 	// A new conversation: the turn is stored in the background, so ask
 	// until the forwarded system message recalls it.
-	require.Eventually(t, func() bool {
-		p.chat(t, "alice", "Where does my sister Ana live?")
-		return strings.Contains(up.lastSystem(t), "Ana lives in Lisbon")
-	}, 15*time.Second, 50*time.Millisecond, "the fact was never recalled")
+	recallsEventually(t, p, up, "alice", "Where does my sister Ana live?", "Ana lives in Lisbon")
 
 	// Another namespace sees nothing of alice's.
-	p.chat(t, "bob", "Where does my sister Ana live?")
-	assert.NotContains(t, up.lastSystem(t), "Lisbon")
+	chat(t, p, "bob", false, user("Where does my sister Ana live?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Lisbon")
 
 	// Cancelling run's context is a graceful stop: run returns nil and
 	// the store is closed, with the turn in it.
-	p.stop()
-	select {
-	case err := <-p.done:
-		require.NoError(t, err)
-		p.done <- err // for the cleanup
-	case <-time.After(30 * time.Second):
-		t.Fatal("run did not return")
-	}
-	assert.Contains(t, p.stderr.String(), "msg=stopped")
+	p.stop(t)
+	assert.Contains(t, p.logs(), "msg=stopped")
 
-	db, err := embedded.Open(context.Background(), data)
-	require.NoError(t, err, "run closed the store")
-	defer db.Close()
+	db := openStore(t, data)
 	stored := func(ns string) string {
 		ms, err := db.Latest(context.Background(), memory.Filter{Namespace: ns}, 100)
 		require.NoError(t, err)

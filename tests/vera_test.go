@@ -1,6 +1,9 @@
-// Package tests holds vera's end-to-end tests: the real binary, started on
-// 127.0.0.1:0 against fake upstreams that speak Ollama's wire format, driven
-// by the official Ollama Go client.
+// Package tests holds vera's end-to-end tests that need the built binary:
+// signals and graceful shutdown, exit codes and usage, `vera check`, kill -9,
+// process restarts against the Qdrant stand-in, `vera curate` as a command
+// and a peak-RSS check. Each starts the binary on 127.0.0.1:0 against a fake
+// Ollama (ollama/ollamatest). The end-to-end tests that need no separate
+// process run vera in-process through run, in package main (e2e_*_test.go).
 package tests
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
@@ -349,4 +353,83 @@ func TestCheck(t *testing.T) {
 	code, out, _ = runVera(t, []string{"VERA_LISTEN=nonsense"}, "check")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, out, "FAIL config: server.listen")
+}
+
+// headerTransport adds headers to every request, as Open WebUI adds its
+// user id header.
+type headerTransport struct {
+	h http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.h {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// chat sends one conversation through vera with the official client, as
+// namespace ns, and returns the answer.
+func chat(t *testing.T, p *proc, ns string, off bool, msgs ...api.Message) string {
+	t.Helper()
+	h := http.Header{}
+	if ns != "" {
+		h.Set("X-OpenWebUI-User-Id", ns)
+	}
+	if off {
+		h.Set("X-Vera-Memory", "off")
+	}
+	u, err := url.Parse("http://" + p.addr)
+	require.NoError(t, err)
+	c := api.NewClient(u, &http.Client{Transport: headerTransport{h}})
+	var answer strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.Chat(ctx, &api.ChatRequest{Model: "llama3.2", Messages: msgs}, func(r api.ChatResponse) error {
+		answer.WriteString(r.Message.Content)
+		return nil
+	})
+	require.NoError(t, err)
+	return answer.String()
+}
+
+func user(s string) api.Message { return api.Message{Role: "user", Content: s} }
+
+// systemOf returns the system message vera forwarded, or "".
+func systemOf(r api.ChatRequest) string {
+	if len(r.Messages) > 0 && r.Messages[0].Role == "system" {
+		return r.Messages[0].Content
+	}
+	return ""
+}
+
+// recallsEventually asks question as ns until the forwarded system message
+// contains want (the turn is stored in the background).
+func recallsEventually(t *testing.T, p *proc, up *ollamatest.Server, ns, question, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		chat(t, p, ns, false, user(question))
+		return strings.Contains(systemOf(up.LastChat(t)), want)
+	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
+}
+
+// stop ends vera with SIGTERM, as systemd or docker would.
+func stop(t *testing.T, p *proc) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("vera did not stop")
+	}
+}
+
+func openStore(t *testing.T, dir string) *embedded.DB {
+	t.Helper()
+	db, err := embedded.Open(context.Background(), dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -1,18 +1,15 @@
-package tests
+package main
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,93 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
-
-// headerTransport adds headers to every request, as Open WebUI adds its
-// user id header.
-type headerTransport struct {
-	h http.Header
-}
-
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range t.h {
-		r.Header[k] = v
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// chat sends one conversation through vera with the official client, as
-// namespace ns, and returns the answer.
-func chat(t *testing.T, p *proc, ns string, off bool, msgs ...api.Message) string {
-	t.Helper()
-	h := http.Header{}
-	if ns != "" {
-		h.Set("X-OpenWebUI-User-Id", ns)
-	}
-	if off {
-		h.Set("X-Vera-Memory", "off")
-	}
-	u, err := url.Parse("http://" + p.addr)
-	require.NoError(t, err)
-	c := api.NewClient(u, &http.Client{Transport: headerTransport{h}})
-	var answer strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = c.Chat(ctx, &api.ChatRequest{Model: "llama3.2", Messages: msgs}, func(r api.ChatResponse) error {
-		answer.WriteString(r.Message.Content)
-		return nil
-	})
-	require.NoError(t, err)
-	return answer.String()
-}
-
-func user(s string) api.Message { return api.Message{Role: "user", Content: s} }
-
-// systemOf returns the system message vera forwarded, or "".
-func systemOf(r api.ChatRequest) string {
-	if len(r.Messages) > 0 && r.Messages[0].Role == "system" {
-		return r.Messages[0].Content
-	}
-	return ""
-}
-
-// recallsEventually asks question as ns until the forwarded system message
-// contains want (the turn is stored in the background).
-func recallsEventually(t *testing.T, p *proc, up *ollamatest.Server, ns, question, want string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		chat(t, p, ns, false, user(question))
-		return strings.Contains(systemOf(up.LastChat(t)), want)
-	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
-}
-
-// stop ends vera with SIGTERM, as systemd or docker would.
-func stop(t *testing.T, p *proc) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-p.exited:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("vera did not stop")
-	}
-}
-
-func openStore(t *testing.T, dir string) *embedded.DB {
-	t.Helper()
-	db, err := embedded.Open(context.Background(), dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 func TestMemoryAcrossConversationsRestartsAndNamespaces(t *testing.T) {
 	up := ollamatest.New(t)
 	data := t.TempDir()
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 
 	assert.Equal(t, "Hello from Ollama", chat(t, p, "alice", false, user("My sister Ana lives in Lisbon.")))
 	// A new conversation: only the question, no history.
@@ -135,8 +52,8 @@ func TestMemoryAcrossConversationsRestartsAndNamespaces(t *testing.T) {
 	assert.NotContains(t, systemOf(up.LastChat(t)), "Lisbon", "nor the default namespace")
 
 	// It survives a restart.
-	stop(t, p)
-	p = startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	p.stop(t)
+	p = runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	chat(t, p, "alice", false, user("Remind me, where is my sister?"))
 	assert.Contains(t, systemOf(up.LastChat(t)), "Ana lives in Lisbon")
 	chat(t, p, "bob", false, user("Remind me, where is my sister?"))
@@ -150,7 +67,7 @@ func TestMemoryWithEmbedderDown(t *testing.T) {
 	// A lower threshold: the fake embedder's hashed vectors are cruder than
 	// a real model's.
 	require.NoError(t, os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte("[layers]\nsemantic_score_threshold = 0.3\n"), 0o644))
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data, "VERA_CONFIG_DIR="+cfgDir)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data, "VERA_CONFIG_DIR="+cfgDir)
 
 	// Answered although /api/embed fails.
 	assert.Equal(t, "Hello from Ollama", chat(t, p, "alice", false, user("My sister Ana lives in Lisbon.")))
@@ -173,7 +90,7 @@ func TestMemoryWithEmbedderDown(t *testing.T) {
 func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
 	up := ollamatest.New(t)
 	data := t.TempDir()
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Go(func() { chat(t, p, "load", false, user(fmt.Sprintf("parallel question %d", i))) })
@@ -189,7 +106,7 @@ func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
 	require.Len(t, fwd.Messages, 2)
 	assert.Equal(t, "Be brief.", fwd.Messages[0].Content)
 
-	stop(t, p) // a clean stop commits whatever is still in flight
+	p.stop(t) // a clean stop commits whatever is still in flight
 	db := openStore(t, data)
 	ctx := context.Background()
 	n, err := db.Count(ctx, memory.Filter{Namespace: "load"})
@@ -222,9 +139,9 @@ func TestMemoryParallelChatsStoredOnceAndMemoryOff(t *testing.T) {
 func TestDebugLog(t *testing.T) {
 	up := ollamatest.New(t)
 	logs := t.TempDir()
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DEBUG=true", "VERA_LOG_DIR="+logs)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DEBUG=true", "VERA_LOG_DIR="+logs)
 	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
-	stop(t, p)
+	p.stop(t)
 	files, err := filepath.Glob(filepath.Join(logs, "debug_*.log"))
 	require.NoError(t, err)
 	require.Len(t, files, 1)
@@ -236,32 +153,4 @@ func TestDebugLog(t *testing.T) {
 	for _, key := range []string{`"request_id":"`, `"namespace":"alice"`, `"semantic":{`, `"recent":{`, `"messages":[`, `"answer_chars":17`} {
 		assert.Contains(t, string(lines[0]), key)
 	}
-}
-
-func TestEvalLocomo(t *testing.T) {
-	tiny := filepath.Join("..", "eval", "locomo", "testdata", "tiny.json")
-	code, out, errOut := runVera(t, nil, "eval", "locomo", "--budget", "2000", "--embedder", "none", tiny)
-	require.Equal(t, 0, code, errOut)
-	var res struct {
-		Questions      int     `json:"questions"`
-		EvidenceRecall float64 `json:"evidence_recall"`
-		AllEvidence    float64 `json:"all_evidence"`
-		TokensMean     float64 `json:"tokens_mean"`
-		P50MS          float64 `json:"p50_ms"`
-		P95MS          float64 `json:"p95_ms"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-	assert.Equal(t, 3, res.Questions)
-	assert.Equal(t, 1.0, res.EvidenceRecall)
-
-	code, _, errOut = runVera(t, nil, "eval", "locomo", "--embedder", "magic", tiny)
-	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, "--embedder must be ollama or none")
-	code, _, errOut = runVera(t, nil, "eval", "locomo", "--embedder", "none", "nope.json")
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "nope.json")
-	// The default embedder needs Ollama: a clear error when it is not there.
-	code, _, errOut = runVera(t, []string{"VERA_OLLAMA_URL=http://127.0.0.1:1"}, "eval", "locomo", tiny)
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut, "--embedder none")
 }

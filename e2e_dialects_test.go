@@ -1,4 +1,4 @@
-package tests
+package main
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +22,7 @@ import (
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
-func mustParse(t *testing.T, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	require.NoError(t, err)
-	return u
-}
-
-func anthropicClient(p *proc, ns string) anthropic.Client {
+func anthropicClient(p *inProcess, ns string) anthropic.Client {
 	return anthropic.NewClient(
 		aoption.WithBaseURL("http://"+p.addr+"/"),
 		aoption.WithAPIKey("ollama"),
@@ -44,7 +36,7 @@ func anthropicClient(p *proc, ns string) anthropic.Client {
 func TestMemoryAcrossDialects(t *testing.T) {
 	up := ollamatest.NewDialects(t)
 	data := t.TempDir()
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -122,7 +114,7 @@ func TestMemoryAcrossDialects(t *testing.T) {
 		}
 	}
 
-	stop(t, p)
+	p.stop(t)
 	db := openStore(t, data)
 	page, _, err := db.Scroll(context.Background(), memory.Filter{Namespace: "alice"}, "", 100)
 	require.NoError(t, err)
@@ -147,7 +139,7 @@ func TestMemoryAcrossDialects(t *testing.T) {
 func TestDialectsPassUntouched(t *testing.T) {
 	up := ollamatest.NewDialects(t)
 	data := t.TempDir()
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	for _, tc := range []struct{ path, body string }{
 		{"/api/generate", `{"model":"llama3.2","prompt":"","keep_alive":0}`},
 		{"/api/generate", `{"model":"llama3.2"}`},
@@ -163,7 +155,7 @@ func TestDialectsPassUntouched(t *testing.T) {
 		res.Body.Close()
 		assert.Equal(t, tc.body, up.LastRaw(tc.path), "byte for byte")
 	}
-	stop(t, p)
+	p.stop(t)
 	n, err := openStore(t, data).Count(context.Background(), memory.Filter{Namespace: "default"})
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing stored")
@@ -172,7 +164,7 @@ func TestDialectsPassUntouched(t *testing.T) {
 // Bad input gets a 400 in the dialect's own shape.
 func TestDialectErrorShapes(t *testing.T) {
 	up := ollamatest.NewDialects(t)
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
 	post := func(path, body string) map[string]any {
 		res, err := http.Post("http://"+p.addr+path, "application/json", strings.NewReader(body))
 		require.NoError(t, err)

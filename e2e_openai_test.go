@@ -1,4 +1,4 @@
-package tests
+package main
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 // openAIClient is the official OpenAI Go client pointed at vera, as editors
 // and scripts that use Ollama's OpenAI-compatible endpoint are.
-func openAIClient(p *proc, ns string) openai.Client {
+func openAIClient(p *inProcess, ns string) openai.Client {
 	return openai.NewClient(
 		option.WithBaseURL("http://"+p.addr+"/v1/"),
 		option.WithAPIKey("ollama"),
@@ -48,7 +48,7 @@ func textOf(t *testing.T, raw json.RawMessage) string {
 func TestMemoryOnOpenAIEndpoint(t *testing.T) {
 	up := ollamatest.New(t)
 	data := t.TempDir()
-	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	alice := openAIClient(p, "alice")
@@ -116,7 +116,7 @@ func TestMemoryOnOpenAIEndpoint(t *testing.T) {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("forget this")},
 	}, option.WithHeader("X-Vera-Memory", "off"))
 	require.NoError(t, err)
-	stop(t, p)
+	p.stop(t)
 	db := openStore(t, data)
 	page, _, err := db.Scroll(ctx, memory.Filter{Namespace: "alice"}, "", 100)
 	require.NoError(t, err)
