@@ -605,7 +605,8 @@ func sseEvent(typ string, data map[string]any) string {
 }
 
 // responsesStream is a Responses API event stream answering text; with
-// extras, reasoning and a function call come first.
+// extras, reasoning comes first. (An answer that calls a function is not a
+// turn: see toolCallAnswers.)
 func responsesStream(extras bool, text ...string) string {
 	var b strings.Builder
 	seq := 0
@@ -626,13 +627,7 @@ func responsesStream(extras bool, text ...string) string {
 		ev("response.reasoning_summary_text.delta", map[string]any{"item_id": "rs_1", "output_index": idx, "summary_index": 0, "delta": "the user wants"})
 		ev("response.reasoning_summary_text.done", map[string]any{"item_id": "rs_1", "output_index": idx, "summary_index": 0, "text": "the user wants"})
 		ev("response.output_item.done", map[string]any{"output_index": idx, "item": map[string]any{"id": "rs_1", "type": "reasoning"}})
-		idx++
-		call := map[string]any{"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "lookup", "arguments": ""}
-		ev("response.output_item.added", map[string]any{"output_index": idx, "item": call})
-		ev("response.function_call_arguments.delta", map[string]any{"item_id": "fc_1", "output_index": idx, "delta": `{"q":"x"}`})
-		ev("response.function_call_arguments.done", map[string]any{"item_id": "fc_1", "output_index": idx, "arguments": `{"q":"x"}`})
-		ev("response.output_item.done", map[string]any{"output_index": idx, "item": call})
-		output = append(output, map[string]any{"id": "rs_1", "type": "reasoning", "summary": []any{}}, call)
+		output = append(output, map[string]any{"id": "rs_1", "type": "reasoning", "summary": []any{}})
 		idx++
 	}
 	msg := map[string]any{"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []any{}}
@@ -656,8 +651,7 @@ func responsesObject(extras bool, text string) string {
 	var output []any
 	if extras {
 		output = append(output,
-			map[string]any{"id": "rs_1", "type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": "the user wants"}}},
-			map[string]any{"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "lookup", "arguments": `{"q":"x"}`, "status": "completed"})
+			map[string]any{"id": "rs_1", "type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": "the user wants"}}})
 	}
 	output = append(output, map[string]any{"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
 		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}})
@@ -667,7 +661,8 @@ func responsesObject(extras bool, text string) string {
 }
 
 // messagesStream is an Anthropic Messages event stream answering text;
-// with extras, a thinking block comes first and a tool_use block last.
+// with extras, a thinking block comes first. (An answer that uses a tool
+// is not a turn: see toolCallAnswers.)
 func messagesStream(extras bool, text ...string) string {
 	var b strings.Builder
 	ev := func(typ string, data map[string]any) { b.WriteString(sseEvent(typ, data)) }
@@ -687,15 +682,7 @@ func messagesStream(extras bool, text ...string) string {
 		ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "text_delta", "text": s}})
 	}
 	ev("content_block_stop", map[string]any{"index": idx})
-	idx++
-	stop := "end_turn"
-	if extras {
-		ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": map[string]any{}}})
-		ev("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": `{"q":"x"}`}})
-		ev("content_block_stop", map[string]any{"index": idx})
-		stop = "tool_use"
-	}
-	ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 15}})
+	ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 15}})
 	ev("message_stop", map[string]any{})
 	return b.String()
 }
@@ -707,9 +694,6 @@ func messagesObject(extras bool, text string) string {
 		content = append(content, map[string]any{"type": "thinking", "thinking": "the user wants", "signature": "c2ln"})
 	}
 	content = append(content, map[string]any{"type": "text", "text": text})
-	if extras {
-		content = append(content, map[string]any{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": map[string]any{"q": "x"}})
-	}
 	b, _ := json.Marshal(map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": "llama3.2", "content": content,
 		"stop_reason": "end_turn", "stop_sequence": nil, "usage": map[string]any{"input_tokens": 5, "output_tokens": 4}})
 	return string(b)

@@ -110,7 +110,8 @@ func TestAnswerTee(t *testing.T) {
 		openai bool
 	}{
 		{"stream", true, "{\"message\":{\"content\":\"He\"},\"done\":false}\n{\"message\":{\"content\":\"llo\"},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true}\n", "Hello", true, false},
-		{"thinking and tool calls apart", true, "{\"message\":{\"thinking\":\"hmm\",\"content\":\"\"}}\n{\"message\":{\"content\":\"Yes\",\"tool_calls\":[{}]}}\n{\"done\":true}\n", "Yes", true, false},
+		{"thinking apart", true, "{\"message\":{\"thinking\":\"hmm\",\"content\":\"\"}}\n{\"message\":{\"content\":\"Yes\"}}\n{\"done\":true}\n", "Yes", true, false},
+		{"tool calls: the loop goes on, not a turn", true, "{\"message\":{\"content\":\"Let me look.\",\"tool_calls\":[{\"function\":{\"name\":\"w\",\"arguments\":{}}}]}}\n{\"done\":true}\n", "Let me look.", false, false},
 		{"last line without newline", true, "{\"message\":{\"content\":\"a\"}}\n{\"done\":true}", "a", true, false},
 		{"no done", true, "{\"message\":{\"content\":\"a\"}}\n", "a", false, false},
 		{"error record", true, "{\"message\":{\"content\":\"a\"}}\n{\"error\":\"runner died\"}\n", "a", false, false},

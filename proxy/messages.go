@@ -178,9 +178,13 @@ func (t *answerTee) messagesEvent(data []byte) {
 	var e struct {
 		Type  string `json:"type"`
 		Delta struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
+			Type       string `json:"type"`
+			Text       string `json:"text"`
+			StopReason string `json:"stop_reason"`
 		} `json:"delta"`
+		ContentBlock struct {
+			Type string `json:"type"`
+		} `json:"content_block"`
 	}
 	if json.Unmarshal(data, &e) != nil {
 		t.failed = true
@@ -191,6 +195,10 @@ func (t *answerTee) messagesEvent(data []byte) {
 		if e.Delta.Type == "text_delta" {
 			t.content.WriteString(e.Delta.Text)
 		}
+	case "content_block_start":
+		t.toolCalls = t.toolCalls || e.ContentBlock.Type == "tool_use"
+	case "message_delta":
+		t.toolCalls = t.toolCalls || e.Delta.StopReason == "tool_use"
 	case "message_stop":
 		t.done = true
 	case "error":
@@ -212,8 +220,11 @@ func (t *answerTee) messagesObject(body []byte) {
 		return
 	}
 	for _, c := range res.Content {
-		if c.Type == "text" {
+		switch c.Type {
+		case "text":
 			t.content.WriteString(c.Text)
+		case "tool_use":
+			t.toolCalls = true
 		}
 	}
 	t.done, t.final = true, true

@@ -209,6 +209,9 @@ func (t *answerTee) responsesEvent(data []byte) {
 		Type        string `json:"type"`
 		Delta       string `json:"delta"`
 		OutputIndex int    `json:"output_index"`
+		Item        struct {
+			Type string `json:"type"`
+		} `json:"item"`
 	}
 	if json.Unmarshal(data, &e) != nil {
 		t.failed = true
@@ -217,6 +220,8 @@ func (t *answerTee) responsesEvent(data []byte) {
 	switch e.Type {
 	case "response.output_text.delta":
 		t.content.WriteString(e.Delta)
+	case "response.output_item.added", "response.output_item.done":
+		t.toolCalls = t.toolCalls || e.Item.Type == "function_call"
 	case "response.completed":
 		t.done = true
 	case "error", "response.failed", "response.incomplete":
@@ -242,6 +247,7 @@ func (t *answerTee) responsesObject(body []byte) {
 		return
 	}
 	for _, o := range res.Output {
+		t.toolCalls = t.toolCalls || o.Type == "function_call"
 		if o.Type != "message" {
 			continue // reasoning and function calls are not stored
 		}

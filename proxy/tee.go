@@ -28,6 +28,10 @@ type answerTee struct {
 	content strings.Builder
 	done    bool
 	failed  bool
+	// toolCalls is set when the answer calls tools: an agent's tool loop
+	// goes on, and its turn is stored with the answer that ends the loop
+	// (SPEC §4), never with this one.
+	toolCalls bool
 	// final is set once the answer's last record has been read (done:true,
 	// the data: [DONE] line, or the end of a non-streamed body), before
 	// the event it ends is complete.
@@ -47,7 +51,7 @@ type answerTee struct {
 // cleanly: done:true from Ollama, [DONE] or a non-streamed choice from
 // OpenAI. An aborted, failed or empty answer is not complete.
 func (t *answerTee) Answer() (string, bool) {
-	ok := t.done && !t.failed && strings.TrimSpace(t.content.String()) != ""
+	ok := t.done && !t.failed && !t.toolCalls && strings.TrimSpace(t.content.String()) != ""
 	return t.content.String(), ok
 }
 
@@ -189,7 +193,7 @@ func (t *answerTee) end() {
 		return
 	}
 	t.ended = true
-	if t.final && !t.failed && strings.TrimSpace(t.content.String()) != "" {
+	if t.final && !t.failed && !t.toolCalls && strings.TrimSpace(t.content.String()) != "" {
 		t.onEnd(t.content.String())
 	}
 }
@@ -318,7 +322,8 @@ func (t *answerTee) line(l []byte) {
 // (generate); thinking is never part of it.
 type chatRecord struct {
 	Message *struct {
-		Content string `json:"content"`
+		Content   string          `json:"content"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
 	} `json:"message"`
 	Response string `json:"response"`
 	Done     bool   `json:"done"`
@@ -339,6 +344,7 @@ func (t *answerTee) record(line []byte) {
 	}
 	if rec.Message != nil {
 		t.content.WriteString(rec.Message.Content)
+		t.toolCalls = t.toolCalls || present(rec.Message.ToolCalls)
 	}
 	t.content.WriteString(rec.Response)
 	t.done = rec.Done
@@ -366,7 +372,18 @@ func (t *answerTee) object(body []byte) {
 		return
 	}
 	t.content.WriteString(res.Choices[0].Message.Content)
+	t.toolCalls = present(res.Choices[0].Message.ToolCalls)
 	t.done, t.final = true, true
+}
+
+// present reports whether a JSON value is there and not empty: not
+// absent, null, [] or {}.
+func present(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "[]", "{}":
+		return false
+	}
+	return true
 }
 
 // openAIRecord is the part of an OpenAI chat completion, or of one chunk of
@@ -375,10 +392,12 @@ type openAIRecord struct {
 	Choices []struct {
 		Index   int `json:"index"`
 		Message *struct {
-			Content string `json:"content"`
+			Content   string          `json:"content"`
+			ToolCalls json.RawMessage `json:"tool_calls"`
 		} `json:"message"`
 		Delta *struct {
-			Content string `json:"content"`
+			Content   string          `json:"content"`
+			ToolCalls json.RawMessage `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
 	Error any `json:"error"`
@@ -411,6 +430,7 @@ func (t *answerTee) sseEvent(data []byte) {
 	for _, c := range rec.Choices {
 		if c.Index == 0 && c.Delta != nil {
 			t.content.WriteString(c.Delta.Content)
+			t.toolCalls = t.toolCalls || present(c.Delta.ToolCalls)
 		}
 	}
 }
