@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/vera-proxy/vera/ollama"
 )
 
 // Message is one chat message as the context builder sees it: its role and
@@ -20,7 +22,7 @@ type Message struct {
 
 // DefaultContextLength is Ollama's context window when neither the request
 // nor the model sets one.
-const DefaultContextLength = 4096
+const DefaultContextLength = ollama.DefaultContextLength
 
 // semanticIntro heads the semantic layer.
 const semanticIntro = "Memories from earlier conversations with this user, most relevant first. Use them when they help; they may be out of date."

@@ -87,9 +87,3 @@ func TestOllamaEmbedderFailuresAreUnavailable(t *testing.T) {
 		})
 	}
 }
-
-func TestDefaultContextLengthIsOllamas(t *testing.T) {
-	// The builder's default window and the one the proxy assumes for a
-	// model Ollama says nothing about must be the same number.
-	assert.Equal(t, ollama.DefaultContextLength, memory.DefaultContextLength)
-}

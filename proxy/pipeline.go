@@ -66,7 +66,6 @@ type chat struct {
 	msgs      []memory.Message // the conversation as memory reads it
 	recall    []memory.Message // msgs as recall reads them (RAG: the user's own question)
 	user      string           // the user text a stored turn keeps
-	thread    thread
 }
 
 // serveChat runs a chat through the pipeline's steps, in order.
@@ -121,7 +120,6 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 		ch.untouched = true
 		return ch, nil
 	}
-	ch.thread = threadOf(r, req)
 	if task := s.task(r, ch.msgs, ch.user); task != "" {
 		c.Set(taskKey, task)
 		ch.untouched = true

@@ -19,7 +19,8 @@ type thread struct {
 	toolLoop           bool
 }
 
-// threadOf reads a request's thread.
+// threadOf reads a request's thread. Nothing calls it on the chat path
+// yet: the conversations step will, once it has a use for the answer.
 func threadOf(r *http.Request, req chatRequest) thread {
 	return thread{
 		chatID:             strings.TrimSpace(r.Header.Get("X-OpenWebUI-Chat-Id")),
