@@ -43,7 +43,7 @@ func TestMemoryAcrossDialects(t *testing.T) {
 	// /api/generate, streamed, through the official Ollama client (what
 	// `ollama run MODEL "prompt"` sends).
 	generate := func(ns, prompt string) string {
-		c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{http.Header{"X-Openwebui-User-Id": {ns}}}})
+		c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: http.Header{"X-Openwebui-User-Id": {ns}}}})
 		var out strings.Builder
 		require.NoError(t, c.Generate(ctx, &api.GenerateRequest{Model: "llama3.2", Prompt: prompt}, func(r api.GenerateResponse) error {
 			out.WriteString(r.Response)

@@ -355,63 +355,22 @@ func TestCheck(t *testing.T) {
 	assert.Contains(t, out, "FAIL config: server.listen")
 }
 
-// headerTransport adds headers to every request, as Open WebUI adds its
-// user id header.
-type headerTransport struct {
-	h http.Header
-}
+// headerTransport, chat, user, systemOf and recallsEventually are
+// ollamatest's client helpers, on this file's vera.
+type headerTransport = ollamatest.HeaderTransport
 
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range t.h {
-		r.Header[k] = v
-	}
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// chat sends one conversation through vera with the official client, as
-// namespace ns, and returns the answer.
 func chat(t *testing.T, p *proc, ns string, off bool, msgs ...api.Message) string {
 	t.Helper()
-	h := http.Header{}
-	if ns != "" {
-		h.Set("X-OpenWebUI-User-Id", ns)
-	}
-	if off {
-		h.Set("X-Vera-Memory", "off")
-	}
-	u, err := url.Parse("http://" + p.addr)
-	require.NoError(t, err)
-	c := api.NewClient(u, &http.Client{Transport: headerTransport{h}})
-	var answer strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = c.Chat(ctx, &api.ChatRequest{Model: "llama3.2", Messages: msgs}, func(r api.ChatResponse) error {
-		answer.WriteString(r.Message.Content)
-		return nil
-	})
-	require.NoError(t, err)
-	return answer.String()
+	return ollamatest.Chat(t, p.addr, ns, off, msgs...)
 }
 
-func user(s string) api.Message { return api.Message{Role: "user", Content: s} }
+func user(s string) api.Message { return ollamatest.User(s) }
 
-// systemOf returns the system message vera forwarded, or "".
-func systemOf(r api.ChatRequest) string {
-	if len(r.Messages) > 0 && r.Messages[0].Role == "system" {
-		return r.Messages[0].Content
-	}
-	return ""
-}
+func systemOf(r api.ChatRequest) string { return ollamatest.SystemOf(r) }
 
-// recallsEventually asks question as ns until the forwarded system message
-// contains want (the turn is stored in the background).
 func recallsEventually(t *testing.T, p *proc, up *ollamatest.Server, ns, question, want string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		chat(t, p, ns, false, user(question))
-		return strings.Contains(systemOf(up.LastChat(t)), want)
-	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
+	up.RecallsEventually(t, p.addr, ns, question, want)
 }
 
 // stop ends vera with SIGTERM, as systemd or docker would.
