@@ -37,22 +37,35 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 	ndjson := `{"message":{"content":"Hel"},"done":false}` + "\n" + `{"message":{"content":"lo"},"done":false}` + "\n" + `{"message":{"content":""},"done":true}` + "\n"
 	sse := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\ndata: [DONE]\n\n"
 	object := `{"message":{"role":"assistant","content":"Hello"},"done":true}`
+	gen := `{"model":"m","response":"Hel","done":false}` + "\n" + `{"model":"m","response":"lo","done":false}` + "\n" + `{"model":"m","response":"","done":true,"context":[1,2]}` + "\n"
+	rs, ms := responsesStream(true, "Hel", "lo"), messagesStream(true, "Hel", "lo")
+	ro, mo := responsesObject(true, "Hello"), messagesObject(true, "Hello")
+	finalLineEnd := func(body, marker string) int {
+		i := strings.Index(body, marker) + len(marker)
+		return i + strings.IndexByte(body[i:], '\n')
+	}
 	cases := []struct {
 		name, body, ctype string
-		openai            bool
+		d                 dialect
 		finalEnd          int // how many bytes make the final record whole
 	}{
-		{"ndjson", ndjson, "application/x-ndjson", false, len(ndjson) - 1},
-		{"sse", sse, "text/event-stream", true, strings.Index(sse, "[DONE]") + len("[DONE]")},
-		{"object", object, "application/json", false, len(object)},
+		{"ndjson", ndjson, "application/x-ndjson", ollamaChat, len(ndjson) - 1},
+		{"sse", sse, "text/event-stream", openAIChat, strings.Index(sse, "[DONE]") + len("[DONE]")},
+		{"object", object, "application/json", ollamaChat, len(object)},
+		{"generate ndjson", gen, "application/x-ndjson", ollamaGenerate, len(gen) - 1},
+		{"responses sse", rs, "text/event-stream", openAIResponses, finalLineEnd(rs, "event: response.completed\ndata:")},
+		{"responses object", ro, "application/json", openAIResponses, len(ro)},
+		{"messages sse", ms, "text/event-stream", anthropicMessages, finalLineEnd(ms, "event: message_stop\ndata:")},
+		{"messages object", mo, "application/json", anthropicMessages, len(mo)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			require.Positive(t, tc.finalEnd)
 			for seed := range uint64(300) {
 				rng := rand.New(rand.NewPCG(seed, 1))
 				var out bytes.Buffer
 				ends := 0
-				tee := &answerTee{d: dialectFor(tc.openai)}
+				tee := &answerTee{d: tc.d}
 				tee.onEnd = func(answer string) {
 					ends++
 					assert.Less(t, out.Len(), tc.finalEnd, "seed %d: the final record reached the client before the commit", seed)
@@ -71,6 +84,9 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 				}
 				require.Equal(t, tc.body, out.String(), "seed %d", seed)
 				require.Equal(t, 1, ends, "seed %d", seed)
+				answer, ok := tee.Answer()
+				assert.True(t, ok, "seed %d", seed)
+				assert.Equal(t, "Hello", answer)
 			}
 		})
 	}
