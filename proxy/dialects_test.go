@@ -835,10 +835,15 @@ func TestDialectsCutStreamStoresNothing(t *testing.T) {
 	}
 }
 
-// The end of each new dialect's answer reaches the client only once the
-// turn is committed.
-func TestDialectsAnswerEndWaitsForTheCommit(t *testing.T) {
+// The end of every dialect's answer (done:true, data: [DONE],
+// response.completed, message_stop, a sized body's last byte) reaches the
+// client only once the turn is committed.
+func TestAnswerEndWaitsForTheCommit(t *testing.T) {
 	for _, tc := range []struct{ name, path, body, end string }{
+		{"chat ndjson", "/api/chat", hiChat, `"done":true`},
+		{"chat object", "/api/chat", `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"hi"}]}`, "}"},
+		{"openai sse", "/v1/chat/completions", `{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]"},
+		{"openai object", "/v1/chat/completions", `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`, "}"},
 		{"generate", "/api/generate", `{"model":"llama3.2","prompt":"hi"}`, `"done":true`},
 		{"responses stream", "/v1/responses", `{"model":"llama3.2","stream":true,"input":"hi"}`, `"type":"response.completed"`},
 		{"responses object", "/v1/responses", `{"model":"llama3.2","input":"hi"}`, `"status":"completed"`},

@@ -39,46 +39,6 @@ func postChat(t *testing.T, base, path, body string, headers ...string) (*http.R
 
 const hiChat = `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`
 
-// The end of an answer (done:true, data: [DONE], a sized body's last byte)
-// reaches the client only once the turn is committed; everything before
-// it flows at once.
-func TestAnswerEndWaitsForTheCommit(t *testing.T) {
-	cases := []struct {
-		name, path, body, end string
-	}{
-		{"ndjson", "/api/chat", hiChat, `"done":true`},
-		{"sse", "/v1/chat/completions", `{"model":"llama3.2","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]"},
-		{"ollama object", "/api/chat", `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"hi"}]}`, "}"},
-		{"openai object", "/v1/chat/completions", `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`, "}"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			up := newFakeOllama(t)
-			rec := &recorder{gate: make(chan struct{})}
-			base := startVera(t, up.srv.URL, func(s *Server) { s.Recorder = rec })
-			res, err := http.Post(base+tc.path, "application/json", strings.NewReader(tc.body))
-			require.NoError(t, err)
-			defer res.Body.Close()
-			got := make(chan string, 1)
-			go func() {
-				b, _ := io.ReadAll(res.Body)
-				got <- string(b)
-			}()
-			select {
-			case b := <-got:
-				t.Fatalf("the answer ended before its turn was committed: %q", b)
-			case <-time.After(300 * time.Millisecond):
-			}
-			assert.Empty(t, rec.all(), "not committed yet")
-			close(rec.gate)
-			body := waitFor(t, got, "the answer's end")
-			assert.Contains(t, body, tc.end)
-			require.Len(t, rec.all(), 1)
-			assert.Equal(t, "Hello there.", rec.all()[0].Assistant)
-		})
-	}
-}
-
 func TestAnswerEndIsHeldAtMostASecond(t *testing.T) {
 	up := newFakeOllama(t)
 	rec := &recorder{gate: make(chan struct{})} // never opens: a stuck disk
