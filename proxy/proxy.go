@@ -98,15 +98,16 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	for d := range s.passthroughs {
 		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil)
 	}
-	s.windows = ollama.NewModelInfo(ollama.New(base, transport)) // until Handler sees s.Ollama
 	return s
 }
 
 // Handler returns the router serving every route.
 func (s *Server) Handler() http.Handler {
-	if s.Ollama != nil {
-		s.windows = ollama.NewModelInfo(s.Ollama)
+	oc := s.Ollama
+	if oc == nil {
+		oc = ollama.New(s.ollama.url, s.ollama.transport)
 	}
+	s.windows = ollama.NewModelInfo(oc)
 	e := gin.New()
 	e.ContextWithFallback = true
 	// Anything vera does not own goes to Ollama as it is: no redirects for
