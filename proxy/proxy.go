@@ -70,9 +70,8 @@ type Server struct {
 	// nil: one made from New's address and transport.
 	Ollama *ollama.Client
 
-	upstream *url.URL
-	ollama   upstream
-	log      *slog.Logger
+	ollama upstream
+	log    *slog.Logger
 	// passthroughs forward the routes vera does not own to Ollama, one per
 	// dialect (the shape of their errors).
 	passthroughs [anthropicMessages + 1]*httputil.ReverseProxy
@@ -90,8 +89,8 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		upstream: base,
-		log:      logger,
+
+		log: logger,
 	}
 	s.ollama = upstream{url: base, transport: transport}
 	s.buffers = &bufferPool{}
