@@ -89,11 +89,10 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-
-		log: logger,
+		log:     logger,
+		ollama:  upstream{url: base, transport: transport},
+		buffers: &bufferPool{},
 	}
-	s.ollama = upstream{url: base, transport: transport}
-	s.buffers = &bufferPool{}
 	for d := range s.passthroughs {
 		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil)
 	}
