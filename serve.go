@@ -97,6 +97,7 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
 	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
 	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
 	srv.RecordTasks = !cfg.Memory.SkipTasks
+	srv.RecallEveryTurn = !cfg.Memory.StablePrefix
 	a.attach(srv, adm)
 	return srv
 }

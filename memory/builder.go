@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -79,6 +81,20 @@ type Request struct {
 	NoMemory bool
 	// SemanticOnly leaves the recent layer out (used by `vera eval`).
 	SemanticOnly bool
+
+	// Later recalls for a later turn of a conversation whose layers are
+	// already in the prompt (SPEC §4, Conversations): only memories
+	// relevant now and not yet in the prompt, as a block for the last
+	// user message (Context.Block), within a third of the semantic
+	// budget. The system layer is only read for Context.Sources.
+	Later bool
+	// Exclude holds the IDs of memories already in the prompt; they are
+	// not injected again.
+	Exclude map[string]bool
+	// Reserve is room, in tokens, the budgets leave free: what a
+	// conversation's earlier layers take (Later), or space for it to
+	// grow before its plan must be rebuilt.
+	Reserve int
 }
 
 // Context is what the builder decided to inject.
@@ -105,6 +121,29 @@ type Context struct {
 	RecentBudget   int
 	LexicalOnly    bool  // the query could not be embedded
 	Err            error // memory failed; the chat goes on without it
+
+	// Sources identifies what the system layer was made from (the
+	// caller's system text, the Modelfile's, systemprompt.md, the rules):
+	// when it changes, a conversation's plan is rebuilt.
+	Sources string
+	// Block is a later turn's memory block (Request.Later), to go at the
+	// start of the last user message; empty when nothing new is relevant.
+	Block string
+	// Full is set on a later turn (Request.Later) whose conversation no
+	// longer fits the context window.
+	Full bool
+	// SystemTokens counts System, up to the window.
+	SystemTokens int
+	// Blocks places every memory block of a conversation's later turns:
+	// what the caller's dialect writes at the start of its user messages.
+	Blocks []Block
+}
+
+// Block is a memory block at the start of a user message: the User-th
+// (from 0) message of role user in the request.
+type Block struct {
+	User int
+	Text string
 }
 
 // Tokens is how many tokens of memory were injected, rules included.
@@ -145,9 +184,60 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 	c := &Context{}
 	sys := b.system(ctx, req, c)
+	c.Sources = sources(sys, req.ModelSystem)
+	if req.Later {
+		b.later(ctx, req, c)
+		return c
+	}
 	block := b.memories(ctx, req, sys, c)
 	b.render(req, sys, block, c)
 	return c
+}
+
+// sources digests the system layer's parts.
+func sources(sys []string, modelSystem string) string {
+	h := sha256.New()
+	for _, s := range append(sys, modelSystem) {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// blockOpen and blockClose mark a later turn's memory block.
+const (
+	blockOpen  = "<memories>\nRecalled from earlier conversations with this user for the message below; they may be out of date.\n\n"
+	blockClose = "\n</memories>\n\n"
+)
+
+// later fills a later turn's memory block: memories relevant to the
+// conversation now, not already in the prompt, in a third of the semantic
+// budget (the turn's share), rendered to go before the user's own text.
+func (b *Builder) later(ctx context.Context, req Request, c *Context) {
+	if req.NoMemory || b.store == nil || c.Err != nil {
+		return
+	}
+	recall := req.Messages
+	if req.Recall != nil {
+		recall = req.Recall
+	}
+	query, lexical := semanticQuery(recall)
+	if query == "" {
+		return
+	}
+	sem, _, thr, _ := b.defaults()
+	avail := b.room(req, "", sem/3)
+	c.Full = avail <= 0
+	c.SemanticBudget = min(sem/3, avail) - (b.count(blockOpen+blockClose) - b.count(semanticIntro) - 2)
+	if c.SemanticBudget <= 0 {
+		c.SemanticBudget = 0
+		return
+	}
+	entries := b.semantic(ctx, req, query, lexical, thr, history(recall), map[string]bool{}, c)
+	if len(entries) == 0 {
+		return
+	}
+	c.SemanticTokens += b.count(blockOpen+blockClose) - b.count(semanticIntro) - 2
+	c.Block = blockOpen + strings.Join(entries, "\n\n") + blockClose
 }
 
 // system gathers the system layer's parts (SPEC §4): the caller's leading
@@ -225,6 +315,7 @@ func (b *Builder) render(req Request, sys, block []string, c *Context) {
 	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
 		c.System = req.ModelSystem + "\n\n" + c.System
 	}
+	c.SystemTokens = b.countAtMost(c.System, req.window())
 }
 
 // rulesIntro heads the namespace's rules in the system layer.
@@ -325,7 +416,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	var block []string
 	for _, h := range hits {
 		key := normalize(h.Text)
-		if seen[key] || hist.has(h.Text) {
+		if seen[key] || req.Exclude[h.ID] || hist.has(h.Text) {
 			continue
 		}
 		n := h.Tokens + header + 2
@@ -393,15 +484,36 @@ func (b *Builder) recent(ctx context.Context, ns string, turns int, hist history
 // the system prompt and the memories sit. A tenth of the window is kept
 // spare because cl100k_base only approximates the model's own tokenizer.
 func (b *Builder) fit(req Request, system string, sem, rec int) (int, int) {
-	window := req.ContextLength
-	if window <= 0 {
-		window = DefaultContextLength
+	avail := b.room(req, system, sem+rec)
+	if avail <= 0 {
+		return 0, 0
 	}
+	if sem+rec <= avail {
+		return sem, rec
+	}
+	s := avail * sem / (sem + rec)
+	return s, avail - s
+}
+
+// window is the request's context window in tokens.
+func (req Request) window() int {
+	if req.ContextLength <= 0 {
+		return DefaultContextLength
+	}
+	return req.ContextLength
+}
+
+// room returns how many tokens of the window are left for memory once the
+// system layer, the request's own messages, Reserve and the answer are in
+// (negative when they overflow it). It counts exactly only when fewer than
+// want are left by bytes.
+func (b *Builder) room(req Request, system string, want int) int {
+	window := req.window()
 	answer := req.AnswerTokens
 	if answer <= 0 {
 		answer = min(1024, window/4)
 	}
-	room := (window-answer)*9/10 - 4*(len(req.Messages)+3)
+	room := (window-answer)*9/10 - 4*(len(req.Messages)+3) - req.Reserve
 	// Every token is at least one byte: when the bytes fit, so do the
 	// tokens, and long histories need not be counted on every chat.
 	used := len(system)
@@ -410,7 +522,7 @@ func (b *Builder) fit(req Request, system string, sem, rec int) (int, int) {
 			used += len(m.Content)
 		}
 	}
-	if room-used < sem+rec {
+	if room-used < want {
 		// Count only as far as it matters: once the request fills the
 		// room, a huge message costs no more than a full window.
 		used = b.countAtMost(system, room)
@@ -423,15 +535,7 @@ func (b *Builder) fit(req Request, system string, sem, rec int) (int, int) {
 			}
 		}
 	}
-	avail := room - used
-	if avail <= 0 {
-		return 0, 0
-	}
-	if sem+rec <= avail {
-		return sem, rec
-	}
-	s := avail * sem / (sem + rec)
-	return s, avail - s
+	return room - used
 }
 
 func (b *Builder) count(s string) int {

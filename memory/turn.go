@@ -15,4 +15,15 @@ type Turn struct {
 	User      string
 	Assistant string
 	Time      time.Time // UTC, when the answer finished
+	// ID, when set, is the ID the turn is stored under (the caller
+	// remembers it, to replace the turn later); empty: a new one.
+	ID string
+	// Replaces is the ID of a turn this one replaces (a regenerated or
+	// edited answer, SPEC §4): once this turn is stored, that one is
+	// deleted, from the store or from the durable queue.
+	Replaces string
 }
+
+// MetaReplaces is the metadata key under which a turn carries the ID of
+// the turn it replaces, through the durable queue and into the store.
+const MetaReplaces = "replaces"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,8 +170,14 @@ func (w *Writer) Status(ctx context.Context) Status {
 
 func (w *Writer) memoryOf(t Turn) Memory {
 	m := Memory{
-		ID: NewID(), Namespace: t.Namespace, Type: Raw,
+		ID: t.ID, Namespace: t.Namespace, Type: Raw,
 		Time: t.Time.UTC(), Model: t.Model,
+	}
+	if m.ID == "" {
+		m.ID = NewID()
+	}
+	if t.Replaces != "" && t.Replaces != m.ID {
+		m.Metadata = map[string]any{MetaReplaces: t.Replaces}
 	}
 	if m.Namespace == "" {
 		m.Namespace = DefaultNamespace
@@ -358,9 +365,26 @@ func (w *Writer) drain() (bool, error) {
 	if len(batch) == 0 {
 		return false, nil
 	}
+	ids := make([]string, len(batch))
+	for i, m := range batch {
+		ids[i] = m.ID
+	}
+	// A regenerated or edited turn replaces the one it redoes, wherever
+	// that one is: in the store, or still queued. The old one goes first,
+	// so the two are never both found.
+	replaced := replacedBy(batch)
+	batch = slices.DeleteFunc(batch, func(m Memory) bool { return slices.Contains(replaced, m.ID) })
 	w.embed(batch)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if len(replaced) > 0 {
+		if err := w.store.Delete(sctx, replaced...); err != nil {
+			w.storeOK.Store(false)
+			w.fail("store", err)
+			return false, err
+		}
+		ids = append(ids, replaced...)
+	}
 	if err := w.store.Upsert(sctx, batch...); err != nil {
 		w.storeOK.Store(false)
 		w.fail("store", err)
@@ -368,10 +392,6 @@ func (w *Writer) drain() (bool, error) {
 	}
 	w.storeOK.Store(true)
 	w.ok("store")
-	ids := make([]string, len(batch))
-	for i, m := range batch {
-		ids[i] = m.ID
-	}
 	if err := w.queue.Done(ctx, ids...); err != nil {
 		// Stored but still queued: the next drain upserts the same IDs
 		// again, which replaces rather than duplicates.
@@ -379,6 +399,17 @@ func (w *Writer) drain() (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// replacedBy lists the turns that turns in batch replace.
+func replacedBy(batch []Memory) []string {
+	var ids []string
+	for _, m := range batch {
+		if id, ok := m.Metadata[MetaReplaces].(string); ok && id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // embed fills in the vectors of ms; it reports whether it could.

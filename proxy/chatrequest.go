@@ -253,13 +253,26 @@ func (r *ChatRequest) withMemory(mc *memory.Context) any {
 		out.Messages = append(out.Messages, Message{Role: m.Role, Content: m.Content})
 	}
 	out.Messages = append(out.Messages, r.Messages[mc.SystemReplaces:]...)
+	if len(mc.Blocks) > 0 {
+		own := out.Messages[len(out.Messages)-len(r.Messages)+mc.SystemReplaces:]
+		user := 0
+		for i := range own {
+			if own[i].Role != "user" {
+				continue
+			}
+			if b := blockAt(mc.Blocks, user); b != "" {
+				own[i].Content = b + own[i].Content
+			}
+			user++
+		}
+	}
 	return &out
 }
 
 // unchanged reports whether the memory layers leave a request as it is:
 // nothing injected, and the system message (whose text is first) kept.
 func unchanged(mc *memory.Context, first string) bool {
-	if len(mc.Recent) > 0 {
+	if len(mc.Recent) > 0 || len(mc.Blocks) > 0 {
 		return false
 	}
 	switch {

@@ -796,7 +796,7 @@ func TestDialectsWithMemoryThroughServeChat(t *testing.T) {
 				tc.check(t, fwd)
 				turns := rec.all()
 				require.Len(t, turns, 1, "the finished turn is stored: %s", body)
-				assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: tc.user, Assistant: "Hello there.", Time: turns[0].Time}, turns[0],
+				assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: tc.user, Assistant: "Hello there.", Time: turns[0].Time, ID: turns[0].ID}, turns[0],
 					"no thinking, no tool call in the stored answer")
 			})
 		}

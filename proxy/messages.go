@@ -165,7 +165,22 @@ func (r *MessagesRequest) withMemory(mc *memory.Context) any {
 		content, _ := marshal(m.Content)
 		out.Messages = append(out.Messages, anthropicMessage{Role: m.Role, Content: content})
 	}
+	n := len(out.Messages)
 	out.Messages = append(out.Messages, r.Messages...)
+	user := 0
+	for i := n; i < len(out.Messages) && len(mc.Blocks) > 0; i++ {
+		m := &out.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		if b := blockAt(mc.Blocks, user); b != "" {
+			m.Content = prefixContent(m.Content, b, "text")
+			if m.raw != nil {
+				m.raw = withField(m.raw, "content", m.Content)
+			}
+		}
+		user++
+	}
 	return &out
 }
 

@@ -210,6 +210,19 @@ func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
 		out.Messages = append(out.Messages, OpenAIMessage{Role: m.Role, Content: stringContent(m.Content)})
 	}
 	out.Messages = append(out.Messages, r.Messages[mc.SystemReplaces:]...)
+	if len(mc.Blocks) > 0 {
+		own := out.Messages[len(out.Messages)-len(r.Messages)+mc.SystemReplaces:]
+		user := 0
+		for i := range own {
+			if own[i].Role != "user" {
+				continue
+			}
+			if b := blockAt(mc.Blocks, user); b != "" {
+				own[i].Content = prefixContent(own[i].Content, b, "text")
+			}
+			user++
+		}
+	}
 	return &out
 }
 

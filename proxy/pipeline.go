@@ -66,6 +66,10 @@ type chat struct {
 	msgs      []memory.Message // the conversation as memory reads it
 	recall    []memory.Message // msgs as recall reads them (RAG: the user's own question)
 	user      string           // the user text a stored turn keeps
+	// conv is the conversation the chat belongs to, and at is where in
+	// it; nil for a chat outside any (memory off, generate).
+	conv *conversation
+	at   place
 }
 
 // serveChat runs a chat through the pipeline's steps, in order.
@@ -116,7 +120,7 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 		return ch, nil
 	}
 	ch.msgs, ch.user = req.memoryMessages(), req.lastUser()
-	if len(ch.msgs) == 0 {
+	if len(ch.msgs) == 0 && req.previousResponseID() == "" {
 		ch.untouched = true
 		return ch, nil
 	}
@@ -153,11 +157,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 	if s.Memory == nil {
 		return nil, nil
 	}
-	var recall []memory.Message
-	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
-		recall = ch.recall
-	}
-	mc := s.recall(c, ch.req, ch.msgs, recall, ch.ns, ch.off)
+	mc := s.layers(c, ch)
 	if forward := ch.req.withMemory(mc); forward != nil {
 		body, err := marshal(forward)
 		if err != nil {
@@ -177,8 +177,11 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
+	if ch.conv != nil {
+		tee.onStep = s.followAnswer(ch)
+	}
 	if record && strings.TrimSpace(ch.user) != "" {
-		tee.onEnd = s.commitTurn(c, memory.Turn{Namespace: ch.ns, Model: ch.req.model(), User: ch.user})
+		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.model(), User: ch.user})
 	}
 	return tee
 }
@@ -228,10 +231,16 @@ func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, te
 // commitTurn returns the tee's onEnd for a chat: it commits the finished
 // turn to the durable queue, waiting at most maxHold, so that the client
 // has its whole answer only once the turn survives a crash.
-func (s *Server) commitTurn(c *gin.Context, t memory.Turn) func(string) {
+func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string) {
 	ctx := context.WithoutCancel(c.Request.Context())
 	return func(answer string) {
 		t.Assistant, t.Time = answer, time.Now().UTC()
+		if ch.conv != nil {
+			// A regenerate or an edit replaces the turn recorded at its
+			// place in the conversation (SPEC §4).
+			t.ID = memory.NewID()
+			s.convs.locked(func() { t.Replaces = ch.conv.replace(ch.at.point, t.ID, t.Time, ch.at.strong) })
+		}
 		hctx, cancel := context.WithTimeout(ctx, maxHold)
 		defer cancel()
 		if err := s.Recorder.Record(hctx, t); err != nil {
@@ -252,7 +261,7 @@ func setMemoryHeaders(h http.Header, mc *memory.Context) {
 // task names the background task a request is (SPEC §4, memory.skip_tasks),
 // or "" for a conversation.
 func (s *Server) task(r *http.Request, msgs []memory.Message, lastUser string) string {
-	if s.RecordTasks {
+	if s.RecordTasks || len(msgs) == 0 {
 		return ""
 	}
 	for _, h := range []string{"X-OpenWebUI-Task", "X-Vera-Task"} {

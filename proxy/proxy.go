@@ -69,6 +69,14 @@ type Server struct {
 	// Ollama is the client for Ollama's own API (the model-info lookups);
 	// nil: one made from New's address and transport.
 	Ollama *ollama.Client
+	// RecallEveryTurn chooses the layers afresh on every turn of a
+	// conversation (memory.stable_prefix = false); by default a
+	// conversation's later turns keep its first turn's layers byte for
+	// byte, so that Ollama's prompt cache holds (SPEC §4).
+	RecallEveryTurn bool
+	// Conversations bounds how many conversations are remembered between
+	// their turns; 0 means 2048.
+	Conversations int
 
 	ollama upstream
 	log    *slog.Logger
@@ -77,6 +85,7 @@ type Server struct {
 	passthroughs [anthropicMessages + 1]*httputil.ReverseProxy
 	buffers      *bufferPool
 	windows      *ollama.ModelInfo
+	convs        *conversations
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
 	memoryDown atomic.Bool
@@ -106,6 +115,7 @@ func (s *Server) Handler() http.Handler {
 		oc = ollama.New(s.ollama.url, s.ollama.transport)
 	}
 	s.windows = ollama.NewModelInfo(oc)
+	s.convs = newConversations(s.Conversations)
 	e := gin.New()
 	e.ContextWithFallback = true
 	// Anything vera does not own goes to Ollama as it is: no redirects for
@@ -171,25 +181,34 @@ func dialectIn(c *gin.Context) dialect {
 	return ollamaChat
 }
 
-// recall builds the memory layers for a chat. It never fails the chat: a
-// memory failure is logged and the chat goes on without memory.
-func (s *Server) recall(c *gin.Context, req chatRequest, msgs, recallMsgs []memory.Message, ns string, off bool) *memory.Context {
+// memoryRequest is what recall needs to know of a chat.
+func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 	ctx := c.Request.Context()
-	numCtx, numPredict := req.options()
-	mreq := memory.Request{Namespace: ns, NoMemory: off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0), Messages: msgs}
-	if len(recallMsgs) > 0 && &recallMsgs[0] != &msgs[0] {
-		mreq.Recall = recallMsgs
+	numCtx, numPredict := ch.req.options()
+	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0), Messages: ch.msgs}
+	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
+		mreq.Recall = ch.recall
 	}
-	if r := msgs[0].Role; r != "system" && r != "developer" {
+	if len(ch.msgs) == 0 {
+		return mreq
+	}
+	if r := ch.msgs[0].Role; r != "system" && r != "developer" {
 		// Ollama adds the Modelfile's SYSTEM only to requests without a
 		// system message (a Responses input opening with a developer
 		// message has one): once vera sends one, it must carry it.
-		mreq.ModelSystem = s.windows.System(ctx, req.model())
+		mreq.ModelSystem = s.windows.System(ctx, ch.req.model())
 	}
-	if !off && numCtx <= 0 {
-		mreq.ContextLength = s.windows.Window(ctx, req.model())
+	if !ch.off && numCtx <= 0 {
+		mreq.ContextLength = s.windows.Window(ctx, ch.req.model())
 	}
-	mc := s.Memory.Recall(ctx, mreq)
+	return mreq
+}
+
+// recall builds memory layers. It never fails the chat: a memory failure
+// is logged and the chat goes on without memory.
+func (s *Server) recall(c *gin.Context, mreq memory.Request) *memory.Context {
+	ns := mreq.Namespace
+	mc := s.Memory.Recall(c.Request.Context(), mreq)
 	id := slog.String("request_id", c.GetString(requestIDKey))
 	switch {
 	case mc.Err != nil && s.memoryDown.CompareAndSwap(false, true):

@@ -197,6 +197,9 @@ func (r *ResponsesRequest) withMemory(mc *memory.Context) any {
 	}
 	out := *r
 	out.Instructions = joinText(mc.System, recentText(mc.Recent))
+	if len(mc.Blocks) > 0 {
+		out.Input = r.inputWithBlocks(mc.Blocks)
+	}
 	return &out
 }
 
@@ -212,6 +215,9 @@ func (t *answerTee) responsesEvent(data []byte) {
 		Item        struct {
 			Type string `json:"type"`
 		} `json:"item"`
+		Response struct {
+			ID string `json:"id"`
+		} `json:"response"`
 	}
 	if json.Unmarshal(data, &e) != nil {
 		t.failed = true
@@ -222,8 +228,13 @@ func (t *answerTee) responsesEvent(data []byte) {
 		t.content.WriteString(e.Delta)
 	case "response.output_item.added", "response.output_item.done":
 		t.toolCalls = t.toolCalls || e.Item.Type == "function_call"
+	case "response.created", "response.in_progress":
+		t.responseID = e.Response.ID
 	case "response.completed":
 		t.done = true
+		if e.Response.ID != "" {
+			t.responseID = e.Response.ID
+		}
 	case "error", "response.failed", "response.incomplete":
 		t.failed = true
 	}
@@ -232,6 +243,7 @@ func (t *answerTee) responsesEvent(data []byte) {
 // responsesObject takes a non-streamed Responses answer.
 func (t *answerTee) responsesObject(body []byte) {
 	var res struct {
+		ID     string `json:"id"`
 		Status string `json:"status"`
 		Error  any    `json:"error"`
 		Output []struct {
@@ -246,6 +258,7 @@ func (t *answerTee) responsesObject(body []byte) {
 		t.failed = true
 		return
 	}
+	t.responseID = res.ID
 	for _, o := range res.Output {
 		t.toolCalls = t.toolCalls || o.Type == "function_call"
 		if o.Type != "message" {
@@ -258,4 +271,32 @@ func (t *answerTee) responsesObject(body []byte) {
 		}
 	}
 	t.done, t.final = true, true
+}
+
+// inputWithBlocks returns the input with each memory block at the start of
+// its user message.
+func (r *ResponsesRequest) inputWithBlocks(blocks []memory.Block) json.RawMessage {
+	in := bytes.TrimSpace(r.Input)
+	if len(in) > 0 && in[0] == '"' {
+		return stringContent(blockAt(blocks, 0) + r.items[0].text)
+	}
+	raw := rawParts(in)
+	if len(raw) != len(r.items) {
+		return r.Input
+	}
+	user := 0
+	for i, it := range r.items {
+		if it.Role != "user" {
+			continue
+		}
+		if b := blockAt(blocks, user); b != "" {
+			raw[i] = withField(raw[i], "content", prefixContent(it.Content, b, "input_text"))
+		}
+		user++
+	}
+	out, err := marshal(raw)
+	if err != nil {
+		return r.Input
+	}
+	return out
 }

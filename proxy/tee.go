@@ -42,8 +42,15 @@ type answerTee struct {
 	// client learns that its answer is complete only after onEnd returns
 	// (SPEC §4: the turn is committed first). It is not called for an
 	// answer that failed or came back empty.
-	onEnd    func(answer string)
-	ended    bool
+	onEnd func(answer string)
+	// onStep, when set, is called once when any answer ends cleanly, one
+	// that calls tools included, before onEnd: a conversation learns the
+	// answer (and its response id) before the client can send the next
+	// request.
+	onStep func(t *answerTee)
+	// responseID is the Responses API's id of the answer.
+	responseID string
+	ended      bool
 	finished bool
 }
 
@@ -99,7 +106,7 @@ func (b *teeBody) Read(p []byte) (int, error) {
 		b.heldErr = nil
 		return n, err
 	}
-	if b.tee.onEnd == nil || b.tee.ended {
+	if !b.tee.hooked() || b.tee.ended {
 		n := copy(p, b.last) // a byte kept back before the end ran
 		b.last = b.last[n:]
 		if n > 0 {
@@ -187,13 +194,22 @@ func (b *teeBody) give(p, buf []byte, n int, err error) (int, error) {
 	return m, err
 }
 
-// end runs onEnd once, when the answer is complete.
+// hooked reports whether the end of the answer waits for a hook.
+func (t *answerTee) hooked() bool { return t.onEnd != nil || t.onStep != nil }
+
+// end runs the hooks once, when the answer is complete.
 func (t *answerTee) end() {
-	if t.ended || t.onEnd == nil {
+	if t.ended || !t.hooked() {
 		return
 	}
 	t.ended = true
-	if t.final && !t.failed && !t.toolCalls && strings.TrimSpace(t.content.String()) != "" {
+	if !t.final || t.failed {
+		return
+	}
+	if t.onStep != nil {
+		t.onStep(t)
+	}
+	if t.onEnd != nil && !t.toolCalls && strings.TrimSpace(t.content.String()) != "" {
 		t.onEnd(t.content.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -375,6 +376,43 @@ func Run(t *testing.T, open Open) {
 		require.NoError(t, s.Delete(ctx))
 	})
 
+	// A regenerated or edited turn replaces the one it redoes (SPEC §4),
+	// whether that one is in the store already or still queued with it.
+	t.Run("WriterReplacesTurns", func(t *testing.T) {
+		s := fresh(t)
+		q := &sliceQueue{}
+		w := memory.NewWriter(s, q, nil, nil, nil)
+		w.Start()
+		t.Cleanup(w.Close)
+		first := memory.NewID()
+		require.NoError(t, w.Record(ctx, memory.Turn{ID: first, Namespace: "a", User: "what is the door's colour?", Assistant: "Blue."}))
+		require.Eventually(t, func() bool { _, err := s.Get(ctx, first); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		again := memory.NewID()
+		require.NoError(t, w.Record(ctx, memory.Turn{ID: again, Replaces: first, Namespace: "a", User: "what is the door's colour?", Assistant: "Red."}))
+		require.Eventually(t, func() bool { _, err := s.Get(ctx, again); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		_, err := s.Get(ctx, first)
+		assert.ErrorIs(t, err, memory.ErrNotFound, "the regenerated turn replaced the one stored")
+		w.Close()
+
+		// Both still queued (left by a run that stopped before its store
+		// took them): only the replacement arrives.
+		s = fresh(t)
+		old := mem("a", memory.Raw, 0, "User: where is the cat?\nAssistant: Upstairs.")
+		edited := mem("a", memory.Raw, 1, "User: where is the dog?\nAssistant: Outside.")
+		edited.Metadata = map[string]any{memory.MetaReplaces: old.ID}
+		q = &sliceQueue{}
+		require.NoError(t, q.Enqueue(ctx, old, edited))
+		w = memory.NewWriter(s, q, nil, nil, nil)
+		w.Start()
+		t.Cleanup(w.Close)
+		require.Eventually(t, func() bool { n, _ := q.Len(ctx); return n == 0 }, 10*time.Second, 10*time.Millisecond)
+		n, err := s.Count(ctx, memory.Filter{Namespace: "a"})
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "the edited turn replaced the one queued before it")
+		_, err = s.Get(ctx, edited.ID)
+		assert.NoError(t, err)
+	})
+
 	t.Run("ConcurrentWritesAndSearches", func(t *testing.T) {
 		s := fresh(t)
 		var wg sync.WaitGroup
@@ -403,4 +441,40 @@ func cosine(a, b []float32) float64 {
 		bb += float64(b[i]) * float64(b[i])
 	}
 	return ab / math.Sqrt(aa*bb)
+}
+
+// sliceQueue is a memory.Queue in memory, for the writer's tests.
+type sliceQueue struct {
+	mu sync.Mutex
+	ms []memory.Memory
+}
+
+func (q *sliceQueue) Enqueue(_ context.Context, ms ...memory.Memory) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ms = append(q.ms, ms...)
+	return nil
+}
+
+func (q *sliceQueue) Pending(_ context.Context, limit int) ([]memory.Memory, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]memory.Memory(nil), q.ms[:min(limit, len(q.ms))]...), nil
+}
+
+func (q *sliceQueue) Done(_ context.Context, ids ...string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	gone := map[string]bool{}
+	for _, id := range ids {
+		gone[id] = true
+	}
+	q.ms = slices.DeleteFunc(q.ms, func(m memory.Memory) bool { return gone[m.ID] })
+	return nil
+}
+
+func (q *sliceQueue) Len(context.Context) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ms), nil
 }

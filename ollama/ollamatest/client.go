@@ -2,6 +2,7 @@ package ollamatest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -37,6 +38,12 @@ func Chat(t testing.TB, addr, ns string, off bool, msgs ...api.Message) string {
 	if off {
 		h.Set("X-Vera-Memory", "off")
 	}
+	return ChatWith(t, addr, h, msgs...)
+}
+
+// ChatWith sends one conversation with the headers h, as Chat does.
+func ChatWith(t testing.TB, addr string, h http.Header, msgs ...api.Message) string {
+	t.Helper()
 	u, err := url.Parse("http://" + addr)
 	require.NoError(t, err)
 	c := api.NewClient(u, &http.Client{Transport: HeaderTransport{h}})
@@ -64,11 +71,18 @@ func SystemOf(r api.ChatRequest) string {
 
 // RecallsEventually asks question as ns through the vera at addr until the
 // system message forwarded to s contains want (turns are stored in the
-// background).
+// background). Each try is a new chat of its own (Open WebUI's chat id),
+// so that no try is taken for a regenerate of the one before.
 func (s *Server) RecallsEventually(t testing.TB, addr, ns, question, want string) {
 	t.Helper()
+	try := 0
 	require.Eventually(t, func() bool {
-		Chat(t, addr, ns, false, User(question))
+		try++
+		h := http.Header{"X-Openwebui-Chat-Id": {fmt.Sprintf("recall-%d-%d", time.Now().UnixNano(), try)}}
+		if ns != "" {
+			h.Set("X-OpenWebUI-User-Id", ns)
+		}
+		ChatWith(t, addr, h, User(question))
 		return strings.Contains(SystemOf(s.LastChat(t)), want)
 	}, 15*time.Second, 50*time.Millisecond, "%q never injected for %q", want, question)
 }

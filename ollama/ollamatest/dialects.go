@@ -1,27 +1,33 @@
 package ollamatest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// Dialects is a Server plus the three dialects it does not speak itself: /api/generate (NDJSON), /v1/responses (the Responses event
-// stream) and /v1/messages (Anthropic's event stream), each answering
-// "Hello from Ollama" (Anthropic's with a thinking block first). It keeps
-// every body it received per route.
+// Dialects is a Server plus the three dialects it does not speak itself:
+// /api/generate (NDJSON), /v1/responses (the Responses event stream) and
+// /v1/messages (Anthropic's event stream), each answering "Hello from
+// Ollama" or the Server's Reply (Anthropic's with a thinking block first).
+// It keeps every body it received on the five chat routes.
 type Dialects struct {
 	*httptest.Server
 	// Fake answers every other route.
 	Fake *Server
 	mu   sync.Mutex
 	got  map[string][][]byte
+	// responses numbers the Responses API's answers (resp_1, resp_2...).
+	responses atomic.Int64
 }
 
 // NewDialects starts a Dialects, closed when the test ends.
@@ -43,6 +49,20 @@ func (d *Dialects) Last(t testing.TB, path string) map[string]any {
 	return m
 }
 
+// Bodies returns every body received on path (the chat routes, the fake's
+// own included), in order.
+func (d *Dialects) Bodies(path string) [][]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([][]byte(nil), d.got[path]...)
+}
+
+func (d *Dialects) keep(path string, body []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got[path] = append(d.got[path], body)
+}
+
 // LastRaw returns the last body received on path as it came, or "".
 func (d *Dialects) LastRaw(path string) string {
 	d.mu.Lock()
@@ -56,27 +76,32 @@ func (d *Dialects) LastRaw(path string) string {
 func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/api/generate", "/v1/responses", "/v1/messages":
+	case "/api/chat", "/v1/chat/completions":
+		body, _ := io.ReadAll(r.Body)
+		d.keep(r.URL.Path, body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxyTo(d.Fake.URL, w, r)
+		return
 	default:
-		// /api/chat, /v1/chat/completions, embeddings, show...: the fake's.
+		// embeddings, show...: the fake's.
 		proxyTo(d.Fake.URL, w, r)
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
-	d.mu.Lock()
-	d.got[r.URL.Path] = append(d.got[r.URL.Path], body)
-	d.mu.Unlock()
+	d.keep(r.URL.Path, body)
 	var req struct {
 		Model  string `json:"model"`
 		Stream *bool  `json:"stream"`
 	}
 	_ = json.Unmarshal(body, &req)
 	fl := w.(http.Flusher)
-	toks := []string{"Hello", " from", " Ollama"}
+	toks := d.Fake.tokens()
+	answer := strings.Join(toks, "")
 	switch r.URL.Path {
 	case "/api/generate":
 		if req.Stream != nil && !*req.Stream {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":"Hello from Ollama","done":true,"done_reason":"stop"}`, req.Model)
+			fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":%q,"done":true,"done_reason":"stop"}`, req.Model, answer)
 			return
 		}
 		w.Header().Set("Content-Type", "application/x-ndjson")
@@ -87,7 +112,8 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","response":"","done":true,"done_reason":"stop"}`+"\n", req.Model)
 	case "/v1/responses":
-		final := fmt.Sprintf(`{"id":"resp_1","object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello from Ollama","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":3,"total_tokens":12}}`, req.Model)
+		id := fmt.Sprintf("resp_%d", d.responses.Add(1))
+		final := fmt.Sprintf(`{"id":%q,"object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":3,"total_tokens":12}}`, id, req.Model, answer)
 		if req.Stream == nil || !*req.Stream {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, final)
@@ -98,16 +124,16 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
 			fl.Flush()
 		}
-		event("response.created", fmt.Sprintf(`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":%q,"output":[]}}`, req.Model))
+		event("response.created", fmt.Sprintf(`{"type":"response.created","sequence_number":0,"response":{"id":%q,"object":"response","status":"in_progress","model":%q,"output":[]}}`, id, req.Model))
 		for i, tok := range toks {
 			event("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q}`, i+1, tok))
 		}
-		event("response.output_text.done", `{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello from Ollama"}`)
+		event("response.output_text.done", fmt.Sprintf(`{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":%q}`, answer))
 		event("response.completed", `{"type":"response.completed","sequence_number":5,"response":`+final+`}`)
 	case "/v1/messages":
 		if req.Stream == nil || !*req.Stream {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":"Hello from Ollama"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":3}}`, req.Model)
+			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":3}}`, req.Model, answer)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")

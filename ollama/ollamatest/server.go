@@ -45,6 +45,9 @@ type Server struct {
 	// Curate answers the curator's requests (chats with a format); set it
 	// before vera starts. Nil answers an empty plan.
 	Curate func(api.ChatRequest) string
+	// Reply, when set, gives the answer of each chat, in every dialect,
+	// in place of "Hello from Ollama".
+	Reply func() string
 
 	mu    sync.Mutex
 	chats []api.ChatRequest
@@ -146,7 +149,7 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 	f.chats = append(f.chats, req)
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	for i, tok := range []string{"Hello", " from", " Ollama"} {
+	for i, tok := range f.tokens() {
 		fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
 		w.(http.Flusher).Flush()
 		if i == 0 && f.Gate != nil {
@@ -168,16 +171,29 @@ func (f *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.v1 = append(f.v1, req)
 	f.mu.Unlock()
+	toks := f.tokens()
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from Ollama"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model)
+		fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model, strings.Join(toks, ""))
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	for _, tok := range []string{"Hello", " from", " Ollama"} {
+	for _, tok := range toks {
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":%q},\"finish_reason\":null}]}\n\n", req.Model, tok)
 		w.(http.Flusher).Flush()
 	}
 	fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n", req.Model)
 	io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// tokens is a chat's answer, in the pieces it is streamed in.
+func (f *Server) tokens() []string {
+	if f.Reply == nil {
+		return []string{"Hello", " from", " Ollama"}
+	}
+	r := f.Reply()
+	if a, b, ok := strings.Cut(r, " "); ok {
+		return []string{a, " " + b}
+	}
+	return []string{r}
 }

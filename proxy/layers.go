@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// layers decides what memory a chat gets, as a turn of its conversation
+// (SPEC §4, Conversations):
+//   - a first turn, a conversation vera has forgotten, or any turn with
+//     RecallEveryTurn: layers chosen afresh, which become the plan;
+//   - a step of an agent's tool loop: what its turn forwarded, again;
+//   - a later turn: the plan byte for byte, the blocks earlier turns added
+//     where they were, and a block of what became relevant now at the
+//     start of the user's message; the plan is rebuilt when the system
+//     layer's sources changed or the conversation outgrew the window.
+func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
+	mreq := s.memoryRequest(c, ch)
+	if ch.off || ch.d == ollamaGenerate {
+		// Memory off, or a prompt without history: no conversation.
+		return s.recall(c, mreq)
+	}
+	at := placeOf(ch.ns, threadOf(c.Request, ch.req), ch.msgs)
+	ch.at = at
+	var cv *conversation
+	if !at.first {
+		cv = s.convs.get(at.key)
+	}
+	if at.toolLoop && cv != nil {
+		var last *memory.Context
+		s.convs.locked(func() {
+			if cv.point == at.point {
+				last = cv.last
+				if ch.user == "" {
+					ch.user = cv.user // a Responses loop chained by id
+				}
+			}
+		})
+		if last != nil {
+			ch.conv = cv
+			return last
+		}
+	}
+	if len(ch.msgs) == 0 {
+		return &memory.Context{} // chained to an answer vera forgot
+	}
+	var plan *memory.Context
+	var planTokens int
+	var blocks []convBlock
+	if cv != nil && !s.RecallEveryTurn {
+		s.convs.locked(func() { plan, planTokens, blocks = cv.plan, cv.planTokens, slices.Clone(cv.blocks) })
+	}
+	if plan == nil {
+		return s.freshLayers(c, ch, cv, mreq, "")
+	}
+	blocks, again := keptBlocks(blocks, ch.msgs, at)
+	exclude := map[string]bool{}
+	for _, id := range plan.IDs() {
+		exclude[id] = true
+	}
+	reserve := planTokens
+	for _, b := range blocks {
+		reserve += b.tokens
+		for _, h := range b.hits {
+			exclude[h.ID] = true
+		}
+	}
+	lreq := mreq
+	lreq.Later, lreq.Exclude, lreq.Reserve = true, exclude, reserve
+	now := s.recall(c, lreq)
+	switch {
+	case now.Err == nil && now.Sources != plan.Sources:
+		return s.freshLayers(c, ch, cv, mreq, "the system layer changed")
+	case now.Full:
+		// Leave a quarter of the window for the conversation to grow, or
+		// every next turn would rebuild again.
+		mreq.Reserve = mreq.ContextLength / 4
+		return s.freshLayers(c, ch, cv, mreq, "the conversation outgrew the context window")
+	}
+	switch {
+	case again != nil:
+		blocks = append(blocks, *again) // a regenerate: the same block again
+	case now.Block != "" && at.user >= 0:
+		blocks = append(blocks, convBlock{
+			Block:  memory.Block{User: at.user, Text: now.Block},
+			digest: at.userDigest, hits: now.Semantic, tokens: now.SemanticTokens,
+		})
+	}
+	out := withBlocks(plan, blocks)
+	out.Err = now.Err
+	ch.conv = cv
+	s.convs.locked(func() {
+		cv.blocks, cv.last, cv.point, cv.user = blocks, out, at.point, ch.user
+	})
+	return out
+}
+
+// freshLayers chooses a chat's layers afresh and makes them its
+// conversation's plan (a rebuild says why).
+func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq memory.Request, why string) *memory.Context {
+	mc := s.recall(c, mreq)
+	if why != "" {
+		s.log.Debug("conversation plan rebuilt", slog.String("why", why), slog.String("request_id", c.GetString(requestIDKey)))
+	}
+	if cv == nil || ch.at.first {
+		cv = s.convs.start(ch.at.key)
+	}
+	ch.conv = cv
+	s.convs.locked(func() {
+		cv.plan, cv.planTokens, cv.blocks = nil, 0, nil
+		if mc.Err == nil && !s.RecallEveryTurn {
+			// A plan made while memory failed would keep the conversation
+			// without memory: the next turn tries again.
+			cv.plan, cv.planTokens = mc, mc.SystemTokens+mc.RecentTokens
+		}
+		cv.last, cv.point, cv.user = mc, ch.at.point, ch.user
+	})
+	return mc
+}
+
+// keptBlocks returns the blocks of earlier turns that still stand where
+// they were put (an edit of an earlier message drops its block and every
+// later one), and the block of the request's own user message when it is
+// asked again unchanged (a regenerate).
+func keptBlocks(blocks []convBlock, msgs []memory.Message, at place) (kept []convBlock, again *convBlock) {
+	users := map[int]string{}
+	n := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			if n < at.user {
+				users[n] = digest(normalize(m.Content))
+			}
+			n++
+		}
+	}
+	for i, b := range blocks {
+		switch {
+		case b.User < at.user && users[b.User] == b.digest:
+			kept = append(kept, b)
+			continue
+		case b.User == at.user && b.digest == at.userDigest:
+			again = &blocks[i]
+		}
+		break
+	}
+	return kept, again
+}
+
+// withBlocks returns plan with blocks in place, reporting their memories
+// with the plan's.
+func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
+	out := *plan
+	out.Semantic = slices.Clone(plan.Semantic)
+	out.Blocks = make([]memory.Block, len(blocks))
+	for i, b := range blocks {
+		out.Blocks[i] = b.Block
+		out.Semantic = append(out.Semantic, b.hits...)
+		out.SemanticTokens += b.tokens
+	}
+	return &out
+}
+
+// followAnswer returns the tee's onStep for a chat in a conversation: the
+// conversation becomes known by what the client will send back with its
+// next turn, the first answer vera gave to its first message, or the
+// answer's Responses id.
+func (s *Server) followAnswer(ch *chat) func(*answerTee) {
+	return func(t *answerTee) {
+		if answer := t.content.String(); ch.at.answerKey != nil && strings.TrimSpace(answer) != "" {
+			s.convs.alias(ch.conv, ch.at.answerKey(answer))
+		}
+		if t.responseID != "" {
+			s.convs.alias(ch.conv, responseKey(ch.ns, t.responseID))
+		}
+	}
+}
