@@ -77,9 +77,9 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	case now.Err == nil && now.Sources != plan.Sources:
 		return s.freshLayers(c, ch, cv, mreq, "the system layer changed")
 	case now.Full:
-		// Leave a quarter of the window for the conversation to grow, or
+		// Leave an eighth of the window for the conversation to grow, or
 		// every next turn would rebuild again.
-		mreq.Reserve = mreq.ContextLength / 4
+		mreq.Reserve = mreq.ContextLength / 8
 		return s.freshLayers(c, ch, cv, mreq, "the conversation outgrew the context window")
 	}
 	switch {

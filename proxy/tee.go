@@ -51,7 +51,7 @@ type answerTee struct {
 	// responseID is the Responses API's id of the answer.
 	responseID string
 	ended      bool
-	finished bool
+	finished   bool
 }
 
 // Answer returns the captured answer and whether the response finished

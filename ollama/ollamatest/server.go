@@ -48,6 +48,9 @@ type Server struct {
 	// Reply, when set, gives the answer of each chat, in every dialect,
 	// in place of "Hello from Ollama".
 	Reply func() string
+	// ContextLength is every model's context window in /api/show; 0
+	// means 131072. Set it before vera starts.
+	ContextLength int
 
 	mu    sync.Mutex
 	chats []api.ChatRequest
@@ -78,7 +81,11 @@ func New(t testing.TB) *Server {
 	})
 	mux.HandleFunc("POST /api/embed", f.embed)
 	mux.HandleFunc("POST /api/show", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"parameters":"stop \"<|eot_id|>\"","model_info":{"general.architecture":"llama","llama.context_length":131072}}`)
+		window := f.ContextLength
+		if window == 0 {
+			window = 131072
+		}
+		fmt.Fprintf(w, `{"parameters":"stop \"<|eot_id|>\"","model_info":{"general.architecture":"llama","llama.context_length":%d}}`, window)
 	})
 	mux.HandleFunc("GET /api/ps", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"models":[]}`)

@@ -1,0 +1,491 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/ollama/ollama/api"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// The prompt-cache tests read what vera forwarded as a chat template
+// renders it: every message in order, as Ollama's templates lay them out.
+// A later turn keeps Ollama's cache warm when its prompt starts with the
+// previous prompt plus the previous answer (SPEC §4, Conversations).
+
+// msg is a chat message as a test client keeps its history.
+type msg struct{ role, text string }
+
+// convo is one conversation through one dialect's official client.
+type convo struct {
+	name string
+	path string // the route the fake receives the chat on
+	// send sends history (and the answer before, for chaining by
+	// previous_response_id) as ns in the chat chatID ("" : none) and
+	// returns the answer text and its Responses id.
+	send func(t *testing.T, p *inProcess, ns, chatID string, history []msg, prevID string) (string, string)
+	// chained: only the new message goes out, linked by
+	// previous_response_id.
+	chained bool
+}
+
+var conversationDialects = []convo{
+	{name: "ollama chat", path: "/api/chat", send: sendOllama},
+	{name: "openai chat", path: "/v1/chat/completions", send: sendOpenAI},
+	{name: "responses", path: "/v1/responses", send: sendResponses},
+	{name: "anthropic messages", path: "/v1/messages", send: sendAnthropic},
+}
+
+func headersFor(ns, chatID string) http.Header {
+	h := http.Header{"X-Openwebui-User-Id": {ns}}
+	if chatID != "" {
+		h.Set("X-OpenWebUI-Chat-Id", chatID)
+	}
+	return h
+}
+
+func sendOllama(t *testing.T, p *inProcess, ns, chatID string, history []msg, _ string) (string, string) {
+	var msgs []api.Message
+	for _, m := range history {
+		msgs = append(msgs, api.Message{Role: m.role, Content: m.text})
+	}
+	return ollamatest.ChatWith(t, p.addr, headersFor(ns, chatID), msgs...), ""
+}
+
+func openAIOptions(p *inProcess, ns, chatID string) []option.RequestOption {
+	opts := []option.RequestOption{option.WithBaseURL("http://" + p.addr + "/v1/"), option.WithAPIKey("ollama"), option.WithMaxRetries(0)}
+	for k, v := range headersFor(ns, chatID) {
+		opts = append(opts, option.WithHeader(k, v[0]))
+	}
+	return opts
+}
+
+func sendOpenAI(t *testing.T, p *inProcess, ns, chatID string, history []msg, _ string) (string, string) {
+	c := openai.NewClient(openAIOptions(p, ns, chatID)...)
+	var msgs []openai.ChatCompletionMessageParamUnion
+	for _, m := range history {
+		if m.role == "user" {
+			msgs = append(msgs, openai.UserMessage(m.text))
+		} else {
+			msgs = append(msgs, openai.AssistantMessage(m.text))
+		}
+	}
+	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "llama3.2", Messages: msgs})
+	require.NoError(t, err)
+	return res.Choices[0].Message.Content, ""
+}
+
+func sendResponses(t *testing.T, p *inProcess, ns, chatID string, history []msg, prevID string) (string, string) {
+	c := openai.NewClient(openAIOptions(p, ns, chatID)...)
+	params := responses.ResponseNewParams{Model: "llama3.2"}
+	var items responses.ResponseInputParam
+	for _, m := range history {
+		role := responses.EasyInputMessageRoleUser
+		if m.role == "assistant" {
+			role = responses.EasyInputMessageRoleAssistant
+		}
+		items = append(items, responses.ResponseInputItemParamOfMessage(m.text, role))
+	}
+	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
+	if prevID != "" {
+		params.PreviousResponseID = openai.String(prevID)
+	}
+	res, err := c.Responses.New(context.Background(), params)
+	require.NoError(t, err)
+	return res.OutputText(), res.ID
+}
+
+func sendAnthropic(t *testing.T, p *inProcess, ns, chatID string, history []msg, _ string) (string, string) {
+	opts := []aoption.RequestOption{aoption.WithBaseURL("http://" + p.addr + "/"), aoption.WithAPIKey("ollama"), aoption.WithMaxRetries(0)}
+	for k, v := range headersFor(ns, chatID) {
+		opts = append(opts, aoption.WithHeader(k, v[0]))
+	}
+	c := anthropic.NewClient(opts...)
+	var msgs []anthropic.MessageParam
+	for _, m := range history {
+		if m.role == "user" {
+			msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(m.text)))
+		} else {
+			msgs = append(msgs, anthropic.NewAssistantMessage(anthropic.NewTextBlock(m.text)))
+		}
+	}
+	res, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "llama3.2", MaxTokens: 256, Messages: msgs})
+	require.NoError(t, err)
+	var out strings.Builder
+	for _, b := range res.Content {
+		if b.Type == "text" {
+			out.WriteString(b.Text)
+		}
+	}
+	return out.String(), ""
+}
+
+// render lays out a forwarded chat body as a template would: each message
+// in order, its role then its text.
+func render(t *testing.T, path string, body []byte) string {
+	t.Helper()
+	var msgs []msg
+	var req struct {
+		System       json.RawMessage `json:"system"`
+		Instructions string          `json:"instructions"`
+		Input        json.RawMessage `json:"input"`
+		Messages     []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	switch path {
+	case "/v1/responses":
+		if req.Instructions != "" {
+			msgs = append(msgs, msg{"system", req.Instructions})
+		}
+		var s string
+		if json.Unmarshal(req.Input, &s) == nil {
+			msgs = append(msgs, msg{"user", s})
+			break
+		}
+		var items []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		require.NoError(t, json.Unmarshal(req.Input, &items))
+		for _, it := range items {
+			msgs = append(msgs, msg{it.Role, contentText(t, it.Content)})
+		}
+	case "/v1/messages":
+		if len(req.System) > 0 {
+			msgs = append(msgs, msg{"system", contentText(t, req.System)})
+		}
+		fallthrough
+	default:
+		for _, m := range req.Messages {
+			msgs = append(msgs, msg{m.Role, contentText(t, m.Content)})
+		}
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "<|%s|>%s<|end|>", m.role, m.text)
+	}
+	return b.String()
+}
+
+// contentText reads a content that is a string or an array of text parts.
+func contentText(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &parts), string(raw))
+	var out []string
+	for _, p := range parts {
+		out = append(out, p.Text)
+	}
+	return strings.Join(out, "\n\n")
+}
+
+func withAnswer(prompt, answer string) string { return prompt + "<|assistant|>" + answer + "<|end|>" }
+
+// reuse is the share of prev that the next prompt starts with.
+func reuse(prev, next string) float64 {
+	n := 0
+	for n < len(prev) && n < len(next) && prev[n] == next[n] {
+		n++
+	}
+	return float64(n) / float64(len(prev))
+}
+
+// conversationVera starts vera with small layers, so that a conversation's
+// first turn cannot hold every memory and later turns need their blocks.
+func conversationVera(t *testing.T, up *ollamatest.Dialects, data, prompts string, extra ...string) *inProcess {
+	t.Helper()
+	conf := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte(strings.Join(append([]string{
+		"[layers]", "semantic_token_budget = 240", "context_token_budget = 200", "recent_turns = 1", "[memory]"}, extra...), "\n")+"\n"), 0o644))
+	return runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data, "VERA_CONFIG_DIR="+conf, "VERA_PROMPTS_DIR="+prompts)
+}
+
+// numberedReplies makes the fake answer each chat differently.
+func numberedReplies(up *ollamatest.Dialects) {
+	var n atomic.Int64
+	up.Fake.Reply = func() string { return fmt.Sprintf("Noted, this is answer %d.", n.Add(1)) }
+}
+
+var (
+	factQuestions = []string{
+		"What is my dog called?", "Which city do I work in as a welder?", "What dish do I like best?",
+		"What car do I drive?", "Where does my sister Ana live?", "Which instrument do I play on Sundays?",
+	}
+	facts = []string{
+		"My dog is called Biscuitzz.", "I work as a welder in the city of Portozz.", "The dish I like best is Moquecazz.",
+		"The car I drive is a Volvozz.", "My sister Ana lives in Oslozz.", "On Sundays I play the Cellozz instrument.",
+	}
+	factWords = []string{"Biscuitzz", "Portozz", "Moquecazz", "Volvozz", "Oslozz", "Cellozz"}
+)
+
+// tellFacts tells each fact in a chat of its own and waits until all are
+// in the store.
+func tellFacts(t *testing.T, p *inProcess, ns string) {
+	t.Helper()
+	for i, f := range facts {
+		sendOllama(t, p, ns, fmt.Sprintf("fact-%s-%d", ns, i), []msg{{"user", f}}, "")
+	}
+	settled(t, p)
+}
+
+// settled waits until every recorded turn is in the store.
+func settled(t *testing.T, p *inProcess) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		res, err := http.Get("http://" + p.addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		var h struct {
+			Store struct {
+				Pending int `json:"pending"`
+			} `json:"store"`
+		}
+		return json.NewDecoder(res.Body).Decode(&h) == nil && h.Store.Pending == 0
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// The 6-turn chat of the issue, on every dialect: each turn's prompt
+// starts with the previous prompt plus its answer, and still carries the
+// fact its question asks about; facts the first turn did not hold arrive in
+// a block on the user message that needed them, and stay there.
+func TestConversationKeepsItsPromptPrefix(t *testing.T) {
+	for _, d := range conversationDialects {
+		for _, chatID := range []string{"", "chat-1"} {
+			name := d.name + " without chat id"
+			if chatID != "" {
+				name = d.name + " with chat id"
+			}
+			t.Run(name, func(t *testing.T) {
+				up := ollamatest.NewDialects(t)
+				numberedReplies(up)
+				p := conversationVera(t, up, t.TempDir(), t.TempDir(), os.Getenv("XTRA"))
+				tellFacts(t, p, "alice")
+
+				var history []msg
+				var prompts []string
+				blocks := 0
+				for k, q := range factQuestions {
+					history = append(history, msg{"user", fmt.Sprintf("%s (turn %d)", q, k+1)})
+					answer, _ := d.send(t, p, "alice", chatID, history, "")
+					bodies := up.Bodies(d.path)
+					prompt := render(t, d.path, bodies[len(bodies)-1])
+					assert.Contains(t, prompt, factWords[k], "turn %d carries the fact it asks about", k+1)
+					if k > 0 {
+						prev := withAnswer(prompts[k-1], history[len(history)-2].text)
+						r := reuse(prev, prompt)
+						t.Logf("turn %d: prefix reuse %.3f", k+1, r)
+						assert.True(t, strings.HasPrefix(prompt, prev), "turn %d starts with turn %d's prompt and answer\nprev: %s\nnext: %s", k+1, k, prev, prompt)
+					}
+					blocks = strings.Count(prompt, "<memories>")
+					prompts = append(prompts, prompt)
+					history = append(history, msg{"assistant", answer})
+				}
+				assert.Positive(t, blocks, "some facts came in later turns' blocks")
+				t.Log(prompts[len(prompts)-1])
+			})
+		}
+	}
+}
+
+// turns runs a conversation through d: each question in turn, the history
+// growing with each answer. It returns each turn's forwarded prompt and
+// answer.
+type turnLog struct{ prompt, answer string }
+
+func converse(t *testing.T, d convo, p *inProcess, up *ollamatest.Dialects, ns, chatID string, history *[]msg, questions ...string) []turnLog {
+	t.Helper()
+	var out []turnLog
+	for _, q := range questions {
+		*history = append(*history, msg{"user", q})
+		answer, _ := d.send(t, p, ns, chatID, *history, "")
+		bodies := up.Bodies(d.path)
+		out = append(out, turnLog{render(t, d.path, bodies[len(bodies)-1]), answer})
+		*history = append(*history, msg{"assistant", answer})
+	}
+	return out
+}
+
+// keeps reports whether next starts with prev's prompt and answer.
+func keeps(prev, next turnLog) bool {
+	return strings.HasPrefix(next.prompt, withAnswer(prev.prompt, prev.answer))
+}
+
+// The plan is rebuilt, costing one full turn, only when it must: the
+// conversation outgrew the window, systemprompt.md changed, or vera
+// restarted. Each rebuild is followed by stable turns again. Two
+// conversations that begin alike, and one chat id in two namespaces, are
+// never mixed up.
+func TestConversationPlanRebuilds(t *testing.T) {
+	for _, d := range conversationDialects {
+		t.Run(d.name, func(t *testing.T) {
+			t.Run("window", func(t *testing.T) {
+				up := ollamatest.NewDialects(t)
+				numberedReplies(up)
+				up.Fake.ContextLength = 2000
+				p := conversationVera(t, up, t.TempDir(), t.TempDir())
+				tellFacts(t, p, "alice")
+				var h []msg
+				pad := strings.Repeat("Some words to fill the window up. ", 6)
+				var qs []string
+				for k := range 18 {
+					qs = append(qs, fmt.Sprintf("%s %s (turn %d)", factQuestions[k%6], pad, k+1))
+				}
+				log := converse(t, d, p, up, "alice", "c1", &h, qs...)
+				for k := 1; k < len(log); k++ {
+					t.Logf("turn %d: %d bytes, prefix kept %v, fact %v", k+1, len(log[k].prompt), keeps(log[k-1], log[k]), strings.Contains(log[k].prompt, factWords[k%6]))
+				}
+				rebuilt := -1
+				for k := 1; k < len(log); k++ {
+					if !keeps(log[k-1], log[k]) {
+						rebuilt = k
+						break
+					}
+				}
+				require.Positive(t, rebuilt, "the conversation outgrew its window and the plan was rebuilt")
+				assert.Greater(t, rebuilt, 1, "turns are stable until the window fills")
+				require.Less(t, rebuilt+1, len(log))
+				assert.True(t, keeps(log[rebuilt], log[rebuilt+1]), "the turn after a rebuild keeps its prefix")
+				assert.Less(t, len(log[rebuilt].prompt), len(log[rebuilt-1].prompt), "the rebuilt plan fits what is left of the window")
+				for k, l := range log[:rebuilt] {
+					assert.True(t, strings.Contains(l.prompt, factWords[k%6]), "turn %d gets its fact", k+1)
+				}
+			})
+			t.Run("systemprompt.md", func(t *testing.T) {
+				up := ollamatest.NewDialects(t)
+				numberedReplies(up)
+				prompts := t.TempDir()
+				sp := filepath.Join(prompts, "systemprompt.md")
+				require.NoError(t, os.WriteFile(sp, []byte("You are a helpful assistant."), 0o644))
+				p := conversationVera(t, up, t.TempDir(), prompts)
+				tellFacts(t, p, "alice")
+				var h []msg
+				log := converse(t, d, p, up, "alice", "", &h, factQuestions[0], factQuestions[1])
+				require.True(t, keeps(log[0], log[1]))
+				require.NoError(t, os.WriteFile(sp, []byte("You are a helpful and brief assistant."), 0o644))
+				require.NoError(t, os.Chtimes(sp, time.Now().Add(time.Minute), time.Now().Add(time.Minute)))
+				log = append(log, converse(t, d, p, up, "alice", "", &h, factQuestions[2], factQuestions[3])...)
+				assert.False(t, keeps(log[1], log[2]), "a changed system prompt rebuilds the plan")
+				assert.True(t, strings.Contains(log[2].prompt, "helpful and brief"))
+				assert.True(t, keeps(log[2], log[3]), "and the turn after keeps its prefix")
+				assert.True(t, strings.Contains(log[3].prompt, factWords[3]))
+			})
+			t.Run("restart", func(t *testing.T) {
+				up := ollamatest.NewDialects(t)
+				numberedReplies(up)
+				data := t.TempDir()
+				p := conversationVera(t, up, data, t.TempDir())
+				tellFacts(t, p, "alice")
+				var h []msg
+				log := converse(t, d, p, up, "alice", "", &h, factQuestions[0], factQuestions[1])
+				require.True(t, keeps(log[0], log[1]))
+				p.stop(t)
+				p = conversationVera(t, up, data, t.TempDir())
+				log = append(log, converse(t, d, p, up, "alice", "", &h, factQuestions[2], factQuestions[3])...)
+				assert.True(t, strings.Contains(log[2].prompt, factWords[2]), "after a restart the turn gets its memory afresh")
+				assert.True(t, keeps(log[2], log[3]), "and the turn after keeps its prefix")
+				assert.True(t, strings.Contains(log[3].prompt, factWords[3]))
+			})
+			t.Run("same first message", func(t *testing.T) {
+				up := ollamatest.NewDialects(t)
+				numberedReplies(up)
+				p := conversationVera(t, up, t.TempDir(), t.TempDir())
+				tellFacts(t, p, "alice")
+				var a, b []msg
+				a1 := converse(t, d, p, up, "alice", "", &a, "hi")
+				b1 := converse(t, d, p, up, "alice", "", &b, "hi")
+				a2 := converse(t, d, p, up, "alice", "", &a, factQuestions[1])
+				b2 := converse(t, d, p, up, "alice", "", &b, factQuestions[2])
+				a3 := converse(t, d, p, up, "alice", "", &a, factQuestions[3])
+				assert.True(t, keeps(a1[0], a2[0]), "conversation a")
+				assert.True(t, keeps(b1[0], b2[0]), "conversation b")
+				assert.True(t, keeps(a2[0], a3[0]), "conversation a, again")
+				assert.True(t, strings.Contains(a2[0].prompt, factWords[1]))
+				assert.True(t, strings.Contains(b2[0].prompt, factWords[2]))
+			})
+			t.Run("two namespaces", func(t *testing.T) {
+				up := ollamatest.NewDialects(t)
+				numberedReplies(up)
+				p := conversationVera(t, up, t.TempDir(), t.TempDir())
+				tellFacts(t, p, "alice")
+				var a, b []msg
+				a1 := converse(t, d, p, up, "alice", "shared", &a, factQuestions[0])
+				b1 := converse(t, d, p, up, "bob", "shared", &b, factQuestions[0])
+				a2 := converse(t, d, p, up, "alice", "shared", &a, factQuestions[1])
+				b2 := converse(t, d, p, up, "bob", "shared", &b, factQuestions[1])
+				assert.True(t, keeps(a1[0], a2[0]))
+				assert.True(t, keeps(b1[0], b2[0]))
+				assert.True(t, strings.Contains(a2[0].prompt, factWords[1]))
+				for _, l := range append(b1, b2...) {
+					for _, w := range factWords {
+						assert.False(t, strings.Contains(l.prompt, w), "bob never sees alice's memory")
+					}
+				}
+			})
+		})
+	}
+}
+
+// A Responses conversation chained by previous_response_id sends only its
+// new message (Ollama keeps no state): its instructions stay the same from
+// turn to turn, later facts come in blocks on the new message, and each
+// turn is stored once with the user's own text.
+func TestResponsesChainedByPreviousResponseID(t *testing.T) {
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	data := t.TempDir()
+	p := conversationVera(t, up, data, t.TempDir())
+	tellFacts(t, p, "alice")
+	prev := ""
+	var instructions []string
+	for k, q := range factQuestions[:4] {
+		_, id := sendResponses(t, p, "alice", "", []msg{{"user", q}}, prev)
+		require.NotEmpty(t, id)
+		prev = id
+		body := up.Last(t, "/v1/responses")
+		instructions = append(instructions, body["instructions"].(string))
+		assert.Contains(t, render(t, "/v1/responses", []byte(up.LastRaw("/v1/responses"))), factWords[k])
+	}
+	for k := 1; k < len(instructions); k++ {
+		assert.Equal(t, instructions[0], instructions[k], "turn %d's instructions are the first turn's", k+1)
+	}
+	p.stop(t)
+	page, _, err := openStore(t, data).Scroll(context.Background(), memory.Filter{Namespace: "alice"}, "", 100)
+	require.NoError(t, err)
+	n := 0
+	for _, m := range page {
+		for _, q := range factQuestions[:4] {
+			if strings.HasPrefix(m.Text, "User: "+q+"\n") {
+				n++
+			}
+		}
+	}
+	assert.Equal(t, 4, n, "each turn stored once, with the user's own text")
+}
