@@ -79,6 +79,12 @@ func openAIOptions(p *inProcess, ns, chatID string) []option.RequestOption {
 
 func sendOpenAI(t *testing.T, p *inProcess, ns, chatID string, history []msg, _ string) (string, string) {
 	c := openai.NewClient(openAIOptions(p, ns, chatID)...)
+	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "llama3.2", Messages: openAIMessages(history)})
+	require.NoError(t, err)
+	return res.Choices[0].Message.Content, ""
+}
+
+func openAIMessages(history []msg) []openai.ChatCompletionMessageParamUnion {
 	var msgs []openai.ChatCompletionMessageParamUnion
 	for _, m := range history {
 		if m.role == "user" {
@@ -87,9 +93,7 @@ func sendOpenAI(t *testing.T, p *inProcess, ns, chatID string, history []msg, _ 
 			msgs = append(msgs, openai.AssistantMessage(m.text))
 		}
 	}
-	res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "llama3.2", Messages: msgs})
-	require.NoError(t, err)
-	return res.Choices[0].Message.Content, ""
+	return msgs
 }
 
 func sendResponses(t *testing.T, p *inProcess, ns, chatID string, history []msg, prevID string) (string, string) {
@@ -191,7 +195,7 @@ func render(t *testing.T, path string, body []byte) string {
 func contentText(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &s) == nil {
 		return s
 	}
 	var parts []struct {
@@ -488,4 +492,145 @@ func TestResponsesChainedByPreviousResponseID(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, n, "each turn stored once, with the user's own text")
+}
+
+// A regenerate and an edit of the last message replace the turn they redo,
+// and an agent's tool loop of three steps recalls nothing new and is stored
+// once, with the question that started it and the answer that ended it:
+// through the official Ollama and OpenAI clients, with and without a chat
+// id. What is stored is read back after vera stops.
+func TestRegenerateEditAndToolLoopAreStoredOnce(t *testing.T) {
+	type step struct {
+		answer string
+		call   bool
+	}
+	// agent is one request of a dialect's agent: history then, when the
+	// last answer called a tool, that call and its result.
+	type agent func(t *testing.T, p *inProcess, chatID string, history []msg, calls int) step
+	ollamaAgent := func(t *testing.T, p *inProcess, chatID string, history []msg, calls int) step {
+		var msgs []api.Message
+		for _, m := range history {
+			msgs = append(msgs, api.Message{Role: m.role, Content: m.text})
+		}
+		args := api.NewToolCallFunctionArguments()
+		args.Set("city", "Lisbon")
+		for range calls {
+			msgs = append(msgs, api.Message{Role: "assistant", ToolCalls: []api.ToolCall{{Function: api.ToolCallFunction{Name: "weather", Arguments: args}}}},
+				api.Message{Role: "tool", Content: "21C and sunny", ToolName: "weather"})
+		}
+		c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: headersFor("alice", chatID)}})
+		var out step
+		require.NoError(t, c.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Messages: msgs}, func(r api.ChatResponse) error {
+			out.answer += r.Message.Content
+			out.call = out.call || len(r.Message.ToolCalls) > 0
+			return nil
+		}))
+		return out
+	}
+	openAIAgent := func(t *testing.T, p *inProcess, chatID string, history []msg, calls int) step {
+		msgs := openAIMessages(history)
+		for i := range calls {
+			id := fmt.Sprintf("call_%d", i+1)
+			msgs = append(msgs, openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+				ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: id, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "weather", Arguments: `{"city":"Lisbon"}`},
+				}}},
+			}}, openai.ToolMessage("21C and sunny", id))
+		}
+		c := openai.NewClient(openAIOptions(p, "alice", chatID)...)
+		res, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "llama3.2", Messages: msgs})
+		require.NoError(t, err)
+		return step{answer: res.Choices[0].Message.Content, call: len(res.Choices[0].Message.ToolCalls) > 0}
+	}
+	for _, d := range []struct {
+		name  string
+		path  string
+		agent agent
+	}{{"ollama chat", "/api/chat", ollamaAgent}, {"openai chat", "/v1/chat/completions", openAIAgent}} {
+		for _, chatID := range []string{"", "chat-7"} {
+			t.Run(fmt.Sprintf("%s chat id %q", d.name, chatID), func(t *testing.T) {
+				// Each check runs the conversation from the start, up to a
+				// point, then reads the store vera leaves behind.
+				type result struct {
+					again, edited, last step
+					stored              []string
+				}
+				run := func(upto int) result {
+					up := ollamatest.NewDialects(t)
+					numberedReplies(up)
+					var toolCalls atomic.Int64
+					up.Fake.CallTool = func() string {
+						if toolCalls.Load() > 0 {
+							toolCalls.Add(-1)
+							return "weather"
+						}
+						return ""
+					}
+					data := t.TempDir()
+					p := conversationVera(t, up, data, t.TempDir())
+					tellFacts(t, p, "alice")
+					var r result
+					h := []msg{{"user", "What is my dog called?"}}
+					first := d.agent(t, p, chatID, h, 0)
+					r.again = d.agent(t, p, chatID, h, 0)
+					require.NotEqual(t, first.answer, r.again.answer)
+					if upto >= 2 {
+						h = append(h, msg{"assistant", r.again.answer}, msg{"user", "What car do I drive?"})
+						d.agent(t, p, chatID, h, 0)
+						h[2].text = "What city do I work in?"
+						r.edited = d.agent(t, p, chatID, h, 0)
+					}
+					if upto >= 3 {
+						h = append(h, msg{"assistant", r.edited.answer}, msg{"user", "What is the weather in my sister's town?"})
+						toolCalls.Store(2)
+						// Recall embeds its query; the writer embeds stored
+						// turns, which begin with "User: ".
+						queries := func() (n int) {
+							for _, e := range up.Fake.Embedded() {
+								if !strings.HasPrefix(e, "User: ") {
+									n++
+								}
+							}
+							return n
+						}
+						before := queries()
+						var prompts []string
+						for calls := range 3 {
+							r.last = d.agent(t, p, chatID, h, calls)
+							bodies := up.Bodies(d.path)
+							prompts = append(prompts, render(t, d.path, bodies[len(bodies)-1]))
+							assert.Equal(t, calls < 2, r.last.call, "step %d", calls+1)
+						}
+						assert.Equal(t, before+1, queries(), "the loop's first step recalls, its other steps do not")
+						for k := 1; k < 3; k++ {
+							assert.True(t, strings.HasPrefix(prompts[k], prompts[0]), "step %d starts with the loop's first prompt", k+1)
+						}
+					}
+					p.stop(t)
+					page, _, err := openStore(t, data).Scroll(context.Background(), memory.Filter{Namespace: "alice", Types: []memory.Type{memory.Raw}}, "", 100)
+					require.NoError(t, err)
+					for _, m := range page {
+						if !strings.Contains(m.Text, "zz") { // not the facts told first
+							r.stored = append(r.stored, m.Text)
+						}
+					}
+					return r
+				}
+
+				r := run(1)
+				assert.Equal(t, []string{"User: What is my dog called?\nAssistant: " + r.again.answer}, r.stored, "a regenerate replaces the turn")
+				r = run(2)
+				assert.ElementsMatch(t, []string{
+					"User: What is my dog called?\nAssistant: " + r.again.answer,
+					"User: What city do I work in?\nAssistant: " + r.edited.answer,
+				}, r.stored, "an edit of the last message replaces its turn")
+				r = run(3)
+				assert.ElementsMatch(t, []string{
+					"User: What is my dog called?\nAssistant: " + r.again.answer,
+					"User: What city do I work in?\nAssistant: " + r.edited.answer,
+					"User: What is the weather in my sister's town?\nAssistant: " + r.last.answer,
+				}, r.stored, "the tool loop is one turn, with its question and its final answer")
+			})
+		}
+	}
 }

@@ -28,8 +28,9 @@ type conversation struct {
 	plan       *memory.Context
 	planTokens int
 	blocks     []convBlock
-	// user is the user text of the turn under way (a Responses tool loop
-	// chained by previous_response_id carries none), at point.
+	// user is the user text of the turn under way, for a Responses tool
+	// loop chained by previous_response_id (its requests carry none); at
+	// most maxKeptUser bytes.
 	user  string
 	point string
 	// last is what the turn under way forwarded: the steps of its tool
@@ -241,7 +242,7 @@ func placeOf(ns string, th thread, msgs []memory.Message) place {
 		writeMessage(h, m)
 	}
 	if last >= 0 {
-		p.userDigest = digest(normalize(msgs[last].Content))
+		p.userDigest = messageDigest(msgs[last].Content)
 	}
 	p.first = !answered && th.previousResponseID == ""
 	switch {
@@ -268,8 +269,24 @@ func answerKey(ns, firstUser, answer string) string {
 func responseKey(ns, id string) string { return "response\x00" + ns + "\x00" + id }
 
 func writeMessage(h hash.Hash, m memory.Message) {
-	c := normalize(m.Content)
+	c := m.Content
+	if len(c) <= maxNormalized {
+		c = normalize(c)
+	}
 	fmt.Fprintf(h, "%s:%d:%s\n", m.Role, len(c), c)
+}
+
+// maxNormalized is the longest message whose spacing is normalised
+// before it is compared: normalising costs time in proportion to its size
+// on every turn, and no client re-spaces a message that long.
+const maxNormalized = 256 << 10
+
+// messageDigest identifies a message's text.
+func messageDigest(s string) string {
+	if len(s) <= maxNormalized {
+		s = normalize(s)
+	}
+	return digest(s)
 }
 
 func digest(s string) string {

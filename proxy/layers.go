@@ -95,7 +95,7 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	out.Err = now.Err
 	ch.conv = cv
 	s.convs.locked(func() {
-		cv.blocks, cv.last, cv.point, cv.user = blocks, out, at.point, ch.user
+		cv.blocks, cv.last, cv.point, cv.user = blocks, out, at.point, keptUser(ch)
 	})
 	return out
 }
@@ -118,7 +118,7 @@ func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq me
 			// without memory: the next turn tries again.
 			cv.plan, cv.planTokens = mc, mc.SystemTokens+mc.RecentTokens
 		}
-		cv.last, cv.point, cv.user = mc, ch.at.point, ch.user
+		cv.last, cv.point, cv.user = mc, ch.at.point, keptUser(ch)
 	})
 	return mc
 }
@@ -133,7 +133,7 @@ func keptBlocks(blocks []convBlock, msgs []memory.Message, at place) (kept []con
 	for _, m := range msgs {
 		if m.Role == "user" {
 			if n < at.user {
-				users[n] = digest(normalize(m.Content))
+				users[n] = messageDigest(m.Content)
 			}
 			n++
 		}
@@ -178,4 +178,17 @@ func (s *Server) followAnswer(ch *chat) func(*answerTee) {
 			s.convs.alias(ch.conv, responseKey(ch.ns, t.responseID))
 		}
 	}
+}
+
+// maxKeptUser bounds the user text a conversation keeps between requests.
+const maxKeptUser = 64 << 10
+
+// keptUser is the user text a conversation keeps for the turn under way:
+// only a Responses loop chained by id needs it, and only a bounded one is
+// kept (a conversation must stay small).
+func keptUser(ch *chat) string {
+	if ch.d != openAIResponses || len(ch.user) > maxKeptUser {
+		return ""
+	}
+	return ch.user
 }

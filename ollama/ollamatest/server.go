@@ -48,13 +48,18 @@ type Server struct {
 	// Reply, when set, gives the answer of each chat, in every dialect,
 	// in place of "Hello from Ollama".
 	Reply func() string
+	// CallTool, when set and it returns a function's name, makes a chat on
+	// /api/chat or /v1/chat/completions answer with a call to that
+	// function (arguments {"city":"Lisbon"}) instead of text.
+	CallTool func() string
 	// ContextLength is every model's context window in /api/show; 0
 	// means 131072. Set it before vera starts.
 	ContextLength int
 
-	mu    sync.Mutex
-	chats []api.ChatRequest
-	v1    []OpenAIChat // /v1/chat/completions requests
+	mu     sync.Mutex
+	embeds []string // every text embedded
+	chats  []api.ChatRequest
+	v1     []OpenAIChat // /v1/chat/completions requests
 }
 
 // OpenAIChat is the part of a /v1/chat/completions request the tests read.
@@ -115,6 +120,13 @@ func (f *Server) LastV1(t testing.TB) OpenAIChat {
 	return f.v1[len(f.v1)-1]
 }
 
+// Embedded returns every text embedded so far, in order.
+func (f *Server) Embedded() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.embeds...)
+}
+
 // ChatCount is the number of chat requests received (the curator's are not counted).
 func (f *Server) ChatCount() int {
 	f.mu.Lock()
@@ -133,6 +145,9 @@ func (f *Server) embed(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"model \"nomic-embed-text\" not found, try pulling it first"}`, http.StatusNotFound)
 		return
 	}
+	f.mu.Lock()
+	f.embeds = append(f.embeds, req.Input...)
+	f.mu.Unlock()
 	for i := range req.Input {
 		req.Input[i] = synonyms.Replace(strings.ToLower(req.Input[i]))
 	}
@@ -156,6 +171,11 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 	f.chats = append(f.chats, req)
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	if name := f.toolCall(); name != "" {
+		fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":%q,"arguments":{"city":"Lisbon"}}}]},"done":false}`+"\n", name)
+		io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+		return
+	}
 	for i, tok := range f.tokens() {
 		fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
 		w.(http.Flusher).Flush()
@@ -179,6 +199,18 @@ func (f *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	f.v1 = append(f.v1, req)
 	f.mu.Unlock()
 	toks := f.tokens()
+	if name := f.toolCall(); name != "" {
+		call := fmt.Sprintf(`[{"index":0,"id":"call_1","type":"function","function":{"name":%q,"arguments":"{\"city\":\"Lisbon\"}"}}]`, name)
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":%s},"finish_reason":"tool_calls"}]}`, req.Model, call)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":%s},\"finish_reason\":\"tool_calls\"}]}\n\n", req.Model, call)
+		io.WriteString(w, "data: [DONE]\n\n")
+		return
+	}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model, strings.Join(toks, ""))
@@ -203,4 +235,11 @@ func (f *Server) tokens() []string {
 		return []string{a, " " + b}
 	}
 	return []string{r}
+}
+
+func (f *Server) toolCall() string {
+	if f.CallTool == nil {
+		return ""
+	}
+	return f.CallTool()
 }

@@ -1,0 +1,123 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
+	cs := newConversations(2)
+	a := cs.start("a")
+	cs.alias(a, "a2")
+	b := cs.start("b")
+	require.Same(t, a, cs.get("a")) // a is now the most recent
+	c := cs.start("c")
+	assert.Nil(t, cs.get("b"), "b was the least recently used")
+	assert.Same(t, a, cs.get("a2"), "a is known by both its keys")
+	assert.Same(t, c, cs.get("c"))
+	_ = b
+	cs.start("d")
+	assert.Nil(t, cs.get("a"))
+	assert.Nil(t, cs.get("a2"), "an evicted conversation's every key goes with it")
+	assert.Equal(t, 2, cs.order.Len())
+	assert.Len(t, cs.keys, 2)
+}
+
+func TestConversationsStayBounded(t *testing.T) {
+	cs := newConversations(100)
+	for i := range 10000 {
+		cv := cs.start(fmt.Sprint("first", i))
+		cs.alias(cv, fmt.Sprint("answer", i))
+		cs.alias(cv, fmt.Sprint("response", i))
+	}
+	assert.Equal(t, 100, cs.order.Len())
+	assert.Len(t, cs.keys, 300)
+}
+
+// A first turn asked again starts a new conversation, which keeps the
+// turns recorded under its key: a regenerate of a first turn replaces it.
+func TestStartKeepsTheTurnsRecordedUnderTheKey(t *testing.T) {
+	cs := newConversations(0)
+	now := time.Now()
+	old := cs.start("k")
+	old.replace("p0", "turn-1", now, false)
+	cv := cs.start("k")
+	require.NotSame(t, old, cv)
+	assert.Equal(t, "turn-1", cv.replace("p0", "turn-2", now.Add(time.Minute), false))
+}
+
+// Without a chat id, a turn is taken for a regenerate or an edit only
+// within 10 minutes of the one it would replace; with an id, at any time.
+func TestReplaceWindow(t *testing.T) {
+	now := time.Now()
+	cv := &conversation{}
+	assert.Empty(t, cv.replace("p", "t1", now, false), "nothing recorded there yet")
+	assert.Equal(t, "t1", cv.replace("p", "t2", now.Add(9*time.Minute), false))
+	assert.Empty(t, cv.replace("p", "t3", now.Add(20*time.Minute), false), "11 minutes later: a new question")
+	assert.Empty(t, cv.replace("q", "t4", now, false), "another point")
+	assert.Equal(t, "t3", cv.replace("p", "t5", now.Add(48*time.Hour), true), "a chat id: any time")
+	for i := range 200 {
+		cv.replace(fmt.Sprint("point", i), "x", now, true)
+	}
+	assert.Len(t, cv.turns, maxTurnsKept)
+}
+
+func TestPlaceOf(t *testing.T) {
+	msgs := func(ms ...string) []memory.Message {
+		var out []memory.Message
+		for i := 0; i+1 < len(ms); i += 2 {
+			out = append(out, memory.Message{Role: ms[i], Content: ms[i+1]})
+		}
+		return out
+	}
+	first := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi"))
+	assert.True(t, first.first)
+	require.NotNil(t, first.answerKey)
+	second := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
+	assert.False(t, second.first)
+	assert.Equal(t, first.answerKey("Hello!"), second.key, "known by its first message and the answer vera gave")
+	assert.Equal(t, second.key, first.answerKey("  Hello!\n"), "whitespace a client trims does not matter")
+	other := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hi there.", "user", "how are you?"))
+	assert.NotEqual(t, second.key, other.key, "two chats that begin alike are told apart by their answers")
+	bob := placeOf("bob", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
+	assert.NotEqual(t, second.key, bob.key, "never across namespaces")
+	assert.Equal(t, 1, second.user)
+
+	regen := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
+	edit := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how old are you?"))
+	assert.Equal(t, second.point, regen.point)
+	assert.Equal(t, second.point, edit.point, "an edit stands at the same point")
+	assert.NotEqual(t, second.userDigest, edit.userDigest)
+
+	loop := placeOf("alice", thread{firstUser: "hi", toolLoop: true}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?"),
+		memory.Message{Role: "assistant"}, memory.Message{Role: "tool", Content: "21C"}))
+	start := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "weather?"))
+	assert.Equal(t, start.point, loop.point, "a tool loop's steps stand where its question does")
+	// Anthropic's tool results come in a user message without text.
+	anth := placeOf("alice", thread{firstUser: "hi", toolLoop: true}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?"),
+		memory.Message{Role: "assistant"}, memory.Message{Role: "user"}))
+	assert.Equal(t, start.point, anth.point)
+
+	chat := placeOf("alice", thread{chatID: "c1", firstUser: "hi"}, msgs("user", "hi"))
+	assert.True(t, chat.strong)
+	assert.NotEqual(t, chat.key, placeOf("bob", thread{chatID: "c1", firstUser: "hi"}, msgs("user", "hi")).key)
+	resp := placeOf("alice", thread{previousResponseID: "resp_1"}, msgs("user", "and then?"))
+	assert.True(t, resp.strong)
+	assert.False(t, resp.first, "a request chained to an answer is a later turn")
+	assert.Equal(t, responseKey("alice", "resp_1"), resp.key)
+}
+
+func TestThreadOfReadsTheChatID(t *testing.T) {
+	r, _ := http.NewRequest("POST", "/api/chat", nil)
+	r.Header.Set("X-OpenWebUI-Chat-Id", " c-42 ")
+	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, thread{chatID: "c-42", firstUser: "hi"}, threadOf(r, req))
+}
