@@ -244,7 +244,9 @@ func placeOf(ns string, th thread, msgs []memory.Message) place {
 	if last >= 0 {
 		p.userDigest = messageDigest(msgs[last].Content)
 	}
-	p.first = !answered && th.previousResponseID == ""
+	// A tool loop's step continues a turn even when its calls are not
+	// messages (the Responses API's function_call items).
+	p.first = !answered && !th.toolLoop && th.previousResponseID == ""
 	switch {
 	case th.chatID != "":
 		p.key, p.strong = "chat\x00"+ns+"\x00"+th.chatID, true

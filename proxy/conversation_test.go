@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +124,104 @@ func TestThreadOfReadsTheChatID(t *testing.T) {
 	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
 	assert.Equal(t, thread{chatID: "c-42", firstUser: "hi"}, threadOf(r, req))
+}
+
+// countingMemory counts recalls and injects a fixed system layer.
+type countingMemory struct {
+	mu      sync.Mutex
+	recalls int
+}
+
+func (m *countingMemory) Recall(_ context.Context, req memory.Request) *memory.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recalls++
+	return &memory.Context{System: fmt.Sprintf("Memories (recall %d).", m.recalls), Sources: "s"}
+}
+
+// An agent's tool loop of three steps, in each dialect's tool-result
+// shape: only the first step recalls, every step forwards the same
+// layers, and the loop is stored once, with its question and the answer
+// that came without tool calls.
+func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
+	final := map[dialect]string{
+		ollamaChat:        `{"message":{"role":"assistant","content":"It is 21C."},"done":true}`,
+		openAIChat:        `{"choices":[{"index":0,"message":{"role":"assistant","content":"It is 21C."},"finish_reason":"stop"}]}`,
+		openAIResponses:   `{"id":"resp_9","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"It is 21C."}]}]}`,
+		anthropicMessages: `{"type":"message","role":"assistant","content":[{"type":"text","text":"It is 21C."}],"stop_reason":"end_turn"}`,
+	}
+	call := map[dialect]string{}
+	for _, a := range toolCallAnswers {
+		if a.ctype == "application/json" {
+			call[a.d] = a.body
+		}
+	}
+	step := func(d dialect, results int) (path, body string) {
+		var items []string
+		switch d {
+		case ollamaChat:
+			items = append(items, `{"role":"user","content":"weather in Lisbon?"}`)
+			for range results {
+				items = append(items, `{"role":"assistant","content":"","tool_calls":[{"function":{"name":"weather","arguments":{}}}]}`, `{"role":"tool","content":"21C"}`)
+			}
+			return "/api/chat", `{"model":"m","stream":false,"messages":[` + strings.Join(items, ",") + `]}`
+		case openAIChat:
+			items = append(items, `{"role":"user","content":"weather in Lisbon?"}`)
+			for i := range results {
+				items = append(items, fmt.Sprintf(`{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"weather","arguments":"{}"}}]}`, i),
+					fmt.Sprintf(`{"role":"tool","tool_call_id":"c%d","content":"21C"}`, i))
+			}
+			return "/v1/chat/completions", `{"model":"m","messages":[` + strings.Join(items, ",") + `]}`
+		case openAIResponses:
+			items = append(items, `{"role":"user","content":"weather in Lisbon?"}`)
+			for i := range results {
+				items = append(items, fmt.Sprintf(`{"type":"function_call","call_id":"c%d","name":"weather","arguments":"{}"}`, i),
+					fmt.Sprintf(`{"type":"function_call_output","call_id":"c%d","output":"21C"}`, i))
+			}
+			return "/v1/responses", `{"model":"m","input":[` + strings.Join(items, ",") + `]}`
+		}
+		items = append(items, `{"role":"user","content":"weather in Lisbon?"}`)
+		for i := range results {
+			items = append(items, fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"weather","input":{}}]}`, i),
+				fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"21C"}]}`, i))
+		}
+		return "/v1/messages", `{"model":"m","max_tokens":100,"messages":[` + strings.Join(items, ",") + `]}`
+	}
+	for _, d := range []dialect{ollamaChat, openAIChat, openAIResponses, anthropicMessages} {
+		t.Run(d.String(), func(t *testing.T) {
+			up := newFakeOllama(t)
+			orig := up.srv.Config.Handler
+			var bodies []string
+			up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if path, _ := step(d, 0); r.URL.Path != path {
+					orig.ServeHTTP(w, r)
+					return
+				}
+				b, _ := io.ReadAll(r.Body)
+				bodies = append(bodies, string(b))
+				w.Header().Set("Content-Type", "application/json")
+				if len(bodies) < 3 {
+					io.WriteString(w, call[d])
+					return
+				}
+				io.WriteString(w, final[d])
+			})
+			mem := &countingMemory{}
+			rec := &recorder{}
+			base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, s.Recorder = mem, rec })
+			for results := range 3 {
+				path, body := step(d, results)
+				res, _ := postChat(t, base, path, body, "X-OpenWebUI-User-Id", "alice")
+				require.Equal(t, http.StatusOK, res.StatusCode)
+			}
+			assert.Equal(t, 1, mem.recalls, "only the loop's first step recalls")
+			for _, b := range bodies {
+				assert.Contains(t, b, "Memories (recall 1).", "every step forwards the first step's layers")
+			}
+			turns := rec.all()
+			require.Len(t, turns, 1, "one turn for the whole loop")
+			assert.Equal(t, "weather in Lisbon?", turns[0].User)
+			assert.Equal(t, "It is 21C.", turns[0].Assistant)
+		})
+	}
 }
