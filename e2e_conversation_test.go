@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
@@ -222,12 +223,12 @@ func reuse(prev, next string) float64 {
 
 // conversationVera starts vera with small layers, so that a conversation's
 // first turn cannot hold every memory and later turns need their blocks.
-func conversationVera(t *testing.T, up *ollamatest.Dialects, data, prompts string, extra ...string) *inProcess {
+func conversationVera(t *testing.T, up *ollamatest.Dialects, data, prompts string, env ...string) *inProcess {
 	t.Helper()
 	conf := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte(strings.Join(append([]string{
-		"[layers]", "semantic_token_budget = 240", "context_token_budget = 200", "recent_turns = 1", "[memory]"}, extra...), "\n")+"\n"), 0o644))
-	return runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data, "VERA_CONFIG_DIR="+conf, "VERA_PROMPTS_DIR="+prompts)
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"),
+		[]byte("[layers]\nsemantic_token_budget = 240\ncontext_token_budget = 200\nrecent_turns = 1\n"), 0o644))
+	return runInProcess(t, append([]string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_CONFIG_DIR=" + conf, "VERA_PROMPTS_DIR=" + prompts}, env...)...)
 }
 
 // numberedReplies makes the fake answer each chat differently.
@@ -290,30 +291,9 @@ func TestConversationKeepsItsPromptPrefix(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				up := ollamatest.NewDialects(t)
 				numberedReplies(up)
-				p := conversationVera(t, up, t.TempDir(), t.TempDir(), os.Getenv("XTRA"))
+				p := conversationVera(t, up, t.TempDir(), t.TempDir())
 				tellFacts(t, p, "alice")
-
-				var history []msg
-				var prompts []string
-				blocks := 0
-				for k, q := range factQuestions {
-					history = append(history, msg{"user", fmt.Sprintf("%s (turn %d)", q, k+1)})
-					answer, _ := d.send(t, p, "alice", chatID, history, "")
-					bodies := up.Bodies(d.path)
-					prompt := render(t, d.path, bodies[len(bodies)-1])
-					assert.Contains(t, prompt, factWords[k], "turn %d carries the fact it asks about", k+1)
-					if k > 0 {
-						prev := withAnswer(prompts[k-1], history[len(history)-2].text)
-						r := reuse(prev, prompt)
-						t.Logf("turn %d: prefix reuse %.3f", k+1, r)
-						assert.True(t, strings.HasPrefix(prompt, prev), "turn %d starts with turn %d's prompt and answer\nprev: %s\nnext: %s", k+1, k, prev, prompt)
-					}
-					blocks = strings.Count(prompt, "<memories>")
-					prompts = append(prompts, prompt)
-					history = append(history, msg{"assistant", answer})
-				}
-				assert.Positive(t, blocks, "some facts came in later turns' blocks")
-				t.Log(prompts[len(prompts)-1])
+				sixTurns(t, d, p, up, chatID)
 			})
 		}
 	}
@@ -340,6 +320,49 @@ func converse(t *testing.T, d convo, p *inProcess, up *ollamatest.Dialects, ns, 
 // keeps reports whether next starts with prev's prompt and answer.
 func keeps(prev, next turnLog) bool {
 	return strings.HasPrefix(next.prompt, withAnswer(prev.prompt, prev.answer))
+}
+
+// sixTurns is the chat: six turns, each asking about one fact.
+// Each turn's prompt must start with the previous prompt plus its answer
+// and carry the fact its question asks about, and some facts must have
+// come in later turns' blocks.
+func sixTurns(t *testing.T, d convo, p *inProcess, up *ollamatest.Dialects, chatID string) {
+	t.Helper()
+	var history []msg
+	var prompts []string
+	blocks := 0
+	for k, q := range factQuestions {
+		history = append(history, msg{"user", fmt.Sprintf("%s (turn %d)", q, k+1)})
+		answer, _ := d.send(t, p, "alice", chatID, history, "")
+		bodies := up.Bodies(d.path)
+		prompt := render(t, d.path, bodies[len(bodies)-1])
+		assert.True(t, strings.Contains(prompt, factWords[k]), "turn %d carries the fact it asks about", k+1)
+		if k > 0 {
+			prev := withAnswer(prompts[k-1], history[len(history)-2].text)
+			t.Logf("turn %d: prefix reuse %.3f", k+1, reuse(prev, prompt))
+			assert.True(t, strings.HasPrefix(prompt, prev), "turn %d starts with turn %d's prompt and answer", k+1, k)
+		}
+		blocks = strings.Count(prompt, "<memories>")
+		prompts = append(prompts, prompt)
+		history = append(history, msg{"assistant", answer})
+	}
+	assert.Positive(t, blocks, "some facts came in later turns' blocks")
+}
+
+// The same on Qdrant: conversations do not depend on the store.
+func TestConversationOnQdrant(t *testing.T) {
+	url := os.Getenv("VERA_TEST_QDRANT_URL")
+	if url == "" {
+		q, err := qdranttest.Start("127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(q.Stop)
+		url = q.URL()
+	}
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	p := conversationVera(t, up, t.TempDir(), t.TempDir(), "VERA_QDRANT_URL="+url, fmt.Sprintf("VERA_QDRANT_COLLECTION=conversations_%d", time.Now().UnixNano()))
+	tellFacts(t, p, "alice")
+	sixTurns(t, conversationDialects[0], p, up, "")
 }
 
 // The plan is rebuilt, costing one full turn, only when it must: the
@@ -633,4 +656,28 @@ func TestRegenerateEditAndToolLoopAreStoredOnce(t *testing.T) {
 			})
 		}
 	}
+}
+
+// memory.stable_prefix = false: every turn's layers are chosen afresh, so
+// the prompt's top changes from turn to turn, and each turn still gets the
+// fact it asks about.
+func TestStablePrefixOff(t *testing.T) {
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	conf := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"),
+		[]byte("[layers]\nsemantic_token_budget = 240\ncontext_token_budget = 200\nrecent_turns = 1\n[memory]\nstable_prefix = false\n"), 0o644))
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_CONFIG_DIR="+conf, "VERA_PROMPTS_DIR="+t.TempDir())
+	tellFacts(t, p, "alice")
+	var h []msg
+	log := converse(t, conversationDialects[0], p, up, "alice", "", &h, factQuestions...)
+	kept := 0
+	for k, l := range log {
+		assert.True(t, strings.Contains(l.prompt, factWords[k]), "turn %d gets its fact", k+1)
+		assert.NotContains(t, l.prompt, "<memories>", "no blocks: the layers are chosen afresh")
+		if k > 0 && keeps(log[k-1], l) {
+			kept++
+		}
+	}
+	assert.Less(t, kept, 5, "the prompt's top changes as the memories asked about do")
 }
