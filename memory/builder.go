@@ -91,9 +91,12 @@ type Request struct {
 	// Exclude holds the IDs of memories already in the prompt; they are
 	// not injected again.
 	Exclude map[string]bool
-	// Reserve is room, in tokens, the budgets leave free: what a
-	// conversation's earlier layers take (Later), or space for it to
-	// grow before its plan must be rebuilt.
+	// Held is text vera already put ahead of or into the request's own
+	// messages on a later turn (the conversation's plan and blocks): it
+	// takes its part of the window.
+	Held []string
+	// Reserve is room, in tokens, the budgets leave free: space for a
+	// conversation to grow before its plan must be rebuilt.
 	Reserve int
 }
 
@@ -132,8 +135,6 @@ type Context struct {
 	// Full is set on a later turn (Request.Later) whose conversation no
 	// longer fits the context window.
 	Full bool
-	// SystemTokens counts System, up to the window.
-	SystemTokens int
 	// Blocks places every memory block of a conversation's later turns:
 	// what the caller's dialect writes at the start of its user messages.
 	Blocks []Block
@@ -315,7 +316,6 @@ func (b *Builder) render(req Request, sys, block []string, c *Context) {
 	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
 		c.System = req.ModelSystem + "\n\n" + c.System
 	}
-	c.SystemTokens = b.countAtMost(c.System, req.window())
 }
 
 // rulesIntro heads the namespace's rules in the system layer.
@@ -517,6 +517,9 @@ func (b *Builder) room(req Request, system string, want int) int {
 	// Every token is at least one byte: when the bytes fit, so do the
 	// tokens, and long histories need not be counted on every chat.
 	used := len(system)
+	for _, h := range req.Held {
+		used += len(h)
+	}
 	for _, m := range req.Messages {
 		if m.Role != "system" {
 			used += len(m.Content)
@@ -526,6 +529,11 @@ func (b *Builder) room(req Request, system string, want int) int {
 		// Count only as far as it matters: once the request fills the
 		// room, a huge message costs no more than a full window.
 		used = b.countAtMost(system, room)
+		for _, h := range req.Held {
+			if used <= room {
+				used += b.countAtMost(h, room-used)
+			}
+		}
 		for _, m := range req.Messages {
 			if used > room {
 				break

@@ -23,11 +23,9 @@ import (
 type conversation struct {
 	keys []string // every key the conversation is known by
 	// plan is the layers chosen afresh at the conversation's first turn,
-	// or when it was rebuilt; nil until then. planTokens is what they take
-	// of the window.
-	plan       *memory.Context
-	planTokens int
-	blocks     []convBlock
+	// or when it was rebuilt; nil until then.
+	plan   *memory.Context
+	blocks []convBlock
 	// user is the user text of the turn under way, for a Responses tool
 	// loop chained by previous_response_id (its requests carry none); at
 	// most maxKeptUser bytes.

@@ -50,10 +50,9 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		return &memory.Context{} // chained to an answer vera forgot
 	}
 	var plan *memory.Context
-	var planTokens int
 	var blocks []convBlock
 	if cv != nil && !s.RecallEveryTurn {
-		s.convs.locked(func() { plan, planTokens, blocks = cv.plan, cv.planTokens, slices.Clone(cv.blocks) })
+		s.convs.locked(func() { plan, blocks = cv.plan, slices.Clone(cv.blocks) })
 	}
 	if plan == nil {
 		return s.freshLayers(c, ch, cv, mreq, "")
@@ -63,15 +62,18 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	for _, id := range plan.IDs() {
 		exclude[id] = true
 	}
-	reserve := planTokens
+	held := []string{plan.System}
+	for _, m := range plan.Recent {
+		held = append(held, m.Content)
+	}
 	for _, b := range blocks {
-		reserve += b.tokens
+		held = append(held, b.Text)
 		for _, h := range b.hits {
 			exclude[h.ID] = true
 		}
 	}
 	lreq := mreq
-	lreq.Later, lreq.Exclude, lreq.Reserve = true, exclude, reserve
+	lreq.Later, lreq.Exclude, lreq.Held = true, exclude, held
 	now := s.recall(c, lreq)
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
@@ -112,11 +114,11 @@ func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq me
 	}
 	ch.conv = cv
 	s.convs.locked(func() {
-		cv.plan, cv.planTokens, cv.blocks = nil, 0, nil
+		cv.plan, cv.blocks = nil, nil
 		if mc.Err == nil && !s.RecallEveryTurn {
 			// A plan made while memory failed would keep the conversation
 			// without memory: the next turn tries again.
-			cv.plan, cv.planTokens = mc, mc.SystemTokens+mc.RecentTokens
+			cv.plan = mc
 		}
 		cv.last, cv.point, cv.user = mc, ch.at.point, keptUser(ch)
 	})
