@@ -185,7 +185,7 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 	c := &Context{}
 	sys := b.system(ctx, req, c)
-	c.Sources = sources(sys, req.ModelSystem)
+	c.Sources = sources(sys, req.ModelSystem, c.SystemReplaces)
 	if req.Later {
 		b.later(ctx, req, c)
 		return c
@@ -195,9 +195,11 @@ func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 	return c
 }
 
-// sources digests the system layer's parts.
-func sources(sys []string, modelSystem string) string {
+// sources digests the system layer's parts, and how many of the request's
+// messages it replaces.
+func sources(sys []string, modelSystem string, replaces int) string {
 	h := sha256.New()
+	fmt.Fprintf(h, "%d;", replaces)
 	for _, s := range append(sys, modelSystem) {
 		fmt.Fprintf(h, "%d:%s", len(s), s)
 	}

@@ -84,3 +84,22 @@ func TestBuilderWorkIsBoundedByTheWindowNotTheMessage(t *testing.T) {
 	assert.Zero(t, c.SemanticBudget+c.RecentBudget, "no room left in the window")
 	assert.Empty(t, c.Semantic)
 }
+
+// Sources, which tells a conversation when to rebuild its plan, changes
+// with anything the system layer is made of, blank system messages (which
+// the plan replaces) included, and with nothing else.
+func TestBuilderSources(t *testing.T) {
+	b, s, _ := newBuilder(t)
+	seed(t, s, "a", "my cat is called Miso", "noted")
+	src := func(ms ...string) string {
+		return b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs(ms...)}).Sources
+	}
+	base := src("user", "hi")
+	assert.Equal(t, base, src("user", "what is my cat called?", "assistant", "Miso.", "user", "and my dog?"), "the conversation itself is not a source")
+	assert.NotEqual(t, base, src("system", "", "user", "hi"), "a blank system message the plan replaces")
+	assert.NotEqual(t, base, src("system", "Be terse.", "user", "hi"))
+	later := b.Recall(context.Background(), memory.Request{Namespace: "a", Later: true, Messages: msgs("user", "hi")}).Sources
+	assert.Equal(t, base, later, "a later turn's recall reports the same sources")
+	require.NoError(t, s.Upsert(context.Background(), memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Rule, Text: "Answer in French.", Time: time.Now()}))
+	assert.NotEqual(t, base, src("user", "hi"), "a new rule")
+}

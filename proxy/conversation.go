@@ -35,6 +35,32 @@ type conversation struct {
 	// loop forward it again.
 	last  *memory.Context
 	turns []recordedTurn // the latest turns recorded, oldest first
+	// advanced is set once a later turn came: a first message asked again
+	// is then a new chat, never a regenerate of this one's first turn.
+	advanced bool
+	// size is what the conversation holds, in bytes, as last accounted.
+	size int
+}
+
+// footprint estimates the bytes a conversation holds.
+func (cv *conversation) footprint() int {
+	n := 256 + len(cv.user) + 64*len(cv.turns)
+	for _, k := range cv.keys {
+		n += len(k)
+	}
+	for _, mc := range []*memory.Context{cv.plan, cv.last} {
+		if mc == nil {
+			continue
+		}
+		n += len(mc.System) + 64*len(mc.Semantic)
+		for _, m := range mc.Recent {
+			n += len(m.Content)
+		}
+		for _, b := range mc.Blocks {
+			n += len(b.Text)
+		}
+	}
+	return n
 }
 
 // convBlock is a later turn's memory block, and the user message it is on.
@@ -64,22 +90,32 @@ const replaceWindow = 10 * time.Minute
 // first out. It is lost on restart, which costs each conversation one full
 // turn.
 type conversations struct {
-	max int
+	max      int
+	maxBytes int
 
 	mu    sync.Mutex
+	bytes int                      // the conversations' footprints, summed
 	order *list.List               // *conversation, most recently used first
 	keys  map[string]*list.Element // key → element of order
 }
 
 // defaultConversations is how many conversations are remembered when
-// Server.Conversations is 0.
-const defaultConversations = 2048
+// Server.Conversations is 0; maxConversationBytes bounds what they hold
+// together (a caller's system prompt can be long).
+const (
+	defaultConversations = 2048
+	maxConversationBytes = 64 << 20
+)
+
+// maxKeys bounds the keys one conversation is known by: every Responses
+// answer adds one, and only the latest are ever chained to.
+const maxKeys = 16
 
 func newConversations(max int) *conversations {
 	if max <= 0 {
 		max = defaultConversations
 	}
-	return &conversations{max: max, order: list.New(), keys: map[string]*list.Element{}}
+	return &conversations{max: max, maxBytes: maxConversationBytes, order: list.New(), keys: map[string]*list.Element{}}
 }
 
 // get returns the conversation known by key, or nil.
@@ -94,16 +130,18 @@ func (cs *conversations) get(key string) *conversation {
 	return e.Value.(*conversation)
 }
 
-// start begins a conversation under key, in place of the one known by it
-// (whose recorded turns it keeps, so that a first turn asked again can
-// still replace the turn it redoes).
-func (cs *conversations) start(key string) *conversation {
+// start begins a conversation under key, in place of the one known by it.
+// It keeps that one's recorded turns, so that a first turn asked again can
+// still replace the turn it redoes, when the key is an id (strong) or the
+// old conversation never went past its first turn.
+func (cs *conversations) start(key string, strong bool) *conversation {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cv := &conversation{}
 	if e, ok := cs.keys[key]; ok {
-		old := e.Value.(*conversation)
-		cv.turns = append(cv.turns, old.turns...)
+		if old := e.Value.(*conversation); strong || !old.advanced {
+			cv.turns = append(cv.turns, old.turns...)
+		}
 		cs.unkey(e, key)
 	}
 	cs.add(cv, key)
@@ -125,9 +163,8 @@ func (cs *conversations) alias(cv *conversation, key string) {
 
 // add files cv under key; cs.mu is held.
 func (cs *conversations) add(cv *conversation, key string) {
-	cv.keys = append(cv.keys, key)
 	var e *list.Element
-	for _, k := range cv.keys[:len(cv.keys)-1] {
+	for _, k := range cv.keys {
 		if el, ok := cs.keys[k]; ok && el.Value == cv {
 			e = el
 			break
@@ -136,15 +173,36 @@ func (cs *conversations) add(cv *conversation, key string) {
 	if e == nil {
 		e = cs.order.PushFront(cv)
 	}
+	cv.keys = append(cv.keys, key)
+	if len(cv.keys) > maxKeys {
+		// The oldest alias goes; the first key (an id, or the first
+		// message) stays.
+		if cs.keys[cv.keys[1]] == e {
+			delete(cs.keys, cv.keys[1])
+		}
+		cv.keys = append(cv.keys[:1], cv.keys[2:]...)
+	}
 	cs.order.MoveToFront(e)
 	cs.keys[key] = e
-	for cs.order.Len() > cs.max {
+	cs.account(cv)
+}
+
+// account updates the footprint of cv and forgets the least recently used
+// conversations while there are too many or they hold too much; cs.mu is
+// held.
+func (cs *conversations) account(cv *conversation) {
+	n := cv.footprint()
+	cs.bytes += n - cv.size
+	cv.size = n
+	for cs.order.Len() > cs.max || (cs.bytes > cs.maxBytes && cs.order.Len() > 1) {
 		last := cs.order.Back()
-		for _, k := range last.Value.(*conversation).keys {
+		old := last.Value.(*conversation)
+		for _, k := range old.keys {
 			if cs.keys[k] == last {
 				delete(cs.keys, k)
 			}
 		}
+		cs.bytes -= old.size
 		cs.order.Remove(last)
 	}
 }
@@ -159,6 +217,7 @@ func (cs *conversations) unkey(e *list.Element, key string) {
 			return
 		}
 	}
+	cs.bytes -= cv.size
 	cs.order.Remove(e)
 }
 
@@ -168,6 +227,20 @@ func (cs *conversations) locked(f func()) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	f()
+}
+
+// update runs f on cv with the lock held, then accounts for what cv holds
+// now.
+func (cs *conversations) update(cv *conversation, f func()) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	f()
+	for _, k := range cv.keys {
+		if e, ok := cs.keys[k]; ok && e.Value == cv {
+			cs.account(cv) // still remembered: not evicted meanwhile
+			return
+		}
+	}
 }
 
 // replace records that turn id was recorded at point, and returns the ID
@@ -201,11 +274,13 @@ type place struct {
 	// afresh.
 	first    bool
 	toolLoop bool
+	// chained: linked to the answer before by previous_response_id.
+	chained bool
 	// point identifies the history before the last user message: a
 	// request at the point of a recorded turn redoes it.
 	point string
 	// user is the ordinal, among the request's user messages, of its last
-	// one with text (-1: none), and userDigest that message's digest.
+	// one (-1: none), and userDigest that message's digest.
 	user       int
 	userDigest string
 	// answerKey, when set, makes a key of an answer: a conversation
@@ -224,10 +299,8 @@ func placeOf(ns string, th thread, msgs []memory.Message) place {
 	users, last, firstAnswer, answered := 0, -1, "", false
 	for i, m := range msgs {
 		switch m.Role {
-		case "user":
-			if strings.TrimSpace(m.Content) != "" {
-				last, p.user = i, users
-			}
+		case "user": // tool results have role tool, whatever the dialect
+			last, p.user = i, users
 			users++
 		case "assistant":
 			answered = true
@@ -249,7 +322,7 @@ func placeOf(ns string, th thread, msgs []memory.Message) place {
 	case th.chatID != "":
 		p.key, p.strong = "chat\x00"+ns+"\x00"+th.chatID, true
 	case th.previousResponseID != "":
-		p.key, p.strong = responseKey(ns, th.previousResponseID), true
+		p.key, p.strong, p.chained = responseKey(ns, th.previousResponseID), true, true
 		fmt.Fprintf(h, "prev:%s", th.previousResponseID)
 	case firstAnswer != "":
 		p.key = answerKey(ns, th.firstUser, firstAnswer)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,16 +19,16 @@ import (
 
 func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
 	cs := newConversations(2)
-	a := cs.start("a")
+	a := cs.start("a", false)
 	cs.alias(a, "a2")
-	b := cs.start("b")
+	b := cs.start("b", false)
 	require.Same(t, a, cs.get("a")) // a is now the most recent
-	c := cs.start("c")
+	c := cs.start("c", false)
 	assert.Nil(t, cs.get("b"), "b was the least recently used")
 	assert.Same(t, a, cs.get("a2"), "a is known by both its keys")
 	assert.Same(t, c, cs.get("c"))
 	_ = b
-	cs.start("d")
+	cs.start("d", false)
 	assert.Nil(t, cs.get("a"))
 	assert.Nil(t, cs.get("a2"), "an evicted conversation's every key goes with it")
 	assert.Equal(t, 2, cs.order.Len())
@@ -37,7 +38,7 @@ func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
 func TestConversationsStayBounded(t *testing.T) {
 	cs := newConversations(100)
 	for i := range 10000 {
-		cv := cs.start(fmt.Sprint("first", i))
+		cv := cs.start(fmt.Sprint("first", i), false)
 		cs.alias(cv, fmt.Sprint("answer", i))
 		cs.alias(cv, fmt.Sprint("response", i))
 	}
@@ -50,9 +51,9 @@ func TestConversationsStayBounded(t *testing.T) {
 func TestStartKeepsTheTurnsRecordedUnderTheKey(t *testing.T) {
 	cs := newConversations(0)
 	now := time.Now()
-	old := cs.start("k")
+	old := cs.start("k", false)
 	old.replace("p0", "turn-1", now, false)
-	cv := cs.start("k")
+	cv := cs.start("k", false)
 	require.NotSame(t, old, cv)
 	assert.Equal(t, "turn-1", cv.replace("p0", "turn-2", now.Add(time.Minute), false))
 }
@@ -104,10 +105,11 @@ func TestPlaceOf(t *testing.T) {
 		memory.Message{Role: "assistant"}, memory.Message{Role: "tool", Content: "21C"}))
 	start := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "weather?"))
 	assert.Equal(t, start.point, loop.point, "a tool loop's steps stand where its question does")
-	// Anthropic's tool results come in a user message without text.
-	anth := placeOf("alice", thread{firstUser: "hi", toolLoop: true}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?"),
-		memory.Message{Role: "assistant"}, memory.Message{Role: "user"}))
-	assert.Equal(t, start.point, anth.point)
+	// A user message without text (an image) is a turn of its own.
+	image := placeOf("alice", thread{firstUser: "hi"}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?", "assistant", "Sunny."),
+		memory.Message{Role: "user"}))
+	assert.Equal(t, 2, image.user)
+	assert.NotEqual(t, start.point, image.point)
 
 	chat := placeOf("alice", thread{chatID: "c1", firstUser: "hi"}, msgs("user", "hi"))
 	assert.True(t, chat.strong)
@@ -126,8 +128,10 @@ func TestThreadOfReadsTheChatID(t *testing.T) {
 	assert.Equal(t, thread{chatID: "c-42", firstUser: "hi"}, threadOf(r, req))
 }
 
-// countingMemory counts recalls and injects a fixed system layer.
+// countingMemory counts recalls. A first turn gets a system layer naming
+// the recall; with blocks, a later turn gets a block naming it.
 type countingMemory struct {
+	blocks  bool
 	mu      sync.Mutex
 	recalls int
 }
@@ -136,7 +140,15 @@ func (m *countingMemory) Recall(_ context.Context, req memory.Request) *memory.C
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.recalls++
-	return &memory.Context{System: fmt.Sprintf("Memories (recall %d).", m.recalls), Sources: "s"}
+	n := 0
+	for n < len(req.Messages) && req.Messages[n].Role == "system" {
+		n++
+	}
+	sources := fmt.Sprint("system messages: ", n)
+	if req.Later && m.blocks {
+		return &memory.Context{Sources: sources, Block: fmt.Sprintf("<memories>B%d</memories>\n\n", m.recalls), Semantic: []memory.Hit{{Memory: memory.Memory{ID: fmt.Sprint(m.recalls)}}}}
+	}
+	return &memory.Context{System: fmt.Sprintf("Memories (recall %d).", m.recalls), SystemReplaces: n, Sources: sources}
 }
 
 // An agent's tool loop of three steps, in each dialect's tool-result
@@ -190,21 +202,12 @@ func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
 	for _, d := range []dialect{ollamaChat, openAIChat, openAIResponses, anthropicMessages} {
 		t.Run(d.String(), func(t *testing.T) {
 			up := newFakeOllama(t)
-			orig := up.srv.Config.Handler
-			var bodies []string
-			up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if path, _ := step(d, 0); r.URL.Path != path {
-					orig.ServeHTTP(w, r)
-					return
+			path, _ := step(d, 0)
+			bodies := answerSteps(up, path, func(n int) string {
+				if n < 3 {
+					return call[d]
 				}
-				b, _ := io.ReadAll(r.Body)
-				bodies = append(bodies, string(b))
-				w.Header().Set("Content-Type", "application/json")
-				if len(bodies) < 3 {
-					io.WriteString(w, call[d])
-					return
-				}
-				io.WriteString(w, final[d])
+				return final[d]
 			})
 			mem := &countingMemory{}
 			rec := &recorder{}
@@ -215,7 +218,7 @@ func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
 				require.Equal(t, http.StatusOK, res.StatusCode)
 			}
 			assert.Equal(t, 1, mem.recalls, "only the loop's first step recalls")
-			for _, b := range bodies {
+			for _, b := range *bodies {
 				assert.Contains(t, b, "Memories (recall 1).", "every step forwards the first step's layers")
 			}
 			turns := rec.all()
@@ -224,4 +227,177 @@ func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
 			assert.Equal(t, "It is 21C.", turns[0].Assistant)
 		})
 	}
+}
+
+func TestConversationKeysAndBytesStayBounded(t *testing.T) {
+	cs := newConversations(0)
+	cv := cs.start("first", false)
+	for i := range 1000 {
+		cs.alias(cv, fmt.Sprint("response", i))
+	}
+	assert.Len(t, cv.keys, maxKeys, "a long Responses session keeps its latest keys only")
+	assert.Len(t, cs.keys, maxKeys)
+	assert.Same(t, cv, cs.get("first"), "the first key stays")
+	assert.Same(t, cv, cs.get("response999"))
+
+	cs = newConversations(0)
+	cs.maxBytes = 1 << 20
+	big := strings.Repeat("a long system prompt ", 5000) // ~100 KB
+	for i := range 50 {
+		c := cs.start(fmt.Sprint("chat", i), true)
+		cs.update(c, func() { c.plan = &memory.Context{System: big} })
+	}
+	assert.LessOrEqual(t, cs.bytes, cs.maxBytes)
+	assert.Less(t, cs.order.Len(), 50, "the oldest went to stay within the bytes")
+	assert.NotNil(t, cs.get("chat49"))
+}
+
+// A first message asked again after its conversation went on is a new
+// chat: it does not take over the old one's turns (without an id).
+func TestStartAfterTheChatWentOn(t *testing.T) {
+	cs := newConversations(0)
+	now := time.Now()
+	old := cs.start("k", false)
+	old.replace("p0", "turn-1", now, false)
+	old.advanced = true
+	assert.Empty(t, cs.start("k", false).replace("p0", "turn-2", now, false))
+	old = cs.start("chat", true)
+	old.replace("p0", "turn-1", now, true)
+	old.advanced = true
+	assert.Equal(t, "turn-1", cs.start("chat", true).replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
+}
+
+func TestTemporaryChatIDsAreNotConversations(t *testing.T) {
+	r, _ := http.NewRequest("POST", "/api/chat", nil)
+	r.Header.Set("X-OpenWebUI-Chat-Id", "local:Xy12socket")
+	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	assert.Empty(t, threadOf(r, req).chatID, "Open WebUI's temporary chats share one id per browser tab")
+}
+
+// A later turn whose user message has no text (an image) gets its block
+// on that message, never on the message before (which the earlier turn
+// forwarded without one); on Anthropic it is not stored in place of the
+// turn before.
+func TestImageOnlyTurn(t *testing.T) {
+	up := newFakeOllama(t)
+	rec := &recorder{}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, s.Recorder = &countingMemory{blocks: true}, rec })
+	hdr := []string{"X-OpenWebUI-User-Id", "alice", "X-OpenWebUI-Chat-Id", "c1"}
+	res, _ := postChat(t, base, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"look at this"}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	res, _ = postChat(t, base, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"look at this"},{"role":"assistant","content":"Hello there."},{"role":"user","content":"","images":["aGk="]}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	_, _, body := up.last()
+	var got struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(body, &got))
+	require.Len(t, got.Messages, 4)
+	assert.Equal(t, "look at this", got.Messages[1].Content, "the earlier message is as the first turn forwarded it")
+	assert.True(t, strings.HasPrefix(got.Messages[3].Content, "<memories>B"), got.Messages[3].Content)
+
+	orig := up.srv.Config.Handler
+	up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/messages" {
+			orig.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"type":"message","role":"assistant","content":[{"type":"text","text":"A cat."}],"stop_reason":"end_turn"}`)
+	})
+	rec.mu.Lock()
+	rec.turns = nil
+	rec.mu.Unlock()
+	hdr = []string{"X-OpenWebUI-User-Id", "alice", "X-OpenWebUI-Chat-Id", "c2"}
+	res, _ = postChat(t, base, "/v1/messages", `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	res, _ = postChat(t, base, "/v1/messages", `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"A cat."},{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"aGk="}}]}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	turns := rec.all()
+	require.Len(t, turns, 1, "the image-only turn has no text to store")
+	assert.Equal(t, "hi", turns[0].User)
+	assert.Empty(t, turns[0].Replaces)
+}
+
+// A first turn with blank system messages and a later one without them:
+// no message of the caller's is dropped, and nothing fails.
+func TestSystemMessagesThatComeAndGo(t *testing.T) {
+	up := newFakeOllama(t)
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory = &countingMemory{blocks: true} })
+	hdr := []string{"X-OpenWebUI-Chat-Id", "c1"}
+	res, _ := postChat(t, base, "/api/chat", `{"model":"m","messages":[{"role":"system","content":""},{"role":"system","content":" "},{"role":"system","content":""},{"role":"user","content":"FIRSTQ"}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	res, _ = postChat(t, base, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"FIRSTQ"},{"role":"assistant","content":"Hello there."},{"role":"user","content":"SECONDQ"}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	_, _, body := up.last()
+	assert.Contains(t, string(body), "FIRSTQ")
+	assert.Contains(t, string(body), "SECONDQ")
+	res, _ = postChat(t, base, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"FIRSTQ"}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+// Open WebUI's "continue" and Anthropic's prefill send the start of the
+// answer as the last message: the stored answer is all of it.
+func TestContinuedAnswerIsStoredWhole(t *testing.T) {
+	up := newFakeOllama(t)
+	rec := &recorder{}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, s.Recorder = &countingMemory{blocks: true}, rec })
+	res, _ := postChat(t, base, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"greet me"},{"role":"assistant","content":"Well: "}]}`)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	turns := rec.all()
+	require.Len(t, turns, 1)
+	assert.Equal(t, "greet me", turns[0].User)
+	assert.Equal(t, "Well: Hello there.", turns[0].Assistant)
+}
+
+// A Responses agent that chains each step by previous_response_id sends
+// only the tool's output: the loop still recalls once, every step carries
+// the first step's layers, and the turn is stored once with the question.
+func TestResponsesToolLoopChainedByID(t *testing.T) {
+	up := newFakeOllama(t)
+	bodies := answerSteps(up, "/v1/responses", func(n int) string {
+		if n < 3 {
+			return fmt.Sprintf(`{"id":"resp_%d","status":"completed","output":[{"type":"function_call","call_id":"c%d","name":"weather","arguments":"{}"}]}`, n, n)
+		}
+		return `{"id":"resp_3","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"It is 21C."}]}]}`
+	})
+	mem := &countingMemory{}
+	rec := &recorder{}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, s.Recorder = mem, rec })
+	hdr := []string{"X-OpenWebUI-User-Id", "alice"}
+	for i, body := range []string{
+		`{"model":"m","input":"weather in Lisbon?"}`,
+		`{"model":"m","previous_response_id":"resp_1","input":[{"type":"function_call_output","call_id":"c1","output":"21C"}]}`,
+		`{"model":"m","previous_response_id":"resp_2","input":[{"type":"function_call_output","call_id":"c2","output":"21C"}]}`,
+	} {
+		res, _ := postChat(t, base, "/v1/responses", body, hdr...)
+		require.Equal(t, http.StatusOK, res.StatusCode, "step %d", i+1)
+	}
+	assert.Equal(t, 1, mem.recalls)
+	for _, b := range *bodies {
+		assert.Contains(t, b, "Memories (recall 1).")
+	}
+	turns := rec.all()
+	require.Len(t, turns, 1)
+	assert.Equal(t, "weather in Lisbon?", turns[0].User)
+	assert.Equal(t, "It is 21C.", turns[0].Assistant)
+}
+
+// answerSteps makes up answer the chats on path with answer(n) for the
+// n-th (from 1), as JSON, and returns the bodies it received.
+func answerSteps(up *fakeOllama, path string, answer func(n int) string) *[]string {
+	orig := up.srv.Config.Handler
+	var bodies []string
+	up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			orig.ServeHTTP(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer(len(bodies)))
+	})
+	return &bodies
 }

@@ -278,7 +278,7 @@ var responsesNotConversations = []struct{ name, body string }{
 	{"null input", `{"model":"llama3.2","input":null}`},
 	{"empty list", `{"model":"llama3.2","input":[],"instructions":"x"}`},
 	{"empty list with spaces", `{"model":"llama3.2", "input": [ ] }`},
-	{"tool outputs only", `{"model":"llama3.2","previous_response_id":"resp_0","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`},
+	{"tool outputs only", `{"model":"llama3.2","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`},
 	{"item reference only", `{"model":"llama3.2","instructions":"x","input":[{"type":"item_reference","id":"msg_0"}]}`},
 }
 
@@ -288,6 +288,11 @@ func TestResponsesConversation(t *testing.T) {
 		require.NoError(t, err, tc.name)
 		assert.False(t, req.conversation(), tc.name)
 	}
+	// Tool outputs chained to the answer that called for them continue a
+	// conversation vera follows.
+	req, err := ParseResponsesRequest([]byte(`{"model":"llama3.2","previous_response_id":"resp_0","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`))
+	require.NoError(t, err)
+	assert.True(t, req.conversation())
 }
 
 func TestMessagesRequestKeepsEverything(t *testing.T) {
@@ -299,7 +304,7 @@ func TestMessagesRequestKeepsEverything(t *testing.T) {
 		{Role: "system", Content: "be brief"},
 		{Role: "user", Content: "what is\nthis?"},
 		{Role: "assistant", Content: "Let me look."},
-		{Role: "user", Content: ""},
+		{Role: "tool", Content: ""},
 	}, req.memoryMessages(), "only text blocks are read: no image, thinking, tool_use or tool_result")
 	assert.Equal(t, "what is\nthis?", req.lastUser(), "a user message of only tool results continues the turn of the question before it")
 	_, answer := req.options()
@@ -365,9 +370,11 @@ func TestMessagesRequestReads(t *testing.T) {
 		{"image and text", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/y.png"}},{"type":"text","text":"what is it?"}]}]}`,
 			[]memory.Message{{Role: "user", Content: "what is it?"}}, "what is it?"},
 		{"tool_use and tool_result", `{"model":"m","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"w","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"sunny"}]}]}`,
-			[]memory.Message{{Role: "user", Content: "weather?"}, {Role: "assistant", Content: ""}, {Role: "user", Content: ""}}, "weather?"},
+			[]memory.Message{{Role: "user", Content: "weather?"}, {Role: "assistant", Content: ""}, {Role: "tool", Content: ""}}, "weather?"},
+		// Text beside tool results is an agent's (reminders), not a new
+		// question: the message continues a tool loop.
 		{"tool_result with text", `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"sunny"},{"type":"text","text":"and tomorrow?"}]}]}`,
-			[]memory.Message{{Role: "user", Content: "and tomorrow?"}}, "and tomorrow?"},
+			[]memory.Message{{Role: "tool", Content: "and tomorrow?"}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := ParseMessagesRequest([]byte(tc.body))
@@ -392,6 +399,11 @@ func TestMessagesConversation(t *testing.T) {
 		require.NoError(t, err, tc.name)
 		assert.False(t, req.conversation(), tc.name)
 	}
+	// Tool outputs chained to the answer that called for them continue a
+	// conversation vera follows.
+	req, err := ParseResponsesRequest([]byte(`{"model":"llama3.2","previous_response_id":"resp_0","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`))
+	require.NoError(t, err)
+	assert.True(t, req.conversation())
 }
 
 // ---- 2. withMemory shapes ----

@@ -34,6 +34,11 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	if at.toolLoop && cv != nil {
 		var last *memory.Context
 		s.convs.locked(func() {
+			if at.chained {
+				// Each step links to the step before by its id: the
+				// loop stands where its question did.
+				at.point = cv.point
+			}
 			if cv.point == at.point {
 				last = cv.last
 				if ch.user == "" {
@@ -42,7 +47,7 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 			}
 		})
 		if last != nil {
-			ch.conv = cv
+			ch.conv, ch.at = cv, at
 			return last
 		}
 	}
@@ -96,8 +101,8 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	out := withBlocks(plan, blocks)
 	out.Err = now.Err
 	ch.conv = cv
-	s.convs.locked(func() {
-		cv.blocks, cv.last, cv.point, cv.user = blocks, out, at.point, keptUser(ch)
+	s.convs.update(cv, func() {
+		cv.blocks, cv.last, cv.point, cv.user, cv.advanced = blocks, out, at.point, keptUser(ch), true
 	})
 	return out
 }
@@ -110,10 +115,10 @@ func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq me
 		s.log.Debug("conversation plan rebuilt", slog.String("why", why), slog.String("request_id", c.GetString(requestIDKey)))
 	}
 	if cv == nil || ch.at.first {
-		cv = s.convs.start(ch.at.key)
+		cv = s.convs.start(ch.at.key, ch.at.strong)
 	}
 	ch.conv = cv
-	s.convs.locked(func() {
+	s.convs.update(cv, func() {
 		cv.plan, cv.blocks = nil, nil
 		if mc.Err == nil && !s.RecallEveryTurn {
 			// A plan made while memory failed would keep the conversation
@@ -121,6 +126,7 @@ func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq me
 			cv.plan = mc
 		}
 		cv.last, cv.point, cv.user = mc, ch.at.point, keptUser(ch)
+		cv.advanced = cv.advanced || !ch.at.first
 	})
 	return mc
 }

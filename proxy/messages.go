@@ -34,6 +34,9 @@ type anthropicMessage struct {
 	Content json.RawMessage `json:"content"`
 	text    string
 	raw     json.RawMessage
+	// results: a user message that carries tool results (any text beside
+	// them, such as an agent's reminders, is not the user's question).
+	results bool
 }
 
 // UnmarshalJSON implements json.Unmarshaler, keeping the message's bytes.
@@ -83,6 +86,7 @@ func ParseMessagesRequest(body []byte) (*MessagesRequest, error) {
 		if msg.text, err = partsText(msg.Content, "text"); err != nil {
 			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
+		msg.results = msg.Role == "user" && hasToolResult(msg.Content)
 	}
 	if len(m) > 0 {
 		r.Extra = m
@@ -116,7 +120,11 @@ func (r *MessagesRequest) memoryMessages() []memory.Message {
 		out = append(out, memory.Message{Role: "system", Content: r.systemText})
 	}
 	for _, m := range r.Messages {
-		out = append(out, memory.Message{Role: m.Role, Content: m.text})
+		role := m.Role
+		if m.results {
+			role = "tool"
+		}
+		out = append(out, memory.Message{Role: role, Content: m.text})
 	}
 	return out
 }
@@ -130,8 +138,8 @@ func (r *MessagesRequest) options() (numCtx, numPredict int) {
 // the turn is the question that started it.
 func (r *MessagesRequest) lastUser() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if r.Messages[i].Role == "user" && strings.TrimSpace(r.Messages[i].text) != "" {
-			return r.Messages[i].text
+		if m := r.Messages[i]; m.Role == "user" && !m.results {
+			return m.text
 		}
 	}
 	return ""
@@ -170,7 +178,7 @@ func (r *MessagesRequest) withMemory(mc *memory.Context) any {
 	user := 0
 	for i := n; i < len(out.Messages) && len(mc.Blocks) > 0; i++ {
 		m := &out.Messages[i]
-		if m.Role != "user" {
+		if m.Role != "user" || m.results {
 			continue
 		}
 		if b := blockAt(mc.Blocks, user); b != "" {

@@ -201,7 +201,7 @@ func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
 	out.Messages = make([]OpenAIMessage, 0, len(r.Messages)+len(mc.Recent)+1)
 	if mc.System != "" {
 		sys := OpenAIMessage{Role: "system", Content: stringContent(mc.System)}
-		if mc.SystemReplaces > 0 {
+		if mc.SystemReplaces > 0 && len(r.Messages) > 0 {
 			sys.Extra = r.Messages[0].Extra
 		}
 		out.Messages = append(out.Messages, sys)
@@ -209,9 +209,13 @@ func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
 	for _, m := range mc.Recent {
 		out.Messages = append(out.Messages, OpenAIMessage{Role: m.Role, Content: stringContent(m.Content)})
 	}
-	out.Messages = append(out.Messages, r.Messages[mc.SystemReplaces:]...)
+	// A conversation's plan replaces as many system messages as its first
+	// turn had; a later turn with fewer gets a new plan (Sources differ),
+	// but never an out-of-range slice.
+	replaced := min(mc.SystemReplaces, len(r.Messages))
+	out.Messages = append(out.Messages, r.Messages[replaced:]...)
 	if len(mc.Blocks) > 0 {
-		own := out.Messages[len(out.Messages)-len(r.Messages)+mc.SystemReplaces:]
+		own := out.Messages[len(out.Messages)-len(r.Messages)+replaced:]
 		user := 0
 		for i := range own {
 			if own[i].Role != "user" {

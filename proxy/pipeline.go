@@ -66,6 +66,10 @@ type chat struct {
 	msgs      []memory.Message // the conversation as memory reads it
 	recall    []memory.Message // msgs as recall reads them (RAG: the user's own question)
 	user      string           // the user text a stored turn keeps
+	// prefill is the start of the answer the request carries as its last
+	// message (Open WebUI's "continue", Anthropic's prefill): the stored
+	// answer is it plus what comes back.
+	prefill string
 	// conv is the conversation the chat belongs to, and at is where in
 	// it; nil for a chat outside any (memory off, generate).
 	conv *conversation
@@ -128,6 +132,9 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 		c.Set(taskKey, task)
 		ch.untouched = true
 		return ch, nil
+	}
+	if n := len(ch.msgs); n > 0 && ch.msgs[n-1].Role == "assistant" {
+		ch.prefill = ch.msgs[n-1].Content
 	}
 	ch.recall = ch.msgs
 	if q, ok := ragUserQuery(ch.user); ok {
@@ -234,7 +241,7 @@ func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, te
 func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string) {
 	ctx := context.WithoutCancel(c.Request.Context())
 	return func(answer string) {
-		t.Assistant, t.Time = answer, time.Now().UTC()
+		t.Assistant, t.Time = ch.prefill+answer, time.Now().UTC()
 		if ch.conv != nil {
 			// A regenerate or an edit replaces the turn recorded at its
 			// place in the conversation (SPEC §4).

@@ -148,6 +148,9 @@ func (r *ResponsesRequest) model() string { return r.Model }
 // function call outputs continues a tool loop begun in an earlier request
 // (previous_response_id): it goes out as it came.
 func (r *ResponsesRequest) conversation() bool {
+	if len(r.items) > 0 && r.previousResponseID() != "" {
+		return true // a later turn, or a tool loop's step, chained by id
+	}
 	for _, it := range r.items {
 		if it.Role != "" && (it.Type == "" || it.Type == "message") {
 			return true

@@ -19,11 +19,16 @@ type thread struct {
 	toolLoop           bool
 }
 
-// threadOf reads a request's thread. Nothing calls it on the chat path
-// yet: the conversations step will, once it has a use for the answer.
+// threadOf reads a request's thread.
 func threadOf(r *http.Request, req chatRequest) thread {
+	chatID := strings.TrimSpace(r.Header.Get("X-OpenWebUI-Chat-Id"))
+	if strings.HasPrefix(chatID, "local:") {
+		// Open WebUI's temporary chats are all "local:" + the browser
+		// tab's socket id: it names a tab, not a conversation.
+		chatID = ""
+	}
 	return thread{
-		chatID:             strings.TrimSpace(r.Header.Get("X-OpenWebUI-Chat-Id")),
+		chatID:             chatID,
 		previousResponseID: req.previousResponseID(),
 		firstUser:          req.firstUser(),
 		toolLoop:           req.toolLoop(),
@@ -90,7 +95,7 @@ func (r *ResponsesRequest) previousResponseID() string {
 
 func (r *MessagesRequest) firstUser() string {
 	for _, m := range r.Messages {
-		if m.Role == "user" && m.text != "" {
+		if m.Role == "user" && !m.results {
 			return m.text
 		}
 	}
@@ -99,17 +104,16 @@ func (r *MessagesRequest) firstUser() string {
 
 // toolLoop: the last message is the user's, and carries tool results.
 func (r *MessagesRequest) toolLoop() bool {
-	if len(r.Messages) == 0 {
-		return false
-	}
-	last := r.Messages[len(r.Messages)-1]
-	if last.Role != "user" {
-		return false
-	}
+	return len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].results
+}
+
+// hasToolResult reports whether an Anthropic message content holds a
+// tool_result block.
+func hasToolResult(content json.RawMessage) bool {
 	var blocks []struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(last.Content, &blocks) != nil {
+	if json.Unmarshal(content, &blocks) != nil {
 		return false
 	}
 	for _, b := range blocks {
