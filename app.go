@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/admin"
+	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
@@ -44,8 +45,9 @@ type app struct {
 	logger *slog.Logger
 
 	transport    *http.Transport
-	ollama       *ollama.Client // the one client for Ollama's own API
-	storesClosed bool           // closeStores ran (it may be called again)
+	ollama       *ollama.Client  // the one client for Ollama's own API
+	cloud        *cloud.Provider // nil unless [cloud] is enabled
+	storesClosed bool            // closeStores ran (it may be called again)
 	embedder     *memory.OllamaEmbedder
 	tok          *memory.Tokenizer
 
@@ -74,6 +76,12 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ap
 	a.bg, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.transport = ollama.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
 	a.ollama = ollama.New(cfg.OllamaURL, a.transport)
+	if cfg.CloudURL != nil {
+		a.cloud = cloud.New(cloud.Config{
+			Base: cfg.CloudURL, Key: cfg.CloudKey, Models: cfg.Cloud.Models, Headers: cfg.Cloud.Headers,
+			ResponseHeaderTimeout: cfg.Cloud.ResponseHeaderTimeout.Duration,
+		}, nil)
+	}
 	a.embedder = memory.NewEmbedder(a.ollama, cfg.General.EmbeddingModel)
 	err := a.build(ctx, opts)
 	if err != nil {

@@ -98,6 +98,8 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
 	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
 	srv.RecordTasks = !cfg.Memory.SkipTasks
 	srv.RecallEveryTurn = !cfg.Memory.StablePrefix
+	srv.Cloud = a.cloud
+	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
 	a.attach(srv, adm)
 	return srv
 }

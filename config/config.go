@@ -48,6 +48,11 @@ type Config struct {
 	QdrantURL *url.URL `toml:"-"`
 	// CuratorLocation is curator.timezone; time.Local when it is empty.
 	CuratorLocation *time.Location `toml:"-"`
+	// CloudURL is cloud.api_base, without a trailing slash; nil unless
+	// the cloud is enabled. CloudKey is the API key read from the variable
+	// cloud.api_key_env names ("" when unset): a secret, never shown.
+	CloudURL *url.URL `toml:"-"`
+	CloudKey string   `toml:"-"`
 	// CuratorSpec is the curator's cron spec: curator.schedule when set (a
 	// standard 5-field spec or a descriptor such as @daily), else
 	// curator.run_time every day ("0 2 * * *" for "02:00").
@@ -142,12 +147,23 @@ type Prompts struct {
 	Dir string `toml:"dir"`
 }
 
-// Cloud is an OpenAI-compatible upstream for some model names.
+// Cloud is an OpenAI-compatible upstream for some model names (SPEC §7).
 type Cloud struct {
-	Enabled   bool              `toml:"enabled"`
-	APIBase   string            `toml:"api_base"`
-	APIKeyEnv string            `toml:"api_key_env"`
-	Models    map[string]string `toml:"models"`
+	Enabled   bool   `toml:"enabled"`
+	APIBase   string `toml:"api_base"`
+	APIKeyEnv string `toml:"api_key_env"`
+	// Models maps the Ollama-style names clients pick to cloud models.
+	Models map[string]string `toml:"models"`
+	// Headers are sent with every cloud request (OpenRouter's
+	// HTTP-Referer and X-Title).
+	Headers               map[string]string `toml:"headers"`
+	ResponseHeaderTimeout Duration          `toml:"response_header_timeout"`
+	// InjectMemory false keeps what vera remembers on this machine: cloud
+	// models (and Ollama's -cloud ones) get no memory layers.
+	InjectMemory bool `toml:"inject_memory"`
+	// FallbackModel, when set, serves chats for local models while Ollama
+	// is unreachable: a name from Models, or a cloud model.
+	FallbackModel string `toml:"fallback_model"`
 }
 
 // Routing maps a virtual model name to light, medium or complex tiers.
@@ -226,7 +242,7 @@ func Default() Config {
 			CuratorModel: "llama3.1:8b",
 		},
 		Prompts: Prompts{Dir: "./prompts"},
-		Cloud:   Cloud{APIKeyEnv: "OPENROUTER_API_KEY"},
+		Cloud:   Cloud{APIKeyEnv: "OPENROUTER_API_KEY", ResponseHeaderTimeout: Duration{60 * time.Second}, InjectMemory: true},
 		Routing: Routing{
 			VirtualModel: "vera",
 			DeepModel:    "vera-deep",
@@ -281,6 +297,9 @@ func Load(flags Flags, getenv func(string) string) (Config, error) {
 	}
 	if err := applyEnv(&cfg, getenv); err != nil {
 		return Config{}, err
+	}
+	if cfg.Cloud.Enabled && cfg.Cloud.APIKeyEnv != "" {
+		cfg.CloudKey = strings.TrimSpace(getenv(cfg.Cloud.APIKeyEnv))
 	}
 	applyFlags(&cfg, flags)
 	cfg.Warnings = append(cfg.Warnings, cfg.compatWarnings()...)
@@ -393,7 +412,7 @@ func (c *Config) compatWarnings() []string {
 	if c.Curator.FullRunTime != nil || c.Curator.FullRunDay != nil {
 		w = append(w, "curator.full_run_time and curator.full_run_day are Vera-AI keys; vera ignores them (the monthly pass runs on the 1st at curator.run_time)")
 	}
-	for name, on := range map[string]bool{"cloud": c.Cloud.Enabled, "routing": c.Routing.Enabled, "vram": c.VRAM.Enabled} {
+	for name, on := range map[string]bool{"routing": c.Routing.Enabled, "vram": c.VRAM.Enabled} {
 		if on {
 			w = append(w, fmt.Sprintf("[%s] enabled = true, but this version of vera does not implement %s yet; the section is ignored", name, name))
 		}
@@ -472,6 +491,24 @@ func (c *Config) Validate() error {
 	}
 	if c.VRAM.MaxLargeConcurrency < 1 {
 		return fmt.Errorf("vram.max_large_concurrency: must be at least 1, got %d", c.VRAM.MaxLargeConcurrency)
+	}
+	if c.Cloud.Enabled {
+		u, err := url.Parse(strings.TrimRight(strings.TrimSpace(c.Cloud.APIBase), "/"))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("cloud.api_base: want an http(s) URL such as https://openrouter.ai/api/v1, got %q", RedactURL(c.Cloud.APIBase))
+		}
+		if len(c.Cloud.Models) == 0 && c.Cloud.FallbackModel == "" {
+			return errors.New("cloud.models: name at least one model, as \"name\" = \"provider/model\"")
+		}
+		for name, m := range c.Cloud.Models {
+			if strings.TrimSpace(name) == "" || strings.TrimSpace(m) == "" {
+				return fmt.Errorf("cloud.models: %q = %q: neither side may be empty", name, m)
+			}
+		}
+		if c.Cloud.ResponseHeaderTimeout.Duration <= 0 {
+			return errors.New("cloud.response_header_timeout: must be positive")
+		}
+		c.CloudURL = u
 	}
 	c.OllamaURL, c.QdrantURL = ollamaURL, qdrantURL
 	c.CuratorLocation, c.CuratorSpec = loc, curatorSpec(schedule, runTime)

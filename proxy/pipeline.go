@@ -82,9 +82,15 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if err != nil {
 		return err
 	}
-	up := s.route(ch)
+	if s.answerLoadLocally(c, ch) {
+		return nil
+	}
+	up, err := s.route(ch)
+	if err != nil {
+		return err
+	}
 	var mc *memory.Context
-	if !ch.untouched {
+	if !ch.untouched && !s.keepsMemoryLocal(ch.req.model()) {
 		if mc, err = s.inject(c, ch); err != nil {
 			return err
 		}
@@ -153,10 +159,18 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 	return ch, nil
 }
 
-// route chooses where the chat goes. Today that is always Ollama; tier
-// routing and cloud models (later issues) choose here, before recall, so
-// memory is sized for the model that answers.
-func (s *Server) route(*chat) upstream { return s.ollama }
+// route chooses where the chat goes: the cloud provider for a cloud name,
+// else Ollama. Tier routing (a later issue) chooses here too, before
+// recall, so memory is sized for the model that answers.
+func (s *Server) route(ch *chat) (upstream, error) {
+	if !s.cloudModel(ch.req.model()) {
+		return s.ollama, nil
+	}
+	if ch.d == anthropicMessages {
+		return upstream{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on /api/chat, /api/generate, /v1/chat/completions and /v1/responses, not on /v1/messages", ch.req.model()), nil)
+	}
+	return upstream{url: s.Cloud.URL(), transport: s.Cloud}, nil
+}
 
 // inject recalls the memory layers and writes them into the request in its
 // dialect's shape, reporting what was injected in the response headers.

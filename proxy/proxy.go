@@ -20,6 +20,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama"
 )
@@ -77,6 +78,11 @@ type Server struct {
 	// Conversations bounds how many conversations are remembered between
 	// their turns; 0 means 2048.
 	Conversations int
+	// Cloud serves the names in [cloud.models]; nil: no cloud models.
+	Cloud *cloud.Provider
+	// KeepMemoryLocal sends no memory layers with chats that leave the
+	// machine (cloud.inject_memory = false); their turns are still stored.
+	KeepMemoryLocal bool
 
 	ollama upstream
 	log    *slog.Logger
@@ -127,6 +133,9 @@ func (s *Server) Handler() http.Handler {
 
 	if s.Own != nil {
 		s.Own(e)
+	}
+	if s.Cloud != nil {
+		s.ownModelLists(e)
 	}
 	for route, d := range map[string]dialect{
 		"/api/chat":            ollamaChat,
@@ -190,6 +199,13 @@ func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 		mreq.Recall = ch.recall
 	}
 	if len(ch.msgs) == 0 {
+		return mreq
+	}
+	if s.cloudModel(ch.req.model()) {
+		// No Modelfile; the window is the provider's.
+		if numCtx <= 0 {
+			mreq.ContextLength = s.Cloud.Window(ctx, ch.req.model())
+		}
 		return mreq
 	}
 	if r := ch.msgs[0].Role; r != "system" && r != "developer" {

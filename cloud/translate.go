@@ -1,0 +1,275 @@
+package cloud
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The request side of the translation: an Ollama /api/chat or
+// /api/generate body becomes an OpenAI chat completions body. Everything
+// the cloud understands is carried; what it has no equivalent for is left
+// out (the README lists those fields).
+
+// ollamaRequest is the part of an Ollama chat or generate request the
+// cloud can use.
+type ollamaRequest struct {
+	Model    string          `json:"model"`
+	Messages []ollamaMessage `json:"messages"`
+	// generate
+	Prompt string   `json:"prompt"`
+	System string   `json:"system"`
+	Images []string `json:"images"`
+
+	Tools   json.RawMessage `json:"tools"`
+	Format  json.RawMessage `json:"format"`
+	Options map[string]any  `json:"options"`
+	Stream  *bool           `json:"stream"`
+	Think   json.RawMessage `json:"think"`
+}
+
+type ollamaMessage struct {
+	Role       string           `json:"role"`
+	Content    string           `json:"content"`
+	Images     []string         `json:"images,omitempty"`
+	ToolCalls  []ollamaToolCall `json:"tool_calls,omitempty"`
+	ToolName   string           `json:"tool_name,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     int             `json:"index,omitempty"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// openAIRequest is what goes to the cloud's chat completions.
+type openAIRequest struct {
+	Model          string          `json:"model"`
+	Messages       []openAIMessage `json:"messages"`
+	Tools          json.RawMessage `json:"tools,omitempty"`
+	ResponseFormat any             `json:"response_format,omitempty"`
+	Temperature    any             `json:"temperature,omitempty"`
+	TopP           any             `json:"top_p,omitempty"`
+	MaxTokens      any             `json:"max_tokens,omitempty"`
+	Stop           any             `json:"stop,omitempty"`
+	Seed           any             `json:"seed,omitempty"`
+	FrequencyPen   any             `json:"frequency_penalty,omitempty"`
+	PresencePen    any             `json:"presence_penalty,omitempty"`
+	Reasoning      string          `json:"reasoning_effort,omitempty"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  any             `json:"stream_options,omitempty"`
+}
+
+type openAIMessage struct {
+	Role       string           `json:"role"`
+	Content    any              `json:"content"`
+	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+type openAIToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// request is a translated request: the body for the cloud, and whether
+// the client wants a stream.
+type request struct {
+	body   []byte
+	stream bool
+	model  string // the name the client asked for
+}
+
+// translateChat turns an Ollama /api/chat (or, with generate, an
+// /api/generate) body into a chat completions body for cloudModel.
+func translateChat(body []byte, cloudModel string, generate bool) (request, error) {
+	var in ollamaRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return request{}, fmt.Errorf("the request is not valid JSON: %w", err)
+	}
+	out := openAIRequest{Model: cloudModel, Stream: in.Stream == nil || *in.Stream, Tools: nullToNil(in.Tools)}
+	if out.Stream {
+		out.StreamOptions = map[string]bool{"include_usage": true}
+	}
+	msgs := in.Messages
+	if generate {
+		msgs = nil
+		if in.System != "" {
+			msgs = append(msgs, ollamaMessage{Role: "system", Content: in.System})
+		}
+		msgs = append(msgs, ollamaMessage{Role: "user", Content: in.Prompt, Images: in.Images})
+	}
+	var err error
+	if out.Messages, err = translateMessages(msgs); err != nil {
+		return request{}, err
+	}
+	if out.ResponseFormat, err = responseFormat(in.Format); err != nil {
+		return request{}, err
+	}
+	o := in.Options
+	out.Temperature, out.TopP, out.Seed = o["temperature"], o["top_p"], o["seed"]
+	out.FrequencyPen, out.PresencePen = o["frequency_penalty"], o["presence_penalty"]
+	if n, ok := o["num_predict"].(float64); ok && n > 0 {
+		out.MaxTokens = int(n)
+	}
+	if stop, ok := o["stop"]; ok {
+		out.Stop = stop
+	}
+	out.Reasoning = reasoningEffort(in.Think)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return request{}, err
+	}
+	return request{body: b, stream: out.Stream, model: in.Model}, nil
+}
+
+// translateMessages carries roles, text, images (as content parts) and
+// tool calls with their ids. Ollama's tool calls may have no id: they get
+// one, and the tool results after them take the ids of the calls they
+// answer, in order.
+func translateMessages(msgs []ollamaMessage) ([]openAIMessage, error) {
+	out := make([]openAIMessage, 0, len(msgs))
+	var open []openAIToolCall // calls not answered yet
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return nil, fmt.Errorf("messages[%d]: role %q has no equivalent in the cloud's API", i, m.Role)
+		}
+		om := openAIMessage{Role: m.Role, Content: m.Content}
+		if len(m.Images) > 0 {
+			parts := []any{}
+			if m.Content != "" {
+				parts = append(parts, map[string]string{"type": "text", "text": m.Content})
+			}
+			for _, img := range m.Images {
+				parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]string{"url": dataURL(img)}})
+			}
+			om.Content = parts
+		}
+		if len(m.ToolCalls) > 0 {
+			if m.Content == "" {
+				om.Content = nil
+			}
+			for k, tc := range m.ToolCalls {
+				c := openAIToolCall{ID: tc.ID, Type: "function"}
+				if c.ID == "" {
+					c.ID = fmt.Sprintf("call_%d_%d", i, k)
+				}
+				c.Function.Name = tc.Function.Name
+				c.Function.Arguments = string(argumentsText(tc.Function.Arguments))
+				om.ToolCalls = append(om.ToolCalls, c)
+			}
+			open = append(open[:0], om.ToolCalls...)
+		}
+		if m.Role == "tool" {
+			om.ToolCallID = m.ToolCallID
+			if om.ToolCallID == "" {
+				om.ToolCallID = answered(&open, m.ToolName)
+			}
+		}
+		out = append(out, om)
+	}
+	return out, nil
+}
+
+// answered takes the call a tool result answers off open: the first one of
+// that tool's name, else the first one.
+func answered(open *[]openAIToolCall, name string) string {
+	if len(*open) == 0 {
+		return ""
+	}
+	at := 0
+	for k, c := range *open {
+		if c.Function.Name == name {
+			at = k
+			break
+		}
+	}
+	id := (*open)[at].ID
+	*open = append((*open)[:at], (*open)[at+1:]...)
+	return id
+}
+
+// argumentsText is a tool call's arguments as the JSON text OpenAI's API
+// wants.
+func argumentsText(args json.RawMessage) []byte {
+	a := strings.TrimSpace(string(args))
+	if a == "" || a == "null" {
+		return []byte("{}")
+	}
+	var s string
+	if json.Unmarshal(args, &s) == nil {
+		return []byte(s) // already text
+	}
+	return []byte(a)
+}
+
+// dataURL makes an Ollama image (base64, no header) a data URL, with the
+// media type its first bytes tell.
+func dataURL(b64 string) string {
+	if strings.HasPrefix(b64, "data:") {
+		return b64
+	}
+	mt := "image/jpeg"
+	switch {
+	case strings.HasPrefix(b64, "iVBOR"):
+		mt = "image/png"
+	case strings.HasPrefix(b64, "R0lG"):
+		mt = "image/gif"
+	case strings.HasPrefix(b64, "UklG"):
+		mt = "image/webp"
+	}
+	return "data:" + mt + ";base64," + b64
+}
+
+// responseFormat maps Ollama's format: "json" is JSON mode, an object is
+// a JSON schema.
+func responseFormat(format json.RawMessage) (any, error) {
+	f := strings.TrimSpace(string(format))
+	switch {
+	case f == "" || f == "null" || f == `""`:
+		return nil, nil
+	case f == `"json"`:
+		return map[string]string{"type": "json_object"}, nil
+	case strings.HasPrefix(f, "{"):
+		return map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "response", "schema": json.RawMessage(format)}}, nil
+	}
+	return nil, errors.New(`field "format": want "json" or a JSON schema`)
+}
+
+// reasoningEffort maps Ollama's think: true is medium, a level is itself,
+// false or nothing leaves the model's default.
+func reasoningEffort(think json.RawMessage) string {
+	var b bool
+	if json.Unmarshal(think, &b) == nil {
+		if b {
+			return "medium"
+		}
+		return ""
+	}
+	var level string
+	if json.Unmarshal(think, &level) == nil {
+		switch level {
+		case "low", "medium", "high":
+			return level
+		}
+	}
+	return ""
+}
+
+func nullToNil(r json.RawMessage) json.RawMessage {
+	if s := strings.TrimSpace(string(r)); s == "" || s == "null" {
+		return nil
+	}
+	return r
+}

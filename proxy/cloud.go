@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Cloud models (SPEC §7): names from [cloud.models] are listed beside
+// Ollama's and their chats go to the cloud provider through the same
+// pipeline, memory and recording included.
+
+// cloudModel reports whether model is served by the cloud.
+func (s *Server) cloudModel(model string) bool {
+	if s.Cloud == nil {
+		return false
+	}
+	_, ok := s.Cloud.Model(model)
+	return ok
+}
+
+// keepsMemoryLocal reports whether a chat for model gets no memory layers
+// because it leaves the machine (cloud.inject_memory = false): cloud
+// names, and Ollama's own cloud models (their names end in -cloud).
+func (s *Server) keepsMemoryLocal(model string) bool {
+	if !s.KeepMemoryLocal {
+		return false
+	}
+	name, _, _ := strings.Cut(model, ":")
+	tag := ""
+	if _, t, ok := strings.Cut(model, ":"); ok {
+		tag = t
+	}
+	return s.cloudModel(model) || strings.HasSuffix(name, "-cloud") || strings.HasSuffix(tag, "-cloud") || tag == "cloud"
+}
+
+// answerLoadLocally answers a load or unload call for a cloud name as
+// Ollama answers one (`ollama run` preloads, `ollama stop` unloads):
+// nothing to load, nothing is asked of the cloud. It reports whether it
+// answered.
+func (s *Server) answerLoadLocally(c *gin.Context, ch *chat) bool {
+	if !ch.untouched || !s.cloudModel(ch.req.model()) {
+		return false
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	reason := "load"
+	var keepAlive struct {
+		KeepAlive json.RawMessage `json:"keep_alive"`
+	}
+	_ = json.Unmarshal(ch.body, &keepAlive)
+	if k := strings.Trim(string(keepAlive.KeepAlive), `" `); k == "0" || k == "0s" {
+		reason = "unload"
+	}
+	switch r := ch.req.(type) {
+	case *ChatRequest:
+		if len(r.Messages) > 0 {
+			return false
+		}
+		c.JSON(http.StatusOK, gin.H{"model": r.Model, "created_at": now, "message": gin.H{"role": "assistant", "content": ""}, "done_reason": reason, "done": true})
+	case *GenerateRequest:
+		if strings.TrimSpace(r.Prompt) != "" {
+			return false
+		}
+		c.JSON(http.StatusOK, gin.H{"model": r.Model, "created_at": now, "response": "", "done_reason": reason, "done": true})
+	default:
+		return false
+	}
+	return true
+}
+
+// ownModelLists registers the routes that list models, so that cloud
+// names appear beside Ollama's, also while Ollama is down.
+func (s *Server) ownModelLists(e *gin.Engine) {
+	e.GET("/api/tags", s.tags)
+	e.GET("/v1/models", s.v1Models)
+	e.POST("/api/show", s.show)
+}
+
+// ollamaJSON asks Ollama for path and decodes its JSON answer.
+func (s *Server) ollamaJSON(ctx context.Context, method, path string, body []byte, into any) (int, error) {
+	u := *s.ollama.url
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := s.ollama.transport.RoundTrip(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
+	if err != nil {
+		return res.StatusCode, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return res.StatusCode, fmt.Errorf("ollama answered %d", res.StatusCode)
+	}
+	return res.StatusCode, json.Unmarshal(b, into)
+}
+
+func (s *Server) tags(c *gin.Context) {
+	var list struct {
+		Models []json.RawMessage `json:"models"`
+	}
+	if _, err := s.ollamaJSON(c.Request.Context(), http.MethodGet, "/api/tags", nil, &list); err != nil {
+		s.log.Debug("listing cloud models only: Ollama's list failed", "error", err)
+	}
+	models := list.Models
+	if models == nil {
+		models = []json.RawMessage{}
+	}
+	for _, name := range s.Cloud.Names() {
+		id, _ := s.Cloud.Model(name)
+		b, _ := json.Marshal(gin.H{
+			"name": name, "model": name, "modified_at": "1970-01-01T00:00:00Z", "size": 0, "digest": "",
+			"remote_model": id, "remote_host": s.Cloud.Host(),
+			"details": gin.H{"parent_model": "", "format": "cloud", "family": "cloud", "families": []string{"cloud"}, "parameter_size": "", "quantization_level": ""},
+		})
+		models = append(models, b)
+	}
+	c.JSON(http.StatusOK, gin.H{"models": models})
+}
+
+func (s *Server) v1Models(c *gin.Context) {
+	var list struct {
+		Object string            `json:"object"`
+		Data   []json.RawMessage `json:"data"`
+	}
+	if _, err := s.ollamaJSON(c.Request.Context(), http.MethodGet, "/v1/models", nil, &list); err != nil {
+		s.log.Debug("listing cloud models only: Ollama's list failed", "error", err)
+	}
+	data := list.Data
+	if data == nil {
+		data = []json.RawMessage{}
+	}
+	for _, name := range s.Cloud.Names() {
+		b, _ := json.Marshal(gin.H{"id": name, "object": "model", "created": 0, "owned_by": s.Cloud.Host()})
+		data = append(data, b)
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "list", "data": data})
+}
+
+// show answers /api/show for a cloud name with what a client needs to pick
+// it (capabilities, the context length); Ollama answers for the rest.
+func (s *Server) show(c *gin.Context) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 1<<20))
+	if err != nil {
+		writeError(c.Writer, c.Request.Context(), ollamaChat, httpError(http.StatusBadRequest, "reading request body", err))
+		return
+	}
+	var req struct {
+		Model string `json:"model"`
+		Name  string `json:"name"`
+	}
+	_ = json.Unmarshal(body, &req)
+	name := req.Model
+	if name == "" {
+		name = req.Name
+	}
+	if !s.cloudModel(name) {
+		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+		c.Request.ContentLength = int64(len(body))
+		s.passthrough(c.Writer, c.Request, ollamaChat)
+		return
+	}
+	info := s.Cloud.Info(c.Request.Context(), name)
+	caps := []string{"completion"}
+	if info.Tools {
+		caps = append(caps, "tools")
+	}
+	if info.Thinking {
+		caps = append(caps, "thinking")
+	}
+	if info.Vision {
+		caps = append(caps, "vision")
+	}
+	c.JSON(http.StatusOK, gin.H{
+		"modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
+		"details":      gin.H{"parent_model": "", "format": "cloud", "family": "cloud", "families": []string{"cloud"}, "parameter_size": "", "quantization_level": ""},
+		"model_info":   gin.H{"general.architecture": "cloud", "cloud.context_length": info.ContextLength},
+		"capabilities": caps,
+		"remote_model": info.ID, "remote_host": s.Cloud.Host(),
+		"modified_at": "1970-01-01T00:00:00Z",
+	})
+}
