@@ -291,10 +291,14 @@ func (p *Provider) failed(r *http.Request, res *http.Response, err error) (*http
 	if msg == "" {
 		msg = http.StatusText(res.StatusCode)
 	}
+	// The client's request to vera was fine: a key the provider refuses
+	// or a provider failing is a bad gateway, not the client's 401 (the
+	// ollama CLI would ask its user to sign in to ollama.com).
 	code := res.StatusCode
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		msg += " (check the API key in the variable cloud.api_key_env names)"
+		code = http.StatusBadGateway
 	case code >= 500:
 		code = http.StatusBadGateway
 	}

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+const cloudKey = "sk-or-test-9f8e7d6c5b4a"
+
+// fakeProvider is an OpenAI-compatible provider: /models, and chat
+// completions streamed as SSE (split mid-word and mid-rune, with a comment,
+// reasoning, tool calls in pieces and usage last) or whole.
+type fakeProvider struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []map[string]any
+	auths  []string
+	// fail, when set, answers the next chats with that status (429 with
+	// Retry-After: 0).
+	fail     atomic.Int64
+	failures atomic.Int64 // how many of them are left; -1: all
+}
+
+func newFakeProvider(t *testing.T) *fakeProvider {
+	f := &fakeProvider{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"data":[{"id":"openai/gpt-big","context_length":200000,"architecture":{"input_modalities":["text","image"]},"supported_parameters":["tools","reasoning"]}]}`)
+	})
+	mux.HandleFunc("POST /api/v1/chat/completions", f.chat)
+	f.Server = httptest.NewServer(mux)
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeProvider) last(t *testing.T) map[string]any {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.NotEmpty(t, f.bodies)
+	return f.bodies[len(f.bodies)-1]
+}
+
+func (f *fakeProvider) chat(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.auths = append(f.auths, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	if code := f.fail.Load(); code != 0 && f.failures.Load() != 0 {
+		f.failures.Add(-1)
+		if code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "0")
+		}
+		w.WriteHeader(int(code))
+		fmt.Fprintf(w, `{"error":{"message":"provider says %d","code":%d}}`, code, code)
+		return
+	}
+	_, tools := body["tools"]
+	if body["stream"] != true {
+		msg := `{"role":"assistant","content":"Bom dia, café!","reasoning":"Let me think."}`
+		if tools {
+			msg = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Lisbon\"}"}}]}`
+		}
+		fmt.Fprintf(w, `{"id":"gen-1","object":"chat.completion","choices":[{"index":0,"message":%s,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}`, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	send := func(s string) { io.WriteString(w, s); fl.Flush() }
+	send(": OPENROUTER PROCESSING\n\n")
+	send(`data: {"choices":[{"index":0,"delta":{"role":"assistant","reasoning":"Let me th"}}]}` + "\n\n")
+	send(`data: {"choices":[{"index":0,"delta":{"reasoning":"ink."}}]}` + "\n\n")
+	if tools {
+		send(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"ci"}}]}}]}` + "\n\n")
+		send(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ty\":\"Lisbon\"}"}}]}}]}` + "\n\n")
+		send(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}` + "\n\n")
+	} else {
+		send(`data: {"choices":[{"index":0,"delta":{"content":"Bom d"}}]}` + "\n\n")
+		send(`data: {"choices":[{"index":0,"delta":{"content":"ia, caf` + "\xc3")
+		send("\xa9" + `!"}}]}` + "\n\n")
+		send(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}` + "\n\n")
+	}
+	send("data: [DONE]\n\n")
+}
+
+// cloudVera starts vera with [cloud] pointing at provider, its key in the
+// environment.
+func cloudVera(t *testing.T, ollamaURL string, provider *fakeProvider, data, extra string) *inProcess {
+	t.Helper()
+	conf := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte(fmt.Sprintf(`
+[cloud]
+enabled = true
+api_base = "%s/api/v1"
+api_key_env = "TEST_CLOUD_KEY"
+%s
+[cloud.models]
+"gpt-big" = "openai/gpt-big"
+[cloud.headers]
+"X-Title" = "vera tests"
+`, provider.URL, extra)), 0o644))
+	return runInProcess(t, "VERA_OLLAMA_URL="+ollamaURL, "VERA_CONFIG_DIR="+conf, "VERA_DATA_DIR="+data, "TEST_CLOUD_KEY="+cloudKey, "VERA_DEBUG=true", "VERA_LOG_DIR="+data)
+}
+
+func ollamaClient(t *testing.T, p *inProcess, ns string) *api.Client {
+	return api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: http.Header{"X-Openwebui-User-Id": {ns}}}})
+}
+
+// A cloud model through the official Ollama client, as `ollama run
+// gpt-big` drives it: load, a streamed chat with memory, tools, thinking,
+// unload; the key reaches the provider and nothing else.
+func TestCloudModelThroughOllamaClient(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	data := t.TempDir()
+	p := cloudVera(t, up.URL, provider, data, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := ollamaClient(t, p, "alice")
+
+	// Memory to inject: a fact told to a local model.
+	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
+	settled(t, p)
+
+	// ollama run gpt-big: the preload, answered by vera itself.
+	calls := func() int { provider.mu.Lock(); defer provider.mu.Unlock(); return len(provider.bodies) }
+	require.NoError(t, c.Chat(ctx, &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{}}, func(api.ChatResponse) error { return nil }))
+	assert.Zero(t, calls(), "a load call never reaches the cloud")
+
+	var text, thinking strings.Builder
+	require.NoError(t, c.Chat(ctx, &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{{Role: "user", Content: "Where does my sister live?"}}}, func(r api.ChatResponse) error {
+		text.WriteString(r.Message.Content)
+		thinking.WriteString(r.Message.Thinking)
+		if r.Done {
+			assert.Equal(t, 12, r.PromptEvalCount)
+			assert.Equal(t, 5, r.EvalCount)
+			assert.Equal(t, "gpt-big", r.Model)
+		}
+		return nil
+	}))
+	assert.Equal(t, "Bom dia, café!", text.String())
+	assert.Equal(t, "Let me think.", thinking.String())
+	sent := provider.last(t)
+	assert.Equal(t, "openai/gpt-big", sent["model"])
+	assert.Contains(t, fmt.Sprint(sent["messages"]), "Ana lives in Lisbon", "memory went with the chat")
+	provider.mu.Lock()
+	assert.Equal(t, "Bearer "+cloudKey, provider.auths[len(provider.auths)-1])
+	provider.mu.Unlock()
+
+	// Tools.
+	var got []api.ToolCall
+	tools := api.Tools{{Type: "function", Function: api.ToolFunction{Name: "weather", Parameters: api.ToolFunctionParameters{Type: "object"}}}}
+	require.NoError(t, c.Chat(ctx, &api.ChatRequest{Model: "gpt-big", Tools: tools, Messages: []api.Message{{Role: "user", Content: "weather in Lisbon?"}}}, func(r api.ChatResponse) error {
+		got = append(got, r.Message.ToolCalls...)
+		return nil
+	}))
+	require.Len(t, got, 1)
+	assert.Equal(t, "weather", got[0].Function.Name)
+	city, _ := got[0].Function.Arguments.Get("city")
+	assert.Equal(t, "Lisbon", city)
+
+	// Not streamed.
+	stream := false
+	require.NoError(t, c.Chat(ctx, &api.ChatRequest{Model: "gpt-big", Stream: &stream, Messages: []api.Message{{Role: "user", Content: "hello"}}}, func(r api.ChatResponse) error {
+		assert.Equal(t, "Bom dia, café!", r.Message.Content)
+		assert.True(t, r.Done)
+		return nil
+	}))
+
+	// ollama stop gpt-big.
+	zero := api.Duration{}
+	n := calls()
+	require.NoError(t, c.Generate(ctx, &api.GenerateRequest{Model: "gpt-big", KeepAlive: &zero}, func(r api.GenerateResponse) error {
+		assert.Equal(t, "unload", r.DoneReason)
+		return nil
+	}))
+	assert.Equal(t, n, calls())
+
+	// Lists, with Ollama up.
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, m := range list.Models {
+		names = append(names, m.Name)
+	}
+	assert.Contains(t, names, "gpt-big")
+	assert.Contains(t, names, "llama3.2:latest")
+	show, err := c.Show(ctx, &api.ShowRequest{Model: "gpt-big"})
+	require.NoError(t, err)
+	assert.Equal(t, "[completion tools thinking vision]", fmt.Sprint(show.Capabilities))
+	assert.EqualValues(t, 200000, show.ModelInfo["cloud.context_length"])
+
+	// The turns are stored, without the thinking; the key is nowhere.
+	res, err := http.Get("http://" + p.addr + "/healthz")
+	require.NoError(t, err)
+	health, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	p.stop(t)
+	page, _, err := openStore(t, data).Scroll(context.Background(), memory.Filter{Namespace: "alice"}, "", 100)
+	require.NoError(t, err)
+	var stored []string
+	for _, m := range page {
+		stored = append(stored, m.Text)
+	}
+	assert.Contains(t, stored, "User: Where does my sister live?\nAssistant: Bom dia, café!")
+	for _, s := range stored {
+		assert.NotContains(t, s, "Let me think")
+	}
+	logs, _ := filepath.Glob(filepath.Join(data, "debug_*.log"))
+	require.NotEmpty(t, logs, "the debug log was written")
+	var debug []byte
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		debug = append(debug, b...)
+	}
+	assert.Contains(t, string(debug), "gpt-big")
+	for what, text := range map[string]string{"log": p.logs(), "healthz": string(health), "debug log": string(debug)} {
+		assert.NotContains(t, text, cloudKey, "the key in the %s", what)
+	}
+}
+
+// cloud.inject_memory = false: nothing remembered reaches the provider,
+// and the turn is still stored here.
+func TestCloudWithoutMemory(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	data := t.TempDir()
+	p := cloudVera(t, up.URL, provider, data, "inject_memory = false")
+	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
+	settled(t, p)
+	ctx := context.Background()
+	require.NoError(t, ollamaClient(t, p, "alice").Chat(ctx, &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{{Role: "user", Content: "Where does my sister live?"}}}, func(api.ChatResponse) error { return nil }))
+	sent := fmt.Sprint(provider.last(t)["messages"])
+	assert.NotContains(t, sent, "Lisbon")
+	assert.Equal(t, "[map[content:Where does my sister live? role:user]]", sent, "the client's messages, nothing added")
+	// A local model still gets memory.
+	chat(t, p, "alice", false, user("Where does my sister live?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Lisbon")
+	p.stop(t)
+	page, _, err := openStore(t, data).Scroll(ctx, memory.Filter{Namespace: "alice"}, "", 100)
+	require.NoError(t, err)
+	var stored []string
+	for _, m := range page {
+		stored = append(stored, m.Text)
+	}
+	assert.Contains(t, stored, "User: Where does my sister live?\nAssistant: Bom dia, café!", "the cloud turn is stored here")
+}
+
+// The provider's errors reach the Ollama client with their status and the
+// provider's name; a 429 before any byte is retried; lists work with
+// Ollama down.
+func TestCloudErrorsAndOllamaDown(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	p := cloudVera(t, up.URL, provider, t.TempDir(), "")
+	ctx := context.Background()
+	c := ollamaClient(t, p, "alice")
+	ask := func() error {
+		return c.Chat(ctx, &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(api.ChatResponse) error { return nil })
+	}
+
+	provider.fail.Store(http.StatusTooManyRequests)
+	provider.failures.Store(2)
+	require.NoError(t, ask(), "two 429s with Retry-After: 0, then an answer")
+
+	for code, status := range map[int]int{http.StatusUnauthorized: 502, http.StatusForbidden: 502, http.StatusNotFound: 404, http.StatusInternalServerError: 502, http.StatusTooManyRequests: 429} {
+		provider.fail.Store(int64(code))
+		provider.failures.Store(-1)
+		err := ask()
+		var se api.StatusError
+		require.ErrorAs(t, err, &se, "status %d", code)
+		assert.Equal(t, status, se.StatusCode)
+		assert.Contains(t, se.ErrorMessage, "cloud provider 127.0.0.1")
+		assert.Contains(t, se.ErrorMessage, fmt.Sprintf("provider says %d", code))
+		assert.NotContains(t, se.ErrorMessage, cloudKey)
+	}
+	provider.fail.Store(0)
+
+	up.Close() // Ollama goes away: the cloud names are still listed
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list.Models, 1)
+	assert.Equal(t, "gpt-big", list.Models[0].Name)
+	res, err := http.Get("http://" + p.addr + "/v1/models")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Contains(t, string(b), `"id":"gpt-big"`)
+	require.NoError(t, ask(), "and served")
+	assert.NotContains(t, p.logs(), cloudKey)
+}
