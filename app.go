@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -77,8 +78,17 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ap
 	a.transport = ollama.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
 	a.ollama = ollama.New(cfg.OllamaURL, a.transport)
 	if cfg.CloudURL != nil {
+		models := maps.Clone(cfg.Cloud.Models)
+		if models == nil {
+			models = map[string]string{}
+		}
+		if f := cfg.Cloud.FallbackModel; f != "" {
+			if _, ok := models[f]; !ok {
+				models[f] = f // a cloud model named as it is
+			}
+		}
 		a.cloud = cloud.New(cloud.Config{
-			Base: cfg.CloudURL, Key: cfg.CloudKey, Models: cfg.Cloud.Models, Headers: cfg.Cloud.Headers,
+			Base: cfg.CloudURL, Key: cfg.CloudKey, Models: models, Headers: cfg.Cloud.Headers,
 			ResponseHeaderTimeout: cfg.Cloud.ResponseHeaderTimeout.Duration,
 		}, nil)
 	}

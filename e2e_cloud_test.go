@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/ollama/ollama/api"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -81,6 +83,7 @@ func (f *fakeProvider) chat(w http.ResponseWriter, r *http.Request) {
 		if tools {
 			msg = `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Lisbon\"}"}}]}`
 		}
+		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"gen-1","object":"chat.completion","choices":[{"index":0,"message":%s,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}`, msg)
 		return
 	}
@@ -308,4 +311,87 @@ func TestCloudErrorsAndOllamaDown(t *testing.T) {
 	assert.Contains(t, string(b), `"id":"gpt-big"`)
 	require.NoError(t, ask(), "and served")
 	assert.NotContains(t, p.logs(), cloudKey)
+}
+
+// With fallback_model set and Ollama unreachable, a chat for a local model
+// is answered by the cloud model, says so in X-Vera-Fallback, and
+// /healthz and the log say it too.
+func TestCloudFallbackWhileOllamaIsDown(t *testing.T) {
+	provider := newFakeProvider(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close() // nothing listens there now
+	p := cloudVera(t, downURL, provider, t.TempDir(), `fallback_model = "gpt-big"`)
+	var text strings.Builder
+	require.NoError(t, ollamaClient(t, p, "alice").Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(r api.ChatResponse) error {
+		text.WriteString(r.Message.Content)
+		return nil
+	}))
+	assert.Equal(t, "Bom dia, café!", text.String())
+	assert.Equal(t, "openai/gpt-big", provider.last(t)["model"])
+	res, err := http.Post("http://"+p.addr+"/api/chat", "application/json", strings.NewReader(`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Equal(t, "gpt-big", res.Header.Get("X-Vera-Fallback"))
+	res, err = http.Get("http://" + p.addr + "/healthz")
+	require.NoError(t, err)
+	var h struct {
+		Cloud struct {
+			FallbackModel  string `json:"fallback_model"`
+			FallbackActive bool   `json:"fallback_active"`
+			KeySet         bool   `json:"key_set"`
+		} `json:"cloud"`
+	}
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&h))
+	res.Body.Close()
+	assert.Equal(t, "gpt-big", h.Cloud.FallbackModel)
+	assert.True(t, h.Cloud.FallbackActive)
+	assert.True(t, h.Cloud.KeySet)
+	assert.Contains(t, p.logs(), "fallback cloud model")
+	assert.NotContains(t, p.logs(), cloudKey)
+}
+
+// The OpenAI dialects reach the provider with the model mapped and
+// memory injected; /api/generate is translated; /v1/messages gets a 400
+// in Anthropic's shape that says why.
+func TestCloudOtherDialects(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	p := cloudVera(t, up.URL, provider, t.TempDir(), "")
+	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
+	settled(t, p)
+	ctx := context.Background()
+
+	oc := openai.NewClient(openAIOptions(p, "alice", "")...)
+	res, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-big", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Where does my sister live?")}})
+	require.NoError(t, err)
+	assert.Equal(t, "Bom dia, café!", res.Choices[0].Message.Content)
+	sent := provider.last(t)
+	assert.Equal(t, "openai/gpt-big", sent["model"])
+	assert.Contains(t, fmt.Sprint(sent["messages"]), "Ana lives in Lisbon")
+
+	_, err = oc.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-big", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
+	var apiErr *openai.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	assert.Contains(t, apiErr.Message, "does not serve the Responses API")
+
+	var out strings.Builder
+	require.NoError(t, ollamaClient(t, p, "alice").Generate(ctx, &api.GenerateRequest{Model: "gpt-big", Prompt: "Where does my sister live?"}, func(r api.GenerateResponse) error {
+		out.WriteString(r.Response)
+		return nil
+	}))
+	assert.Equal(t, "Bom dia, café!", out.String())
+	msgs := provider.last(t)["messages"].([]any)
+	assert.Equal(t, "Where does my sister live?", msgs[len(msgs)-1].(map[string]any)["content"])
+
+	hres, err := http.Post("http://"+p.addr+"/v1/messages", "application/json", strings.NewReader(`{"model":"gpt-big","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(hres.Body)
+	hres.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, hres.StatusCode)
+	assert.Contains(t, string(b), `"type":"invalid_request_error"`)
+	assert.Contains(t, string(b), "not on /v1/messages")
 }

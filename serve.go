@@ -98,7 +98,13 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
 	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
 	srv.RecordTasks = !cfg.Memory.SkipTasks
 	srv.RecallEveryTurn = !cfg.Memory.StablePrefix
-	srv.Cloud = a.cloud
+	if a.cloud != nil {
+		srv.Cloud = a.cloud
+		srv.FallbackModel = cfg.Cloud.FallbackModel
+		adm.CloudHealth = func() admin.CloudHealth {
+			return admin.CloudHealth{Provider: a.cloud.Host(), Models: a.cloud.Names(), KeySet: cfg.CloudKey != "", FallbackModel: cfg.Cloud.FallbackModel}
+		}
+	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
 	a.attach(srv, adm)
 	return srv

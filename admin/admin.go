@@ -43,6 +43,8 @@ type Server struct {
 	// /healthz.
 	CuratorSchedule string
 	CuratorNext     func() time.Time
+	// CloudHealth describes the cloud for /healthz; nil: no cloud.
+	CloudHealth func() CloudHealth
 
 	version string
 	ollama  *ollama.Client // probed by /healthz

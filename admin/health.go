@@ -51,6 +51,18 @@ type Health struct {
 	Store    *StoreHealth    `json:"store,omitempty"`
 	Embedder *EmbedderHealth `json:"embedder,omitempty"`
 	Curator  *CuratorHealth  `json:"curator,omitempty"`
+	Cloud    *CloudHealth    `json:"cloud,omitempty"`
+}
+
+// CloudHealth is the cloud's part of /healthz: its provider and models,
+// and the fallback model, active while Ollama cannot be reached. The key
+// is never in it.
+type CloudHealth struct {
+	Provider       string   `json:"provider"`
+	Models         []string `json:"models"`
+	KeySet         bool     `json:"key_set"`
+	FallbackModel  string   `json:"fallback_model,omitempty"`
+	FallbackActive bool     `json:"fallback_active,omitempty"`
 }
 
 // CuratorHealth is the curator's part of /healthz. A failed last run is
@@ -82,6 +94,11 @@ func (s *Server) healthz(c *gin.Context) error {
 	}
 	if s.Curator != nil {
 		h.Curator = s.curatorHealth()
+	}
+	if s.CloudHealth != nil {
+		ch := s.CloudHealth()
+		ch.FallbackActive = ch.FallbackModel != "" && !h.Ollama.OK
+		h.Cloud = &ch
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, h)

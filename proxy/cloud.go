@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/cloud"
 )
 
 // Cloud models (SPEC §7): names from [cloud.models] are listed beside
@@ -194,3 +199,58 @@ func (s *Server) show(c *gin.Context) {
 		"modified_at": "1970-01-01T00:00:00Z",
 	})
 }
+
+// fallback sends a chat to Ollama and, when Ollama cannot be reached, to
+// the fallback cloud model (cloud.fallback_model), with X-Vera-Fallback
+// on the answer. Nothing was sent or received when it switches: the
+// client sees one answer.
+type fallback struct {
+	s     *Server
+	body  []byte // the chat as forwarded (memory in place)
+	asked string
+}
+
+func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := f.s.ollama.transport.RoundTrip(r)
+	if err == nil && f.s.fallbackActive.CompareAndSwap(true, false) {
+		f.s.log.Info("Ollama is back: chats for local models go to it again")
+	}
+	if err == nil || r.Context().Err() != nil || !unreachable(err) {
+		return res, err
+	}
+	body, merr := cloud.WithModel(f.body, f.s.FallbackModel)
+	if merr != nil {
+		return nil, err
+	}
+	f.s.fallbackUsed(f.asked)
+	out := r.Clone(r.Context())
+	out.URL = f.s.Cloud.URL()
+	out.URL.Path = r.URL.Path
+	out.Host = out.URL.Host
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	res, err = f.s.Cloud.RoundTrip(out)
+	if err == nil {
+		res.Header.Set("X-Vera-Fallback", f.s.FallbackModel)
+	}
+	return res, err
+}
+
+// unreachable reports whether err means nobody answered at Ollama's
+// address (as opposed to a slow or failing Ollama).
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// fallbackUsed logs, once per outage, that chats go to the cloud.
+func (s *Server) fallbackUsed(asked string) {
+	if s.fallbackActive.CompareAndSwap(false, true) {
+		s.log.Warn("Ollama unreachable: chats for local models go to the fallback cloud model until it is back",
+			slog.String("fallback_model", s.FallbackModel), slog.String("model_asked", asked))
+	}
+}
+
+// FallbackActive reports whether chats went to the fallback model since
+// Ollama last answered one (for /healthz).
+func (s *Server) FallbackActive() bool { return s.fallbackActive.Load() }

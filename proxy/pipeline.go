@@ -164,6 +164,9 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 // recall, so memory is sized for the model that answers.
 func (s *Server) route(ch *chat) (upstream, error) {
 	if !s.cloudModel(ch.req.model()) {
+		if s.FallbackModel != "" && !ch.untouched && ch.d != anthropicMessages {
+			return upstream{url: s.ollama.url, transport: &fallback{s: s, body: ch.body, asked: ch.req.model()}}, nil
+		}
 		return s.ollama, nil
 	}
 	if ch.d == anthropicMessages {

@@ -80,6 +80,9 @@ type Server struct {
 	Conversations int
 	// Cloud serves the names in [cloud.models]; nil: no cloud models.
 	Cloud *cloud.Provider
+	// FallbackModel, a cloud name, answers chats for local models while
+	// Ollama cannot be reached (cloud.fallback_model); "": none.
+	FallbackModel string
 	// KeepMemoryLocal sends no memory layers with chats that leave the
 	// machine (cloud.inject_memory = false); their turns are still stored.
 	KeepMemoryLocal bool
@@ -95,6 +98,8 @@ type Server struct {
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
 	memoryDown atomic.Bool
+	// fallbackActive is set while chats go to the fallback model.
+	fallbackActive atomic.Bool
 }
 
 // New returns a Server forwarding to the Ollama at base through
