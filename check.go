@@ -90,6 +90,9 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		}
 	}
 
+	if a.cloud != nil {
+		checkCloud(ctx, cfg, a, r)
+	}
 	h := admin.ProbeOllama(ctx, a.ollama)
 	if !h.OK {
 		r.fail("ollama", "%s unreachable: %s", h.URL, h.Error)
@@ -354,4 +357,27 @@ func checkQdrant(ctx context.Context, a *app, r *report) {
 		total += n
 	}
 	r.ok("store", "qdrant, %s, collection %q (%d memories in %d namespaces)", q.Addr(), q.Collection(), total, len(spaces))
+}
+
+// checkCloud says whether the cloud's key is set (never what it is) and
+// whether the provider's /models answers with it.
+func checkCloud(ctx context.Context, cfg config.Config, a *app, r *report) {
+	host := a.cloud.Host()
+	if cfg.CloudKey == "" {
+		r.warn("cloud", "%s: no API key: the variable %s (cloud.api_key_env) is not set", host, cfg.Cloud.APIKeyEnv)
+	} else {
+		r.ok("cloud key", "set (from %s)", cfg.Cloud.APIKeyEnv)
+	}
+	n, err := a.cloud.Check(ctx)
+	if err != nil {
+		r.fail("cloud", "%v", err)
+		return
+	}
+	r.ok("cloud", "%s lists %d models; serving %s", host, n, strings.Join(a.cloud.Names(), ", "))
+	for _, name := range a.cloud.Names() {
+		id, _ := a.cloud.Model(name)
+		if n > 0 && !a.cloud.Listed(ctx, name) {
+			r.warn("cloud models", "%s = %s: the provider does not list %s", name, id, id)
+		}
+	}
 }

@@ -39,6 +39,15 @@ func (p *Provider) Info(ctx context.Context, name string) Model {
 	return def
 }
 
+// Listed reports whether the provider's /models lists the cloud model a
+// name stands for.
+func (p *Provider) Listed(ctx context.Context, name string) bool {
+	id, _ := p.Model(name)
+	cat, _ := p.models(ctx)
+	_, ok := cat[id]
+	return ok
+}
+
 // Window is the context window that sizes memory for a cloud name.
 func (p *Provider) Window(ctx context.Context, name string) int {
 	return p.Info(ctx, name).ContextLength

@@ -344,3 +344,35 @@ func TestHealthcheckEndsWithANewline(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out, "{"), out)
 	assert.True(t, strings.HasSuffix(out, "}\n"), "%q", out)
 }
+
+// vera check says whether the cloud's key is set, never what it is, and
+// whether the provider's /models answers with it.
+func TestCheckCloud(t *testing.T) {
+	const key = "sk-check-0123456789"
+	var auth string
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		if auth != "Bearer "+key {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":{"message":"No auth credentials found"}}`)
+			return
+		}
+		io.WriteString(w, `{"data":[{"id":"openai/gpt-big","context_length":200000}]}`)
+	}))
+	t.Cleanup(provider.Close)
+	up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+	conf := configDir(t, fmt.Sprintf("[cloud]\nenabled = true\napi_base = %q\napi_key_env = \"CHECK_KEY\"\n[cloud.models]\n\"gpt-big\" = \"openai/gpt-big\"\n\"gone\" = \"vendor/gone\"\n", provider.URL+"/v1"))
+
+	code, out, _ := runVera(t, append(checkEnv(t, up.URL), conf, "CHECK_KEY="+key), "check")
+	assert.Equal(t, 0, code, out)
+	assert.Contains(t, out, "ok   cloud key: set (from CHECK_KEY)")
+	assert.Contains(t, out, "lists 1 models")
+	assert.Contains(t, out, "gone = vendor/gone: the provider does not list vendor/gone")
+	assert.NotContains(t, out, key)
+	assert.Equal(t, "Bearer "+key, auth)
+
+	code, out, _ = runVera(t, append(checkEnv(t, up.URL), conf), "check")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "the variable CHECK_KEY (cloud.api_key_env) is not set")
+	assert.Contains(t, out, "answered 401 to /models: No auth credentials found")
+}
