@@ -39,6 +39,8 @@ type fakeProvider struct {
 	// Retry-After: 0).
 	fail     atomic.Int64
 	failures atomic.Int64 // how many of them are left; -1: all
+	// cut ends streams after their first words, without [DONE].
+	cut atomic.Bool
 }
 
 func newFakeProvider(t *testing.T) *fakeProvider {
@@ -99,6 +101,9 @@ func (f *fakeProvider) chat(w http.ResponseWriter, r *http.Request) {
 		send(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}` + "\n\n")
 	} else {
 		send(`data: {"choices":[{"index":0,"delta":{"content":"Bom d"}}]}` + "\n\n")
+		if f.cut.Load() {
+			return
+		}
 		send(`data: {"choices":[{"index":0,"delta":{"content":"ia, caf` + "\xc3")
 		send("\xa9" + `!"}}]}` + "\n\n")
 		send(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5}}` + "\n\n")
@@ -298,6 +303,20 @@ func TestCloudErrorsAndOllamaDown(t *testing.T) {
 		assert.NotContains(t, se.ErrorMessage, cloudKey)
 	}
 	provider.fail.Store(0)
+
+	// The stream breaks after its first words: the client gets an error,
+	// never a clean end.
+	provider.cut.Store(true)
+	var words strings.Builder
+	err := c.Chat(ctx, &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(r api.ChatResponse) error {
+		words.WriteString(r.Message.Content)
+		assert.False(t, r.Done)
+		return nil
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ended before the answer did")
+	assert.Equal(t, "Bom d", words.String())
+	provider.cut.Store(false)
 
 	up.Close() // Ollama goes away: the cloud names are still listed
 	list, err := c.List(ctx)
