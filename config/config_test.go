@@ -372,3 +372,57 @@ func TestCuratorSpec(t *testing.T) {
 		assert.Nil(t, cfg.OllamaURL)
 	}
 }
+
+// The README's two cloud configs load; the key comes from the variable
+// api_key_env names; mistakes are named.
+func TestCloudConfig(t *testing.T) {
+	load := func(toml string, env map[string]string) (Config, error) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.toml"), []byte(toml), 0o600))
+		if env == nil {
+			env = map[string]string{}
+		}
+		env["VERA_CONFIG_DIR"] = dir
+		return Load(Flags{}, envOf(env))
+	}
+	cfg, err := load(`[cloud]
+enabled = true
+api_base = "https://openrouter.ai/api/v1/"
+api_key_env = "OPENROUTER_API_KEY"
+fallback_model = "gpt-oss-big"
+[cloud.models]
+"gpt-oss-big" = "openai/gpt-oss-120b"
+[cloud.headers]
+"X-Title" = "vera"
+`, map[string]string{"OPENROUTER_API_KEY": " sk-or-1 "})
+	require.NoError(t, err)
+	assert.Equal(t, "https://openrouter.ai/api/v1", cfg.CloudURL.String())
+	assert.Equal(t, "sk-or-1", cfg.CloudKey)
+	assert.True(t, cfg.Cloud.InjectMemory, "default")
+	assert.Equal(t, 60*time.Second, cfg.Cloud.ResponseHeaderTimeout.Duration)
+	assert.Equal(t, "vera", cfg.Cloud.Headers["X-Title"])
+	for _, w := range cfg.Warnings {
+		assert.NotContains(t, w, "cloud")
+	}
+
+	cfg, err = load("[cloud]\nenabled = true\napi_base = \"http://litellm.lan:4000/v1\"\napi_key_env = \"LITELLM_API_KEY\"\nresponse_header_timeout = \"120s\"\ninject_memory = false\n[cloud.models]\n\"deep\" = \"gpt-4o\"\n", nil)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.CloudKey)
+	assert.False(t, cfg.Cloud.InjectMemory)
+
+	cfg, err = load("[cloud]\nenabled = false\napi_base = \"nonsense\"\n", map[string]string{"OPENROUTER_API_KEY": "sk"})
+	require.NoError(t, err, "a disabled section is not checked")
+	assert.Nil(t, cfg.CloudURL)
+	assert.Empty(t, cfg.CloudKey, "nor its key read")
+
+	for toml, want := range map[string]string{
+		"[cloud]\nenabled = true\napi_base = \"openrouter.ai\"\n[cloud.models]\na = \"b\"\n":                                          "cloud.api_base",
+		"[cloud]\nenabled = true\napi_base = \"https://user:secret@x.example/v1\"\n":                                                  "cloud.models",
+		"[cloud]\nenabled = true\napi_base = \"https://x.example/v1\"\nresponse_header_timeout = \"0s\"\n[cloud.models]\na = \"b\"\n": "cloud.response_header_timeout",
+	} {
+		_, err := load(toml, nil)
+		require.Error(t, err, toml)
+		assert.Contains(t, err.Error(), want)
+		assert.NotContains(t, err.Error(), "secret")
+	}
+}
