@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -349,10 +350,10 @@ func TestHealthcheckEndsWithANewline(t *testing.T) {
 // whether the provider's /models answers with it.
 func TestCheckCloud(t *testing.T) {
 	const key = "sk-check-0123456789"
-	var auth string
+	var auth atomic.Value
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth = r.Header.Get("Authorization")
-		if auth != "Bearer "+key {
+		auth.Store(r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") != "Bearer "+key {
 			w.WriteHeader(http.StatusUnauthorized)
 			io.WriteString(w, `{"error":{"message":"No auth credentials found"}}`)
 			return
@@ -369,7 +370,7 @@ func TestCheckCloud(t *testing.T) {
 	assert.Contains(t, out, "lists 1 models")
 	assert.Contains(t, out, "gone = vendor/gone: the provider does not list vendor/gone")
 	assert.NotContains(t, out, key)
-	assert.Equal(t, "Bearer "+key, auth)
+	assert.Equal(t, "Bearer "+key, auth.Load())
 
 	code, out, _ = runVera(t, append(checkEnv(t, up.URL), conf), "check")
 	assert.Equal(t, 1, code, out)
