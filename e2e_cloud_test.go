@@ -41,13 +41,19 @@ type fakeProvider struct {
 	failures atomic.Int64 // how many of them are left; -1: all
 	// cut ends streams after their first words, without [DONE].
 	cut atomic.Bool
+	// window is the context_length /models gives; 0 means 200000.
+	window atomic.Int64
 }
 
 func newFakeProvider(t *testing.T) *fakeProvider {
 	f := &fakeProvider{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/models", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"data":[{"id":"openai/gpt-big","context_length":200000,"architecture":{"input_modalities":["text","image"]},"supported_parameters":["tools","reasoning"]}]}`)
+		window := f.window.Load()
+		if window == 0 {
+			window = 200000
+		}
+		fmt.Fprintf(w, `{"data":[{"id":"openai/gpt-big","context_length":%d,"architecture":{"input_modalities":["text","image"]},"supported_parameters":["tools","reasoning"]}]}`, window)
 	})
 	mux.HandleFunc("POST /api/v1/chat/completions", f.chat)
 	f.Server = httptest.NewServer(mux)
@@ -413,4 +419,21 @@ func TestCloudOtherDialects(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, hres.StatusCode)
 	assert.Contains(t, string(b), `"type":"invalid_request_error"`)
 	assert.Contains(t, string(b), "not on /v1/messages")
+}
+
+// Memory for a cloud model is sized by the provider's context_length: a
+// window too small for more than the chat gets none.
+func TestCloudWindowSizesMemory(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	provider.window.Store(700)
+	p := cloudVera(t, up.URL, provider, t.TempDir(), "")
+	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
+	settled(t, p)
+	long := strings.Repeat("Tell me where my sister lives, please. ", 50) // about 450 tokens
+	require.NoError(t, ollamaClient(t, p, "alice").Chat(context.Background(), &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{{Role: "user", Content: long}}}, func(api.ChatResponse) error { return nil }))
+	assert.NotContains(t, fmt.Sprint(provider.last(t)["messages"]), "Lisbon", "a 700-token window has no room for memory beside this message")
+	// The same chat for a local model (a 131072-token window) gets it.
+	chat(t, p, "alice", false, user(long))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Lisbon")
 }
