@@ -354,12 +354,20 @@ func TestCloudFallbackWhileOllamaIsDown(t *testing.T) {
 	}))
 	assert.Equal(t, "Bom dia, café!", text.String())
 	assert.Equal(t, "openai/gpt-big", provider.last(t)["model"])
+	// With memory: the fallback gets it, as the local model would have.
+	chat(t, p, "alice", false, user("My sister Ana lives in Lisbon."))
+	settled(t, p)
+	chat(t, p, "alice", false, user("Where does my sister live?"))
+	assert.Contains(t, fmt.Sprint(provider.last(t)["messages"]), "Ana lives in Lisbon")
 	res, err := http.Post("http://"+p.addr+"/api/chat", "application/json", strings.NewReader(`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
-	io.Copy(io.Discard, res.Body)
+	reply, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
 	assert.Equal(t, "gpt-big", res.Header.Get("X-Vera-Fallback"))
+	var answer struct{ Model string }
+	require.NoError(t, json.Unmarshal(reply, &answer))
+	assert.Equal(t, "llama3.2", answer.Model, "the answer names the model the client asked for")
 	res, err = http.Get("http://" + p.addr + "/healthz")
 	require.NoError(t, err)
 	var h struct {

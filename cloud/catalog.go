@@ -20,8 +20,12 @@ type Model struct {
 	Vision        bool
 }
 
-// catalogTTL is how long the provider's /models is kept.
-const catalogTTL = 10 * time.Minute
+// catalogTTL is how long the provider's /models is kept; a failed fetch
+// is tried again after failedTTL.
+const (
+	catalogTTL = 10 * time.Minute
+	failedTTL  = 30 * time.Second
+)
 
 // Info returns what the provider says of the cloud model a name stands
 // for. When /models cannot be read, the defaults: a 32768-token window,
@@ -56,28 +60,52 @@ func (p *Provider) Window(ctx context.Context, name string) int {
 // Check asks the provider's /models with the key: what `vera check` says
 // about the cloud. It returns how many models the provider lists.
 func (p *Provider) Check(ctx context.Context) (int, error) {
-	p.catalogMu.Lock()
-	p.fetched = time.Time{}
-	p.catalogMu.Unlock()
-	cat, err := p.models(ctx)
+	cat, err := p.fetchModels(ctx)
+	if err == nil {
+		p.catalogMu.Lock()
+		p.catalog, p.fetched, p.fetchedOK = cat, p.now(), true
+		p.catalogMu.Unlock()
+	}
 	return len(cat), err
 }
 
-// models returns the provider's /models, fetched at most every catalogTTL
-// (a failure is kept as long, so an unreachable provider costs one try).
+// models returns the provider's /models as last fetched, fetching it again
+// when it is older than catalogTTL (failedTTL after a failure). One fetch
+// runs at a time, outside the lock and apart from the request that
+// started it (a client hanging up does not spoil it); chats meanwhile use
+// what was fetched before, or the defaults.
 func (p *Provider) models(ctx context.Context) (map[string]Model, error) {
 	p.catalogMu.Lock()
-	defer p.catalogMu.Unlock()
-	if !p.fetched.IsZero() && p.now().Sub(p.fetched) < catalogTTL {
-		return p.catalog, nil
+	ttl := catalogTTL
+	if !p.fetchedOK {
+		ttl = failedTTL
 	}
-	p.fetched = p.now()
-	cat, err := p.fetchModels(ctx)
-	if err != nil {
-		return p.catalog, err
+	if p.fetching != nil || (!p.fetched.IsZero() && p.now().Sub(p.fetched) < ttl) {
+		cat, wait := p.catalog, p.fetching
+		p.catalogMu.Unlock()
+		if wait != nil && cat == nil {
+			select { // the first fetch: worth a short wait
+			case <-wait:
+				return p.models(ctx)
+			case <-ctx.Done():
+			}
+		}
+		return cat, nil
 	}
-	p.catalog = cat
-	return cat, nil
+	done := make(chan struct{})
+	p.fetching = done
+	p.catalogMu.Unlock()
+
+	cat, err := p.fetchModels(context.WithoutCancel(ctx))
+	p.catalogMu.Lock()
+	p.fetched, p.fetchedOK, p.fetching = p.now(), err == nil, nil
+	if err == nil {
+		p.catalog = cat
+	}
+	cat = p.catalog
+	p.catalogMu.Unlock()
+	close(done)
+	return cat, err
 }
 
 func (p *Provider) fetchModels(ctx context.Context) (map[string]Model, error) {

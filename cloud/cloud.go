@@ -58,6 +58,8 @@ type Provider struct {
 	catalogMu sync.Mutex
 	catalog   map[string]Model
 	fetched   time.Time
+	fetchedOK bool
+	fetching  chan struct{} // closed when the fetch under way ends
 }
 
 // New returns a Provider sending through transport (nil: a default
@@ -113,6 +115,15 @@ func (p *Provider) Names() []string {
 	return names
 }
 
+// redact takes the key out of a text that came from the provider (some
+// echo it in their errors).
+func (p *Provider) redact(s string) string {
+	if len(p.cfg.Key) >= 4 {
+		s = strings.ReplaceAll(s, p.cfg.Key, "[redacted]")
+	}
+	return s
+}
+
 func (p *Provider) now() time.Time {
 	if p.Now != nil {
 		return p.Now()
@@ -124,7 +135,12 @@ func (p *Provider) now() time.Time {
 // /api/chat and /api/generate are translated, /v1/chat/completions and
 // /v1/responses are forwarded with the model mapped. The answer's errors
 // come in the route's own shape and say which provider failed.
-func (p *Provider) RoundTrip(r *http.Request) (*http.Response, error) {
+func (p *Provider) RoundTrip(r *http.Request) (*http.Response, error) { return p.Serve(r, "") }
+
+// Serve is RoundTrip with the name Ollama-shaped answers report: the
+// model the client asked for, when it is not the cloud name in the body
+// (a fallback); "" reports the body's.
+func (p *Provider) Serve(r *http.Request, report string) (*http.Response, error) {
 	body, err := io.ReadAll(r.Body)
 	r.Body.Close()
 	if err != nil {
@@ -140,13 +156,16 @@ func (p *Provider) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	switch path := r.URL.Path; path {
 	case "/api/chat", "/api/generate":
-		req, err := translateChat(body, cloudModel, path == "/api/generate")
+		req, err := translateChat(body, cloudModel, path == "/api/generate", p.cfg.Base.Host == "api.openai.com")
 		if err != nil {
 			return p.errorResponse(r, http.StatusBadRequest, err.Error()), nil
 		}
 		res, err := p.send(r, "/chat/completions", req.body)
 		if err != nil || res.StatusCode != http.StatusOK {
 			return p.failed(r, res, err)
+		}
+		if report != "" {
+			req.model = report
 		}
 		a := &answer{model: req.model, generate: path == "/api/generate", start: p.now(), now: p.now}
 		return p.ollamaAnswer(res, a, req.stream)
@@ -254,7 +273,7 @@ func (p *Provider) ollamaAnswer(res *http.Response, a *answer, stream bool) (*ht
 	out := &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, Request: res.Request}
 	if ct := res.Header.Get("Content-Type"); stream && strings.HasPrefix(ct, "text/event-stream") {
 		out.Header.Set("Content-Type", "application/x-ndjson")
-		out.Body = newNDJSON(res.Body, a, p.host)
+		out.Body = newNDJSON(res.Body, a, p.host, p.redact)
 		out.ContentLength = -1
 		return out, nil
 	}
@@ -267,7 +286,7 @@ func (p *Provider) ollamaAnswer(res *http.Response, a *answer, stream bool) (*ht
 	}
 	whole, err := wholeAnswer(body, a)
 	if err != nil {
-		return p.errorResponse(res.Request, http.StatusBadGateway, fmt.Sprintf("cloud provider %s: %v", p.host, err)), nil
+		return p.errorResponse(res.Request, http.StatusBadGateway, p.redact(fmt.Sprintf("cloud provider %s: %v", p.host, err))), nil
 	}
 	if stream {
 		out.Header.Set("Content-Type", "application/x-ndjson")
@@ -306,7 +325,7 @@ func (p *Provider) failed(r *http.Request, res *http.Response, err error) (*http
 	case code >= 500:
 		code = http.StatusBadGateway
 	}
-	return p.errorResponse(r, code, fmt.Sprintf("cloud provider %s answered %d: %s", p.host, res.StatusCode, msg)), nil
+	return p.errorResponse(r, code, p.redact(fmt.Sprintf("cloud provider %s answered %d: %s", p.host, res.StatusCode, msg))), nil
 }
 
 // errorText is an error without the URL (which may carry a key in its

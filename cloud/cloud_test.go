@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +128,29 @@ func TestModelNames(t *testing.T) {
 	}
 	_, ok := p.Model("big:7b")
 	assert.False(t, ok)
+}
+
+// The provider's /models is read apart from the request that needed it: a
+// client that hung up does not leave every cloud window at the default;
+// a failure is tried again soon.
+func TestCatalogSurvivesAHangUpAndRetriesFailures(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	p := testProvider(t, func(w http.ResponseWriter, r *http.Request) {
+		if fail.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, `{"data":[{"id":"vendor/big","context_length":200000}]}`)
+	})
+	now := time.Now()
+	p.Now = func() time.Time { return now }
+	assert.Equal(t, DefaultContextLength, p.Window(context.Background(), "big"), "the provider fails: the default")
+	fail.Store(false)
+	assert.Equal(t, DefaultContextLength, p.Window(context.Background(), "big"), "a failure is kept a little while")
+	now = now.Add(failedTTL + time.Second)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.Equal(t, 200000, p.Window(gone, "big"), "tried again, and a client that left does not spoil the fetch")
+	assert.True(t, p.Listed(context.Background(), "big"))
 }

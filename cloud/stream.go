@@ -61,7 +61,9 @@ type answer struct {
 	first    time.Time // first token
 	now      func() time.Time
 
-	calls   []*toolCallDelta // assembled by index
+	calls   []*toolCallDelta       // assembled, in order
+	at      map[int]*toolCallDelta // the call each index adds to now
+	bad     string                 // why the answer cannot be read
 	finish  string
 	prompt  int
 	eval    int
@@ -119,16 +121,34 @@ func (a *answer) take(c chunk, whole bool) []map[string]any {
 	return out
 }
 
+// maxToolCalls bounds the tool calls of one answer.
+const maxToolCalls = 128
+
 // addCall assembles a tool call from its pieces: the first piece of an
-// index names it, the others add to its arguments.
+// index names it, the others add to its arguments. A piece with another id
+// at an index already taken starts a new call (some providers send
+// parallel calls all at index 0).
 func (a *answer) addCall(tc toolCallDelta, whole bool) {
 	if whole {
 		tc.Index = len(a.calls)
 	}
-	for len(a.calls) <= tc.Index {
-		a.calls = append(a.calls, &toolCallDelta{Index: len(a.calls)})
+	if tc.Index < 0 || tc.Index >= maxToolCalls {
+		a.bad = fmt.Sprintf("a tool call's index is %d", tc.Index)
+		return
 	}
-	c := a.calls[tc.Index]
+	if a.at == nil {
+		a.at = map[int]*toolCallDelta{}
+	}
+	c := a.at[tc.Index]
+	if c == nil || (tc.ID != "" && c.ID != "" && tc.ID != c.ID) {
+		if len(a.calls) >= maxToolCalls {
+			a.bad = "too many tool calls"
+			return
+		}
+		c = &toolCallDelta{Index: len(a.calls)}
+		a.calls = append(a.calls, c)
+		a.at[tc.Index] = c
+	}
 	if tc.ID != "" {
 		c.ID = tc.ID
 	}
@@ -195,6 +215,7 @@ type ndjson struct {
 	body     io.Closer
 	a        *answer
 	provider string
+	redact   func(string) string
 
 	data []string // the data lines of the event being read
 	out  bytes.Buffer
@@ -202,8 +223,11 @@ type ndjson struct {
 	err  error
 }
 
-func newNDJSON(body io.ReadCloser, a *answer, provider string) *ndjson {
-	return &ndjson{src: bufio.NewReaderSize(body, 32<<10), body: body, a: a, provider: provider}
+func newNDJSON(body io.ReadCloser, a *answer, provider string, redact func(string) string) *ndjson {
+	if redact == nil {
+		redact = func(s string) string { return s }
+	}
+	return &ndjson{src: bufio.NewReaderSize(body, 32<<10), body: body, a: a, provider: provider, redact: redact}
 }
 
 func (n *ndjson) Close() error { return n.body.Close() }
@@ -271,6 +295,9 @@ func (n *ndjson) event() {
 		return
 	}
 	n.emit(n.a.take(c, false)...)
+	if n.a.bad != "" {
+		n.fail(fmt.Sprintf("cloud provider %s sent an answer vera cannot read: %s", n.provider, n.a.bad))
+	}
 }
 
 func (n *ndjson) emit(recs ...map[string]any) {
@@ -285,9 +312,17 @@ func (n *ndjson) emit(recs ...map[string]any) {
 // sees why, and the connection is aborted so that no client takes the
 // answer for complete.
 func (n *ndjson) fail(msg string) {
+	msg = n.redact(msg)
 	n.emit(errorRecord(msg))
-	n.err = errors.New(msg)
+	n.err = reportedError(msg)
 }
+
+// reportedError is a stream's failure that its last record already told
+// the client: nothing needs adding to the stream.
+type reportedError string
+
+func (e reportedError) Error() string  { return string(e) }
+func (e reportedError) Reported() bool { return true }
 
 // readLine reads one line without its end (LF or CRLF).
 func readLine(r *bufio.Reader) ([]byte, error) {
@@ -321,6 +356,9 @@ func wholeAnswer(body []byte, a *answer) ([]byte, error) {
 		return nil, errors.New(c.Error.Message)
 	}
 	recs := a.take(c, true)
+	if a.bad != "" {
+		return nil, errors.New(a.bad)
+	}
 	out := a.final()
 	last := out[len(out)-1]
 	content, thinking := "", ""

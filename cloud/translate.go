@@ -56,6 +56,7 @@ type openAIRequest struct {
 	Temperature    any             `json:"temperature,omitempty"`
 	TopP           any             `json:"top_p,omitempty"`
 	MaxTokens      any             `json:"max_tokens,omitempty"`
+	MaxCompletion  any             `json:"max_completion_tokens,omitempty"`
 	Stop           any             `json:"stop,omitempty"`
 	Seed           any             `json:"seed,omitempty"`
 	FrequencyPen   any             `json:"frequency_penalty,omitempty"`
@@ -91,12 +92,14 @@ type request struct {
 
 // translateChat turns an Ollama /api/chat (or, with generate, an
 // /api/generate) body into a chat completions body for cloudModel.
-func translateChat(body []byte, cloudModel string, generate bool) (request, error) {
+// OpenAI's own API (openai) wants max_completion_tokens, which its
+// reasoning models require; other providers take max_tokens.
+func translateChat(body []byte, cloudModel string, generate, openai bool) (request, error) {
 	var in ollamaRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return request{}, fmt.Errorf("the request is not valid JSON: %w", err)
 	}
-	out := openAIRequest{Model: cloudModel, Stream: in.Stream == nil || *in.Stream, Tools: nullToNil(in.Tools)}
+	out := openAIRequest{Model: cloudModel, Stream: in.Stream == nil || *in.Stream, Tools: toolsFor(in.Tools)}
 	if out.Stream {
 		out.StreamOptions = map[string]bool{"include_usage": true}
 	}
@@ -119,7 +122,11 @@ func translateChat(body []byte, cloudModel string, generate bool) (request, erro
 	out.Temperature, out.TopP, out.Seed = o["temperature"], o["top_p"], o["seed"]
 	out.FrequencyPen, out.PresencePen = o["frequency_penalty"], o["presence_penalty"]
 	if n, ok := o["num_predict"].(float64); ok && n > 0 {
-		out.MaxTokens = int(n)
+		if openai {
+			out.MaxCompletion = int(n)
+		} else {
+			out.MaxTokens = int(n)
+		}
 	}
 	if stop, ok := o["stop"]; ok {
 		out.Stop = stop
@@ -140,6 +147,7 @@ func translateMessages(msgs []ollamaMessage) ([]openAIMessage, error) {
 	out := make([]openAIMessage, 0, len(msgs))
 	var open []openAIToolCall // calls not answered yet
 	for i, m := range msgs {
+		m.Role = strings.ToLower(m.Role) // as Ollama reads roles
 		switch m.Role {
 		case "system", "user", "assistant", "tool":
 		default:
@@ -172,9 +180,15 @@ func translateMessages(msgs []ollamaMessage) ([]openAIMessage, error) {
 			open = append(open[:0], om.ToolCalls...)
 		}
 		if m.Role == "tool" {
-			om.ToolCallID = m.ToolCallID
+			om.ToolCallID = answered(&open, m.ToolCallID, m.ToolName)
 			if om.ToolCallID == "" {
-				om.ToolCallID = answered(&open, m.ToolName)
+				// No call to answer: the provider would refuse a tool
+				// message without one, so the result goes as the user's.
+				label := "Tool result"
+				if m.ToolName != "" {
+					label += " (" + m.ToolName + ")"
+				}
+				om.Role, om.Content = "user", label+": "+m.Content
 			}
 		}
 		out = append(out, om)
@@ -182,20 +196,24 @@ func translateMessages(msgs []ollamaMessage) ([]openAIMessage, error) {
 	return out, nil
 }
 
-// answered takes the call a tool result answers off open: the first one of
-// that tool's name, else the first one.
-func answered(open *[]openAIToolCall, name string) string {
-	if len(*open) == 0 {
-		return ""
-	}
-	at := 0
+// answered takes the call a tool result answers off open and returns its
+// id: the one with the result's id, else the first of the tool's name,
+// else the first one. A result that names an id keeps it.
+func answered(open *[]openAIToolCall, id, name string) string {
+	at := -1
 	for k, c := range *open {
-		if c.Function.Name == name {
+		if (id != "" && c.ID == id) || (id == "" && at < 0 && c.Function.Name == name) {
 			at = k
 			break
 		}
 	}
-	id := (*open)[at].ID
+	if at < 0 && id == "" && len(*open) > 0 {
+		at = 0
+	}
+	if at < 0 {
+		return id
+	}
+	id = (*open)[at].ID
 	*open = append((*open)[:at], (*open)[at+1:]...)
 	return id
 }
@@ -267,9 +285,34 @@ func reasoningEffort(think json.RawMessage) string {
 	return ""
 }
 
-func nullToNil(r json.RawMessage) json.RawMessage {
+// toolsFor passes Ollama's tools on (they have OpenAI's shape), with the
+// empty "properties": null that Ollama's Go client writes for a tool
+// without parameters made {} (OpenAI refuses null there).
+func toolsFor(r json.RawMessage) json.RawMessage {
 	if s := strings.TrimSpace(string(r)); s == "" || s == "null" {
 		return nil
 	}
-	return r
+	var tools []map[string]any
+	if json.Unmarshal(r, &tools) != nil {
+		return r
+	}
+	for _, t := range tools {
+		fn, _ := t["function"].(map[string]any)
+		if fn == nil {
+			continue
+		}
+		params, _ := fn["parameters"].(map[string]any)
+		if params == nil {
+			params = map[string]any{"type": "object"}
+			fn["parameters"] = params
+		}
+		if params["properties"] == nil {
+			params["properties"] = map[string]any{}
+		}
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return r
+	}
+	return b
 }

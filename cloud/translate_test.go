@@ -3,8 +3,10 @@ package cloud
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +24,7 @@ func TestTranslateChatRequest(t *testing.T) {
 			{"role":"user","content":"what is this?","images":["iVBORw0KGgo="]},
 			{"role":"assistant","content":"","tool_calls":[{"function":{"name":"weather","arguments":{"city":"Lisbon"}}}]},
 			{"role":"tool","content":"21C","tool_name":"weather"}]}`
-	req, err := translateChat([]byte(body), "provider/big-model", false)
+	req, err := translateChat([]byte(body), "provider/big-model", false, false)
 	require.NoError(t, err)
 	assert.False(t, req.stream)
 	var got map[string]any
@@ -47,7 +49,7 @@ func TestTranslateChatRequest(t *testing.T) {
 	assert.Nil(t, msgs[2].(map[string]any)["content"])
 	assert.Equal(t, call["id"], msgs[3].(map[string]any)["tool_call_id"], "the result answers the call")
 
-	gen, err := translateChat([]byte(`{"model":"big","prompt":"hi","system":"be brief","format":"json","think":true}`), "m", true)
+	gen, err := translateChat([]byte(`{"model":"big","prompt":"hi","system":"be brief","format":"json","think":true}`), "m", true, false)
 	require.NoError(t, err)
 	assert.True(t, gen.stream, "Ollama streams unless told not to")
 	require.NoError(t, json.Unmarshal(gen.body, &got))
@@ -57,9 +59,37 @@ func TestTranslateChatRequest(t *testing.T) {
 	assert.Equal(t, map[string]any{"include_usage": true}, got["stream_options"])
 
 	for _, bad := range []string{`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, `{"model":"m","format":42,"messages":[]}`, `not json`} {
-		_, err := translateChat([]byte(bad), "m", false)
+		_, err := translateChat([]byte(bad), "m", false, false)
 		assert.Error(t, err, bad)
 	}
+}
+
+// What real providers refuse: a tool without parameters as Ollama's Go
+// client writes it, a tool result that answers no call, max_tokens on
+// OpenAI's reasoning models. Roles are read as Ollama reads them.
+func TestTranslateWhatProvidersRefuse(t *testing.T) {
+	body := `{"model":"big","options":{"num_predict":50},
+		"tools":[{"type":"function","function":{"name":"now","parameters":{"type":"object","properties":null}}},{"type":"function","function":{"name":"bare"}}],
+		"messages":[
+			{"role":"User","content":"time?"},
+			{"role":"assistant","content":"","tool_calls":[{"id":"a1","function":{"name":"now","arguments":{}}},{"id":"a2","function":{"name":"now","arguments":{}}}]},
+			{"role":"tool","content":"second","tool_call_id":"a2"},
+			{"role":"tool","content":"first","tool_name":"now"},
+			{"role":"tool","content":"stray","tool_name":"now"}]}`
+	req, err := translateChat([]byte(body), "o3", false, true)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(req.body, &got))
+	assert.Equal(t, 50.0, got["max_completion_tokens"])
+	assert.NotContains(t, got, "max_tokens")
+	tools := got["tools"].([]any)
+	assert.Equal(t, map[string]any{}, tools[0].(map[string]any)["function"].(map[string]any)["parameters"].(map[string]any)["properties"])
+	assert.Equal(t, map[string]any{"type": "object", "properties": map[string]any{}}, tools[1].(map[string]any)["function"].(map[string]any)["parameters"])
+	msgs := got["messages"].([]any)
+	assert.Equal(t, "user", msgs[0].(map[string]any)["role"])
+	assert.Equal(t, "a2", msgs[2].(map[string]any)["tool_call_id"], "an explicit id answers its call")
+	assert.Equal(t, "a1", msgs[3].(map[string]any)["tool_call_id"], "then the first call left")
+	assert.Equal(t, map[string]any{"role": "user", "content": "Tool result (now): stray"}, msgs[4], "a result that answers no call")
 }
 
 // sseAnswer is a provider's stream: a comment, thinking, text split
@@ -133,7 +163,7 @@ func readRecords(t *testing.T, r io.Reader) ([]ollamaRecord, error) {
 }
 
 func TestStreamBecomesNDJSON(t *testing.T) {
-	recs, err := readRecords(t, newNDJSON(&chunked{pieces: append([]string(nil), sseAnswer...)}, testAnswer(false), "prov.example"))
+	recs, err := readRecords(t, newNDJSON(&chunked{pieces: append([]string(nil), sseAnswer...)}, testAnswer(false), "prov.example", nil))
 	require.NoError(t, err)
 	var text, thinking strings.Builder
 	for _, r := range recs {
@@ -157,12 +187,14 @@ func TestStreamBecomesNDJSON(t *testing.T) {
 
 func TestStreamFailures(t *testing.T) {
 	for name, pieces := range map[string][]string{
-		"cut short":    append([]string(nil), sseAnswer[:4]...),
-		"error event":  {sseAnswer[3], `data: {"error":{"message":"upstream overloaded","code":502}}` + "\n\n"},
-		"garbage data": {sseAnswer[3], "data: {not json\n\n"},
+		"negative tool index": {`data: {"choices":[{"delta":{"tool_calls":[{"index":-1,"function":{"name":"x"}}]}}]}` + "\n\n"},
+		"huge tool index":     {`data: {"choices":[{"delta":{"tool_calls":[{"index":50000000,"function":{"name":"x"}}]}}]}` + "\n\n"},
+		"cut short":           append([]string(nil), sseAnswer[:4]...),
+		"error event":         {sseAnswer[3], `data: {"error":{"message":"upstream overloaded","code":502}}` + "\n\n"},
+		"garbage data":        {sseAnswer[3], "data: {not json\n\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			recs, err := readRecords(t, newNDJSON(&chunked{pieces: pieces}, testAnswer(false), "prov.example"))
+			recs, err := readRecords(t, newNDJSON(&chunked{pieces: pieces}, testAnswer(false), "prov.example", nil))
 			require.Error(t, err, "the stream ends in an error, so the connection is aborted")
 			require.NotEmpty(t, recs)
 			last := recs[len(recs)-1]
@@ -171,7 +203,7 @@ func TestStreamFailures(t *testing.T) {
 		})
 	}
 	// Some providers end with finish_reason and no [DONE].
-	recs, err := readRecords(t, newNDJSON(&chunked{pieces: append([]string(nil), sseAnswer[3:9]...)}, testAnswer(false), "p"))
+	recs, err := readRecords(t, newNDJSON(&chunked{pieces: append([]string(nil), sseAnswer[3:9]...)}, testAnswer(false), "p", nil))
 	require.NoError(t, err)
 	assert.True(t, recs[len(recs)-1].Done)
 }
@@ -213,7 +245,7 @@ func FuzzSSEToNDJSON(f *testing.F) {
 			pieces = append(pieces, s[:n])
 			s = s[n:]
 		}
-		out, err := io.ReadAll(newNDJSON(&chunked{pieces: pieces}, testAnswer(false), "p"))
+		out, err := io.ReadAll(newNDJSON(&chunked{pieces: pieces}, testAnswer(false), "p", nil))
 		lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
 		for _, l := range lines {
 			if len(l) == 0 {
@@ -232,4 +264,39 @@ func FuzzSSEToNDJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Parallel calls that all come at index 0, each with its own id (as some
+// providers send them), stay apart.
+func TestParallelToolCallsAtOneIndex(t *testing.T) {
+	pieces := []string{
+		`data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"a","arguments":"{\"x\":1}"}}]}}]}` + "\n\n",
+		`data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c2","function":{"name":"b","arguments":"{\"y\":"}}]}}]}` + "\n\n",
+		`data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"2}"}}]},"finish_reason":"tool_calls"}]}` + "\n\n",
+		"data: [DONE]\n\n",
+	}
+	recs, err := readRecords(t, newNDJSON(&chunked{pieces: pieces}, testAnswer(false), "p", nil))
+	require.NoError(t, err)
+	calls := recs[len(recs)-2].Message.ToolCalls
+	require.Len(t, calls, 2)
+	assert.Equal(t, "a", calls[0].Function.Name)
+	assert.Equal(t, map[string]any{"x": 1.0}, calls[0].Function.Arguments)
+	assert.Equal(t, "b", calls[1].Function.Name)
+	assert.Equal(t, map[string]any{"y": 2.0}, calls[1].Function.Arguments)
+}
+
+// A provider that echoes the key in its error does not get it shown.
+func TestProviderErrorsAreRedacted(t *testing.T) {
+	p := testProvider(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"Invalid API key: `+r.Header.Get("Authorization")[len("Bearer "):]+`"}}`)
+	})
+	p.cfg.Key = "sk-secret-123"
+	res, err := p.RoundTrip(chatRequest(context.Background(), t, p))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	assert.Contains(t, string(b), "Invalid API key: [redacted]")
+	assert.NotContains(t, string(b), "sk-secret-123")
+	recs, _ := readRecords(t, newNDJSON(&chunked{pieces: []string{`data: {"error":{"message":"bad key sk-secret-123"}}` + "\n\n"}}, testAnswer(false), "p", p.redact))
+	assert.Equal(t, "cloud provider p: bad key [redacted]", recs[0].Error)
 }

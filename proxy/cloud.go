@@ -206,11 +206,18 @@ func (s *Server) show(c *gin.Context) {
 // client sees one answer.
 type fallback struct {
 	s     *Server
-	body  []byte // the chat as forwarded (memory in place)
+	own   []byte // the chat as the client sent it, before memory
 	asked string
 }
 
 func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
+	// The chat as forwarded, memory in place, kept to send again.
+	sent, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(sent))
 	res, err := f.s.ollama.transport.RoundTrip(r)
 	if err == nil && f.s.fallbackActive.CompareAndSwap(true, false) {
 		f.s.log.Info("Ollama is back: chats for local models go to it again")
@@ -218,7 +225,10 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil || r.Context().Err() != nil || !unreachable(err) {
 		return res, err
 	}
-	body, merr := cloud.WithModel(f.body, f.s.FallbackModel)
+	if f.s.KeepMemoryLocal {
+		sent = f.own // inject_memory = false: nothing remembered leaves
+	}
+	body, merr := cloud.WithModel(sent, f.s.FallbackModel)
 	if merr != nil {
 		return nil, err
 	}
@@ -229,7 +239,7 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	out.Host = out.URL.Host
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
-	res, err = f.s.Cloud.RoundTrip(out)
+	res, err = f.s.Cloud.Serve(out, f.asked)
 	if err == nil {
 		res.Header.Set("X-Vera-Fallback", f.s.FallbackModel)
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -160,6 +161,10 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	g.err = err
+	var told interface{ Reported() bool }
+	if errors.As(err, &told) && told.Reported() {
+		return n, nil // the stream ended with its own error record
+	}
 	g.pending = errorRecord(g.kind, g.d, g.last, "ollama stream interrupted: "+err.Error())
 	return n, nil
 }

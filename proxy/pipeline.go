@@ -165,7 +165,7 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 func (s *Server) route(ch *chat) (upstream, error) {
 	if !s.cloudModel(ch.req.model()) {
 		if s.FallbackModel != "" && !ch.untouched && ch.d != anthropicMessages {
-			return upstream{url: s.ollama.url, transport: &fallback{s: s, body: ch.body, asked: ch.req.model()}}, nil
+			return upstream{url: s.ollama.url, transport: &fallback{s: s, own: ch.body, asked: ch.req.model()}}, nil
 		}
 		return s.ollama, nil
 	}
