@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,14 +11,21 @@ import (
 	"os"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/eval"
 	"github.com/vera-proxy/vera/eval/locomo"
+	"github.com/vera-proxy/vera/eval/routing"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/prompts"
+	"github.com/vera-proxy/vera/proxy/tier"
 )
 
 // evalCmd runs `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`.
 func evalCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "routing" {
+		return evalRouting(ctx, args[1:], getenv, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "locomo" {
-		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`"}
+		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...` or `vera eval routing [--embedder ollama|none] [FILE]`"}
 	}
 	fs := flag.NewFlagSet("vera eval locomo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -88,4 +96,89 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	enc := json.NewEncoder(stdout)
 	return enc.Encode(res)
+}
+
+// evalRouting runs `vera eval routing [--embedder ollama|none] [FILE]`: the
+// tier classifier on labelled queries (the shipped set without FILE), as
+// JSON on stdout.
+func evalRouting(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("vera eval routing", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	emb := fs.String("embedder", "ollama", "")
+	var flags config.Flags
+	fs.StringVar(&flags.ConfigPath, "config", "", "")
+	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	var files []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(files) > 1 {
+		return usageError{"eval routing: at most one FILE"}
+	}
+	if *emb != "none" && *emb != "ollama" {
+		return usageError{fmt.Sprintf("eval routing: --embedder must be ollama or none, not %q", *emb)}
+	}
+	data := eval.RoutingSet
+	if len(files) == 1 {
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			return fmt.Errorf("eval routing: %w", err)
+		}
+		data = b
+	}
+	qs, err := routing.Load(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("eval routing: %w", err)
+	}
+	cfg, err := config.Load(flags, getenv)
+	if err != nil {
+		return err
+	}
+	var embedder tier.Embedder
+	var examples func() map[tier.Tier][]string
+	if *emb == "ollama" {
+		a, err := newApp(ctx, cfg, newLogger(stderr, cfg.General.Debug), appOptions{})
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		if _, err := memory.Probe(ctx, a.embedder); err != nil {
+			return fmt.Errorf("eval routing: %w (use --embedder none for the rules alone)", err)
+		}
+		embedder = a.embedder
+		dir := prompts.New(cfg.Prompts.Dir)
+		examples = func() map[tier.Tier][]string { return tierExamples(dir) }
+	}
+	r, err := newRouter(cfg, embedder, examples)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(routing.Run(ctx, r, qs, *emb))
+}
+
+// newRouter builds the tier classifier from [routing].
+func newRouter(cfg config.Config, emb tier.Embedder, examples func() map[tier.Tier][]string) (*tier.Router, error) {
+	rules := cfg.Routing.Rules
+	r, err := tier.New(map[tier.Tier][]string{tier.Light: rules.Light, tier.Medium: rules.Medium, tier.Complex: rules.Complex}, emb)
+	if err != nil {
+		return nil, err
+	}
+	r.Margin, r.AutoComplex, r.Examples = cfg.Routing.Margin, cfg.Routing.AutoComplex, examples
+	return r, nil
+}
+
+// tierExamples reads prompts/tiers/*.txt.
+func tierExamples(dir *prompts.Dir) map[tier.Tier][]string {
+	out := map[tier.Tier][]string{}
+	for t, lines := range dir.Tiers() {
+		out[tier.Tier(t)] = lines
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,17 @@ type Routing struct {
 	Complex      string `toml:"complex"`
 	AutoComplex  bool   `toml:"auto_complex"`
 	StripThink   bool   `toml:"strip_think"`
+	// Margin: when the best two tiers' similarities are closer, medium.
+	Margin float64 `toml:"margin"`
+	// Rules are regular expressions per tier, added to the built-in ones.
+	Rules RoutingRules `toml:"rules"`
+}
+
+// RoutingRules are [routing.rules].
+type RoutingRules struct {
+	Light   []string `toml:"light"`
+	Medium  []string `toml:"medium"`
+	Complex []string `toml:"complex"`
 }
 
 // VRAM manages a small GPU's memory around large models.
@@ -247,6 +259,7 @@ func Default() Config {
 			VirtualModel: "vera",
 			DeepModel:    "vera-deep",
 			AutoComplex:  true,
+			Margin:       0.05,
 		},
 		VRAM: VRAM{
 			TotalMB:             8192,
@@ -483,6 +496,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("curator.timezone: %w", err)
 		}
 	}
+	if m := c.Routing.Margin; m < 0 || m > 1 {
+		return fmt.Errorf("routing.margin: must be between 0 and 1, got %g", m)
+	}
+	if err := c.checkRoutingRules(); err != nil {
+		return err
+	}
 	if c.VRAM.TotalMB <= 0 {
 		return fmt.Errorf("vram.total_mb: must be positive, got %d", c.VRAM.TotalMB)
 	}
@@ -568,6 +587,19 @@ func validateHostPort(s string) error {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("invalid port in %q", s)
+	}
+	return nil
+}
+
+// checkRoutingRules compiles [routing.rules], so that a bad expression
+// stops vera at start with the key and the expression named.
+func (c *Config) checkRoutingRules() error {
+	for tier, rules := range map[string][]string{"light": c.Routing.Rules.Light, "medium": c.Routing.Rules.Medium, "complex": c.Routing.Rules.Complex} {
+		for _, r := range rules {
+			if _, err := regexp.Compile(r); err != nil {
+				return fmt.Errorf("routing.rules.%s: %q is not a regular expression: %v", tier, r, err)
+			}
+		}
 	}
 	return nil
 }

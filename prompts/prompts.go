@@ -8,6 +8,7 @@ import (
 	"embed"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,7 +19,7 @@ const SystemPrompt = "systemprompt.md"
 // CuratorPrompt is the curator's instructions; {CURRENT_DATE} is filled in.
 const CuratorPrompt = "curator_prompt.md"
 
-//go:embed defaults/*.md
+//go:embed defaults/*.md defaults/tiers/*.txt
 var defaults embed.FS
 
 // Default returns the built-in text of name ("" when there is none).
@@ -79,3 +80,20 @@ func (d *Dir) System() string { return d.Read(SystemPrompt) }
 
 // Curator returns curator_prompt.md.
 func (d *Dir) Curator() string { return d.Read(CuratorPrompt) }
+
+// TierFiles are the example utterances of each routing tier, under tiers/.
+var TierFiles = map[string]string{"light": "tiers/light.txt", "medium": "tiers/medium.txt", "complex": "tiers/complex.txt"}
+
+// Tiers returns the example utterances of each routing tier: one a line,
+// blank lines and lines starting with # left out.
+func (d *Dir) Tiers() map[string][]string {
+	out := map[string][]string{}
+	for t, name := range TierFiles {
+		for _, line := range strings.Split(d.Read(name), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				out[t] = append(out[t], line)
+			}
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -35,4 +36,37 @@ func TestEvalLocomo(t *testing.T) {
 	code, _, errOut = runVera(t, []string{"VERA_OLLAMA_URL=http://127.0.0.1:1"}, "eval", "locomo", tiny)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "--embedder none")
+}
+
+func TestEvalRouting(t *testing.T) {
+	code, out, errOut := runVera(t, nil, "eval", "routing", "--embedder", "none")
+	require.Equal(t, 0, code, errOut)
+	var res struct {
+		Embedder string `json:"embedder"`
+		Overall  struct {
+			Queries  int     `json:"queries"`
+			Accuracy float64 `json:"accuracy"`
+		} `json:"overall"`
+		PerTier   map[string]struct{ Accuracy float64 } `json:"per_tier"`
+		PerSplit  map[string]struct{ Queries int }      `json:"per_split"`
+		Confusion map[string]map[string]int             `json:"confusion"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Equal(t, "none", res.Embedder)
+	assert.GreaterOrEqual(t, res.Overall.Queries, 150, "the shipped set")
+	assert.Len(t, res.PerTier, 3)
+	assert.Equal(t, 81, res.PerSplit["holdout"].Queries)
+	n := 0
+	for _, row := range res.Confusion {
+		for _, c := range row {
+			n += c
+		}
+	}
+	assert.Equal(t, res.Overall.Queries, n)
+
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"query":"hi","tier":"light"}`+"\n"+`{"query":"x","tier":"huge"}`+"\n"), 0o644))
+	code, _, errOut = runVera(t, nil, "eval", "routing", "--embedder", "none", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "line 2")
 }

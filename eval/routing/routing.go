@@ -1,0 +1,110 @@
+// Package routing scores the tier classifier (proxy/tier) on labelled
+// queries: accuracy per tier, per language and per split, and a confusion
+// matrix (`vera eval routing`, SPEC §8).
+package routing
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/vera-proxy/vera/proxy/tier"
+)
+
+// Query is one labelled query.
+type Query struct {
+	Query string    `json:"query"`
+	Tier  tier.Tier `json:"tier"`
+	Lang  string    `json:"lang,omitempty"`
+	Split string    `json:"split,omitempty"` // tune | holdout
+}
+
+// Load reads labelled queries, one JSON object a line; blank lines are
+// skipped, a bad line is an error naming it.
+func Load(r io.Reader) ([]Query, error) {
+	var out []Query
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var q Query
+		if err := json.Unmarshal(line, &q); err != nil {
+			return nil, fmt.Errorf("line %d: not a JSON object: %v", n, err)
+		}
+		switch q.Tier {
+		case tier.Light, tier.Medium, tier.Complex:
+		default:
+			return nil, fmt.Errorf("line %d: tier %q is not light, medium or complex", n, q.Tier)
+		}
+		if q.Query == "" {
+			return nil, fmt.Errorf("line %d: empty query", n)
+		}
+		out = append(out, q)
+	}
+	return out, sc.Err()
+}
+
+// Score is the accuracy of one slice of the set.
+type Score struct {
+	Queries  int     `json:"queries"`
+	Correct  int     `json:"correct"`
+	Accuracy float64 `json:"accuracy"`
+}
+
+func (s *Score) add(ok bool) {
+	s.Queries++
+	if ok {
+		s.Correct++
+	}
+	s.Accuracy = float64(s.Correct) / float64(s.Queries)
+}
+
+// Report is what `vera eval routing` prints.
+type Report struct {
+	Embedder string            `json:"embedder"`
+	Overall  Score             `json:"overall"`
+	PerTier  map[string]*Score `json:"per_tier"`
+	PerLang  map[string]*Score `json:"per_lang,omitempty"`
+	PerSplit map[string]*Score `json:"per_split,omitempty"`
+	// Confusion counts answers: confusion[want][got].
+	Confusion map[string]map[string]int `json:"confusion"`
+	// By counts what decided: rule, similarity, default.
+	By map[string]int `json:"decided_by"`
+}
+
+// Run classifies every query with r.
+func Run(ctx context.Context, r *tier.Router, qs []Query, embedder string) Report {
+	rep := Report{Embedder: embedder, PerTier: map[string]*Score{}, PerLang: map[string]*Score{}, PerSplit: map[string]*Score{},
+		Confusion: map[string]map[string]int{}, By: map[string]int{}}
+	for _, t := range tier.Tiers {
+		rep.PerTier[string(t)] = &Score{}
+		rep.Confusion[string(t)] = map[string]int{string(tier.Light): 0, string(tier.Medium): 0, string(tier.Complex): 0}
+	}
+	for _, q := range qs {
+		d := r.Classify(ctx, q.Query, false)
+		ok := d.Tier == q.Tier
+		rep.Overall.add(ok)
+		rep.PerTier[string(q.Tier)].add(ok)
+		rep.Confusion[string(q.Tier)][string(d.Tier)]++
+		rep.By[d.By]++
+		addTo(rep.PerLang, q.Lang, ok)
+		addTo(rep.PerSplit, q.Split, ok)
+	}
+	return rep
+}
+
+func addTo(m map[string]*Score, key string, ok bool) {
+	if key == "" {
+		return
+	}
+	if m[key] == nil {
+		m[key] = &Score{}
+	}
+	m[key].add(ok)
+}
