@@ -34,18 +34,9 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 	var flags config.Flags
 	fs.StringVar(&flags.ConfigPath, "config", "", "")
 	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
-	// Flags may come before or after the files.
-	var files []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, err := parseFiles(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	if len(files) == 0 {
 		return usageError{"eval locomo: no FILE given"}
@@ -108,16 +99,9 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 	var flags config.Flags
 	fs.StringVar(&flags.ConfigPath, "config", "", "")
 	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
-	var files []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
+	files, err := parseFiles(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(files) > 1 {
 		return usageError{"eval routing: at most one FILE"}
@@ -181,4 +165,20 @@ func tierExamples(dir *prompts.Dir) map[tier.Tier][]string {
 		out[tier.Tier(t)] = lines
 	}
 	return out
+}
+
+// parseFiles parses args with fs and returns the files among them: flags
+// may come before or after the files.
+func parseFiles(fs *flag.FlagSet, args []string) ([]string, error) {
+	var files []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return nil, usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			return files, nil
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
 }
