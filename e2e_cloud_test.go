@@ -211,12 +211,7 @@ func TestCloudModelThroughOllamaClient(t *testing.T) {
 	assert.Equal(t, n, calls())
 
 	// Lists, with Ollama up.
-	list, err := c.List(ctx)
-	require.NoError(t, err)
-	var names []string
-	for _, m := range list.Models {
-		names = append(names, m.Name)
-	}
+	names := modelNames(t, c)
 	assert.Contains(t, names, "gpt-big")
 	assert.Contains(t, names, "llama3.2:latest")
 	show, err := c.Show(ctx, &api.ShowRequest{Model: "gpt-big"})
@@ -444,4 +439,16 @@ func TestCloudWindowSizesMemory(t *testing.T) {
 	// The same chat for a local model (a 131072-token window) gets it.
 	chat(t, p, "alice", false, user(long))
 	assert.Contains(t, systemOf(up.LastChat(t)), "Lisbon")
+}
+
+// modelNames lists the names of /api/tags through the client.
+func modelNames(t *testing.T, c *api.Client) []string {
+	t.Helper()
+	list, err := c.List(context.Background())
+	require.NoError(t, err)
+	var names []string
+	for _, m := range list.Models {
+		names = append(names, m.Name)
+	}
+	return names
 }

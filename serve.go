@@ -13,7 +13,9 @@ import (
 
 	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
+	"github.com/vera-proxy/vera/proxy/tier"
 )
 
 // serve runs the proxy until ctx is cancelled, then stops accepting and lets
@@ -44,7 +46,10 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 			logger.Error("memory", slog.Any("error", err))
 		}
 	}()
-	srv := newServer(cfg, a, logger)
+	srv, err := newServer(cfg, a, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.General.Debug {
 		srv.Debug = proxy.NewDebugLog(cfg.General.LogDir, logger)
 		defer srv.Debug.Close()
@@ -88,7 +93,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 
 // newServer builds Ollama's surface and vera's own routes on the app's
 // parts.
-func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
+func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, error) {
 	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
 	srv.Ollama = a.ollama // one client for Ollama's API in the process
 	adm := admin.New(version, a.ollama)
@@ -106,6 +111,15 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) *proxy.Server {
 		}
 	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
+	if cfg.Routing.Enabled {
+		dir := prompts.New(cfg.Prompts.Dir)
+		r, err := newRouter(cfg, a.embedder, func() map[tier.Tier][]string { return tierExamples(dir) })
+		if err != nil {
+			return nil, err
+		}
+		srv.Routing = &proxy.Routing{Router: r, Virtual: cfg.Routing.VirtualModel, Deep: cfg.Routing.DeepModel,
+			Models: map[tier.Tier]string{tier.Light: cfg.Routing.Light, tier.Medium: cfg.Routing.Medium, tier.Complex: cfg.Routing.Complex}}
+	}
 	a.attach(srv, adm)
-	return srv
+	return srv, nil
 }

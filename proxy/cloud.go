@@ -51,7 +51,7 @@ func (s *Server) keepsMemoryLocal(model string) bool {
 // nothing to load, nothing is asked of the cloud. It reports whether it
 // answered.
 func (s *Server) answerLoadLocally(c *gin.Context, ch *chat) bool {
-	if !ch.untouched || !s.cloudModel(ch.req.model()) {
+	if !ch.untouched || (!s.cloudModel(ch.req.model()) && !s.virtual(ch.req.model())) {
 		return false
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
@@ -125,7 +125,14 @@ func (s *Server) tags(c *gin.Context) {
 	if models == nil {
 		models = []json.RawMessage{}
 	}
-	for _, name := range s.Cloud.Names() {
+	for _, name := range s.virtualNames() {
+		b, _ := json.Marshal(gin.H{
+			"name": name, "model": name, "modified_at": "1970-01-01T00:00:00Z", "size": 0, "digest": "",
+			"details": gin.H{"parent_model": "", "format": "vera", "family": "vera", "families": []string{"vera"}, "parameter_size": "", "quantization_level": ""},
+		})
+		models = append(models, b)
+	}
+	for _, name := range s.cloudNames() {
 		id, _ := s.Cloud.Model(name)
 		b, _ := json.Marshal(gin.H{
 			"name": name, "model": name, "modified_at": "1970-01-01T00:00:00Z", "size": 0, "digest": "",
@@ -149,7 +156,11 @@ func (s *Server) v1Models(c *gin.Context) {
 	if data == nil {
 		data = []json.RawMessage{}
 	}
-	for _, name := range s.Cloud.Names() {
+	for _, name := range s.virtualNames() {
+		b, _ := json.Marshal(gin.H{"id": name, "object": "model", "created": 0, "owned_by": "vera"})
+		data = append(data, b)
+	}
+	for _, name := range s.cloudNames() {
 		b, _ := json.Marshal(gin.H{"id": name, "object": "model", "created": 0, "owned_by": s.Cloud.Host()})
 		data = append(data, b)
 	}
@@ -172,6 +183,16 @@ func (s *Server) show(c *gin.Context) {
 	name := req.Model
 	if name == "" {
 		name = req.Name
+	}
+	if s.virtual(name) {
+		c.JSON(http.StatusOK, gin.H{
+			"modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
+			"details":      gin.H{"parent_model": "", "format": "vera", "family": "vera", "families": []string{"vera"}, "parameter_size": "", "quantization_level": ""},
+			"model_info":   gin.H{"general.architecture": "vera"},
+			"capabilities": []string{"completion", "tools", "thinking"},
+			"modified_at":  "1970-01-01T00:00:00Z",
+		})
+		return
 	}
 	if !s.cloudModel(name) {
 		c.Request.Body = io.NopCloser(bytes.NewReader(body))
@@ -264,3 +285,25 @@ func (s *Server) fallbackUsed(asked string) {
 // FallbackActive reports whether chats went to the fallback model since
 // Ollama last answered one (for /healthz).
 func (s *Server) FallbackActive() bool { return s.fallbackActive.Load() }
+
+// cloudNames lists the cloud names; none without a cloud.
+func (s *Server) cloudNames() []string {
+	if s.Cloud == nil {
+		return nil
+	}
+	return s.Cloud.Names()
+}
+
+// virtualNames lists the virtual names; none without routing.
+func (s *Server) virtualNames() []string {
+	if s.Routing == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range []string{s.Routing.Virtual, s.Routing.Deep} {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -33,7 +33,7 @@ type upstream struct {
 // newReverseProxy builds the httputil.ReverseProxy that forwards to up,
 // teeing each answer through tee when it is set. A proxy is a few fields:
 // one per request costs nothing next to the request itself.
-func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee) *httputil.ReverseProxy {
+func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename *[2]string) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
@@ -49,6 +49,12 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee) *httput
 				body = tee.wrap(res, body)
 			}
 			res.Body = guardStream(res, d, body)
+			if rename != nil {
+				// A routed chat: the answer names the model asked for.
+				res.Body = newRenamer(res.Body, rename[0], rename[1])
+				res.Header.Del("Content-Length")
+				res.ContentLength = -1
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

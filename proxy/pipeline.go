@@ -85,6 +85,10 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if s.answerLoadLocally(c, ch) {
 		return nil
 	}
+	asked, err := s.routeTier(c.Request.Context(), c.Writer, ch)
+	if err != nil {
+		return err
+	}
 	up, err := s.route(ch)
 	if err != nil {
 		return err
@@ -96,7 +100,11 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 		}
 	}
 	tee := s.teeFor(c, ch)
-	if err := s.forward(c, up, ch.d, ch.body, tee); err != nil {
+	var rename *[2]string
+	if asked != "" {
+		rename = &[2]string{ch.req.model(), asked}
+	}
+	if err := s.forward(c, up, ch.d, ch.body, tee, rename); err != nil {
 		return err
 	}
 	if tee != nil && s.Debug != nil {
@@ -241,14 +249,14 @@ func readChatBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // answer through tee when it is set. It returns only once the whole answer
 // went out (a broken stream panics with http.ErrAbortHandler inside
 // ServeHTTP).
-func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, tee *answerTee) error {
+func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, tee *answerTee, rename *[2]string) error {
 	r := c.Request
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
-	s.newReverseProxy(up, d, tee).ServeHTTP(c.Writer, out)
+	s.newReverseProxy(up, d, tee, rename).ServeHTTP(c.Writer, out)
 	return nil
 }
 

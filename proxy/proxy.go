@@ -80,6 +80,8 @@ type Server struct {
 	Conversations int
 	// Cloud serves the names in [cloud.models]; nil: no cloud models.
 	Cloud *cloud.Provider
+	// Routing sends virtual model names to tier models; nil: off.
+	Routing *Routing
 	// FallbackModel, a cloud name, answers chats for local models while
 	// Ollama cannot be reached (cloud.fallback_model); "": none.
 	FallbackModel string
@@ -114,7 +116,7 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 		buffers: &bufferPool{},
 	}
 	for d := range s.passthroughs {
-		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil)
+		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil, nil)
 	}
 	return s
 }
@@ -139,7 +141,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Own != nil {
 		s.Own(e)
 	}
-	if s.Cloud != nil {
+	if s.Cloud != nil || s.Routing != nil {
 		s.ownModelLists(e)
 	}
 	for route, d := range map[string]dialect{

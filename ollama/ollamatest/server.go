@@ -172,19 +172,19 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	if name := f.toolCall(); name != "" {
-		fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":%q,"arguments":{"city":"Lisbon"}}}]},"done":false}`+"\n", name)
-		io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":%q,"arguments":{"city":"Lisbon"}}}]},"done":false}`+"\n", req.Model, name)
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n", req.Model)
 		return
 	}
 	for i, tok := range f.tokens() {
-		fmt.Fprintf(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", tok)
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","message":{"role":"assistant","content":%q},"done":false}`+"\n", req.Model, tok)
 		w.(http.Flusher).Flush()
 		if i == 0 && f.Gate != nil {
 			f.Started <- struct{}{}
 			<-f.Gate
 		}
 	}
-	io.WriteString(w, `{"model":"llama3.2","created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n", req.Model)
 }
 
 // chatCompletions is Ollama's OpenAI-compatible endpoint: SSE chunks then
