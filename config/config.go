@@ -260,6 +260,7 @@ func Default() Config {
 			DeepModel:    "vera-deep",
 			AutoComplex:  true,
 			Margin:       0.05,
+			Rules:        RoutingRules{Light: []string{}, Medium: []string{}, Complex: []string{}},
 		},
 		VRAM: VRAM{
 			TotalMB:             8192,
