@@ -111,6 +111,7 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 		}
 	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
+	srv.StripThink = cfg.Routing.StripThink
 	if cfg.Routing.Enabled {
 		dir := prompts.New(cfg.Prompts.Dir)
 		r, err := newRouter(cfg, a.embedder, func() map[tier.Tier][]string { return tierExamples(dir) })

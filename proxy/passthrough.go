@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,13 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 		ErrorLog:      slogAdapter(s.log),
 		ModifyResponse: func(res *http.Response) error {
 			body := res.Body
+			if s.StripThink && tee != nil && (d == ollamaChat || d == ollamaGenerate) && res.StatusCode == http.StatusOK {
+				// Before the tee: what is stored is what the client sees.
+				ct := res.Header.Get("Content-Type")
+				body = newThinkNDJSON(body, strings.HasPrefix(ct, "application/x-ndjson"))
+				res.Header.Del("Content-Length")
+				res.ContentLength = -1
+			}
 			if tee != nil {
 				body = tee.wrap(res, body)
 			}

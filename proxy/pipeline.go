@@ -205,7 +205,8 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	record := s.Recorder != nil && !ch.off && !ch.untouched
-	if !record && (s.Debug == nil || ch.untouched) {
+	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate)
+	if !record && !strip && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
@@ -266,7 +267,8 @@ func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, te
 func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string) {
 	ctx := context.WithoutCancel(c.Request.Context())
 	return func(answer string) {
-		t.Assistant, t.Time = ch.prefill+answer, time.Now().UTC()
+		// Thinking is never stored, also when a model writes it inline.
+		t.Assistant, t.Time = stripThink(ch.prefill+answer), time.Now().UTC()
 		if ch.conv != nil {
 			// A regenerate or an edit replaces the turn recorded at its
 			// place in the conversation (SPEC §4).

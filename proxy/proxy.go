@@ -82,6 +82,9 @@ type Server struct {
 	Cloud *cloud.Provider
 	// Routing sends virtual model names to tier models; nil: off.
 	Routing *Routing
+	// StripThink takes <think> blocks that models write inline out of
+	// Ollama-dialect answers (routing.strip_think).
+	StripThink bool
 	// FallbackModel, a cloud name, answers chats for local models while
 	// Ollama cannot be reached (cloud.fallback_model); "": none.
 	FallbackModel string
