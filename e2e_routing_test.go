@@ -92,6 +92,11 @@ func TestTierRouting(t *testing.T) {
 	assert.Equal(t, n, up.ChatCount(), "no model loaded for a virtual name")
 
 	names := modelNames(t, c)
+	list, err := c.List(ctx)
+	require.NoError(t, err)
+	for _, m := range list.Models {
+		assert.GreaterOrEqual(t, len(m.Digest), 12, "ollama list shows 12 characters of %s's digest", m.Name)
+	}
 	assert.Contains(t, names, "vera")
 	assert.Contains(t, names, "vera-deep")
 	assert.Contains(t, names, "llama3.2:latest")

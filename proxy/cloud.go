@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,7 +130,7 @@ func (s *Server) tags(c *gin.Context) {
 	}
 	for _, name := range s.virtualNames() {
 		b, _ := json.Marshal(gin.H{
-			"name": name, "model": name, "modified_at": "1970-01-01T00:00:00Z", "size": 0, "digest": "",
+			"name": name, "model": name, "modified_at": s.started.Format(time.RFC3339), "size": 0, "digest": nameDigest(name),
 			"details": gin.H{"parent_model": "", "format": "vera", "family": "vera", "families": []string{"vera"}, "parameter_size": "", "quantization_level": ""},
 		})
 		models = append(models, b)
@@ -135,7 +138,7 @@ func (s *Server) tags(c *gin.Context) {
 	for _, name := range s.cloudNames() {
 		id, _ := s.Cloud.Model(name)
 		b, _ := json.Marshal(gin.H{
-			"name": name, "model": name, "modified_at": "1970-01-01T00:00:00Z", "size": 0, "digest": "",
+			"name": name, "model": name, "modified_at": s.started.Format(time.RFC3339), "size": 0, "digest": nameDigest(name),
 			"remote_model": id, "remote_host": s.Cloud.Host(),
 			"details": gin.H{"parent_model": "", "format": "cloud", "family": "cloud", "families": []string{"cloud"}, "parameter_size": "", "quantization_level": ""},
 		})
@@ -189,7 +192,7 @@ func (s *Server) show(c *gin.Context) {
 			"modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
 			"details":      gin.H{"parent_model": "", "format": "vera", "family": "vera", "families": []string{"vera"}, "parameter_size": "", "quantization_level": ""},
 			"model_info":   gin.H{"general.architecture": "vera"},
-			"capabilities": []string{"completion", "tools", "thinking"},
+			"capabilities": s.virtualCapabilities(c.Request.Context()),
 			"modified_at":  "1970-01-01T00:00:00Z",
 		})
 		return
@@ -217,7 +220,7 @@ func (s *Server) show(c *gin.Context) {
 		"model_info":   gin.H{"general.architecture": "cloud", "cloud.context_length": info.ContextLength},
 		"capabilities": caps,
 		"remote_model": info.ID, "remote_host": s.Cloud.Host(),
-		"modified_at": "1970-01-01T00:00:00Z",
+		"modified_at": s.started.Format(time.RFC3339),
 	})
 }
 
@@ -306,4 +309,60 @@ func (s *Server) virtualNames() []string {
 		}
 	}
 	return out
+}
+
+// nameDigest is a stable digest for a name vera lists itself: clients
+// show its first 12 characters as the model's id (`ollama list` needs 12).
+func nameDigest(name string) string {
+	sum := sha256.Sum256([]byte("vera:" + name))
+	return hex.EncodeToString(sum[:])
+}
+
+// capabilities returns what a model can do: the provider's for a cloud
+// name, Ollama's /api/show for the rest; nil when unknown.
+func (s *Server) capabilities(ctx context.Context, model string) []string {
+	if s.cloudModel(model) {
+		info := s.Cloud.Info(ctx, model)
+		caps := []string{"completion"}
+		if info.Tools {
+			caps = append(caps, "tools")
+		}
+		if info.Thinking {
+			caps = append(caps, "thinking")
+		}
+		if info.Vision {
+			caps = append(caps, "vision")
+		}
+		return caps
+	}
+	body, _ := json.Marshal(map[string]string{"model": model})
+	var show struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	if _, err := s.ollamaJSON(ctx, http.MethodPost, "/api/show", body, &show); err != nil {
+		return nil
+	}
+	return show.Capabilities
+}
+
+// virtualCapabilities is what every tier model can do: a client that
+// reads "thinking" sends think, which a tier model without it refuses.
+func (s *Server) virtualCapabilities(ctx context.Context) []string {
+	var common []string
+	first := true
+	for _, m := range s.Routing.Models {
+		if m == "" {
+			continue
+		}
+		caps := s.capabilities(ctx, m)
+		if first {
+			common, first = caps, false
+			continue
+		}
+		common = slices.DeleteFunc(common, func(c string) bool { return !slices.Contains(caps, c) })
+	}
+	if len(common) == 0 {
+		return []string{"completion"}
+	}
+	return common
 }

@@ -105,6 +105,8 @@ type Server struct {
 	memoryDown atomic.Bool
 	// fallbackActive is set while chats go to the fallback model.
 	fallbackActive atomic.Bool
+	// started is when the names vera lists itself were "modified".
+	started time.Time
 }
 
 // New returns a Server forwarding to the Ollama at base through
@@ -117,6 +119,7 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 		log:     logger,
 		ollama:  upstream{url: base, transport: transport},
 		buffers: &bufferPool{},
+		started: time.Now().UTC(),
 	}
 	for d := range s.passthroughs {
 		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil, nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/vera-proxy/vera/proxy/tier"
@@ -75,7 +76,13 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 	if model == "" {
 		return "", httpError(http.StatusServiceUnavailable, fmt.Sprintf("model %q routes to tiers, and no tier model is set ([routing] light, medium, complex)", asked), nil)
 	}
-	body, err := retarget(ch.body, model, d.Think, ch.d)
+	think := d.Think
+	if think {
+		// Ask for thinking only of a model that can: others refuse it.
+		caps := s.capabilities(ctx, model)
+		think = caps == nil || slices.Contains(caps, "thinking")
+	}
+	body, err := retarget(ch.body, model, d.Think, think, ch.d)
 	if err != nil {
 		return "", httpError(http.StatusBadRequest, err.Error(), nil)
 	}
@@ -93,17 +100,17 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 	return asked, nil
 }
 
-// retarget sets a request's model and, for a /think prefix, takes the
-// prefix off its last user text and asks the model to think (Ollama's
-// think: true, unless the client set think).
-func retarget(body []byte, model string, think bool, d dialect) ([]byte, error) {
+// retarget sets a request's model and, for a /think prefix (strip), takes
+// the prefix off its last user text and, with think, asks the model to
+// think (Ollama's think: true, unless the client set think).
+func retarget(body []byte, model string, strip, think bool, d dialect) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("the request is not a JSON object")
 	}
 	m["model"], _ = json.Marshal(model)
 	out, err := marshal(m)
-	if err != nil || !think {
+	if err != nil || !strip {
 		return out, err
 	}
 	// The prefix opens the last user text: the last JSON string that
@@ -115,7 +122,7 @@ func retarget(body []byte, model string, think bool, d dialect) ([]byte, error) 
 		}
 		out = append(out[:i+1:i+1], out[j:]...)
 	}
-	if d == ollamaChat || d == ollamaGenerate {
+	if think && (d == ollamaChat || d == ollamaGenerate) {
 		if err := json.Unmarshal(out, &m); err != nil {
 			return nil, err
 		}

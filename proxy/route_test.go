@@ -53,12 +53,15 @@ func (c *chunked) Read(p []byte) (int, error) {
 }
 
 func TestRetarget(t *testing.T) {
-	out, err := retarget([]byte(`{"model":"vera","messages":[{"role":"user","content":"/think   why?"}]}`), "qwen3:8b", true, ollamaChat)
+	out, err := retarget([]byte(`{"model":"vera","messages":[{"role":"user","content":"/think   why?"}]}`), "qwen3:8b", true, true, ollamaChat)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"model":"qwen3:8b","think":true,"messages":[{"role":"user","content":"why?"}]}`, string(out))
-	out, err = retarget([]byte(`{"model":"vera","think":false,"prompt":"/think why?"}`), "qwen3:8b", true, ollamaGenerate)
+	out, err = retarget([]byte(`{"model":"vera","think":false,"prompt":"/think why?"}`), "qwen3:8b", true, true, ollamaGenerate)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"model":"qwen3:8b","think":false,"prompt":"why?"}`, string(out), "the client's think stays")
-	_, err = retarget([]byte(`[1]`), "m", false, ollamaChat)
+	out, err = retarget([]byte(`{"model":"vera","prompt":"/think why?"}`), "tiny", true, false, ollamaGenerate)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"model":"tiny","prompt":"why?"}`, string(out), "a model that cannot think is not asked to")
+	_, err = retarget([]byte(`[1]`), "m", false, false, ollamaChat)
 	assert.Error(t, err)
 }

@@ -82,7 +82,7 @@ func New(t testing.TB) *Server {
 		io.WriteString(w, `{"version":"0.12.3"}`)
 	})
 	mux.HandleFunc("GET /api/tags", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest"}]}`)
+		io.WriteString(w, `{"models":[{"name":"llama3.2:latest","model":"llama3.2:latest","digest":"a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72"},{"name":"nomic-embed-text:latest","model":"nomic-embed-text:latest","digest":"0a109f422b47e3a30ba2b10eca18548e944e8a23073ee3f3e947efcf3c45e59f"}]}`)
 	})
 	mux.HandleFunc("POST /api/embed", f.embed)
 	mux.HandleFunc("POST /api/show", func(w http.ResponseWriter, r *http.Request) {
