@@ -204,16 +204,7 @@ func (s *Server) show(c *gin.Context) {
 		return
 	}
 	info := s.Cloud.Info(c.Request.Context(), name)
-	caps := []string{"completion"}
-	if info.Tools {
-		caps = append(caps, "tools")
-	}
-	if info.Thinking {
-		caps = append(caps, "thinking")
-	}
-	if info.Vision {
-		caps = append(caps, "vision")
-	}
+	caps := s.capabilities(c.Request.Context(), name)
 	c.JSON(http.StatusOK, gin.H{
 		"modelfile": "", "parameters": "", "template": "{{ .Prompt }}",
 		"details":      gin.H{"parent_model": "", "format": "cloud", "family": "cloud", "families": []string{"cloud"}, "parameter_size": "", "quantization_level": ""},
