@@ -20,6 +20,7 @@ import (
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
+	"github.com/vera-proxy/vera/proxy/vram"
 )
 
 // appOptions chooses the parts a command needs beyond the Ollama client
@@ -48,6 +49,7 @@ type app struct {
 	transport    *http.Transport
 	ollama       *ollama.Client  // the one client for Ollama's own API
 	cloud        *cloud.Provider // nil unless [cloud] is enabled
+	vram         *vram.Manager   // nil unless [vram] is enabled
 	storesClosed bool            // closeStores ran (it may be called again)
 	embedder     *memory.OllamaEmbedder
 	tok          *memory.Tokenizer
@@ -320,6 +322,9 @@ func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHeal
 // rest), commits recorded turns to the queue, and closes the stores.
 func (a *app) Close() error {
 	a.cancel()
+	if a.vram != nil {
+		a.vram.Close() // its unloads and pre-warms finish first
+	}
 	if a.sched != nil {
 		a.sched.Stop()
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
@@ -17,8 +18,9 @@ import (
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
-// routingVera starts vera with [routing] on three tier models.
-func routingVera(t *testing.T, up *ollamatest.Server) *inProcess {
+// routingVera starts vera with [routing] on three tier models, and more
+// config (a [vram] section).
+func routingVera(t *testing.T, up *ollamatest.Server, more string) *inProcess {
 	t.Helper()
 	conf := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte(`
@@ -29,7 +31,7 @@ medium = "qwen3:4b"
 complex = "qwen3:8b"
 [routing.rules]
 complex = ["(?i)quarterly report"]
-`), 0o644))
+`+more), 0o644))
 	return runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_CONFIG_DIR="+conf, "VERA_PROMPTS_DIR="+t.TempDir())
 }
 
@@ -40,7 +42,7 @@ complex = ["(?i)quarterly report"]
 // lists work for the virtual names.
 func TestTierRouting(t *testing.T) {
 	up := ollamatest.New(t)
-	p := routingVera(t, up)
+	p := routingVera(t, up, "")
 	ctx := context.Background()
 	c := ollamaClient(t, p, "alice")
 	ask := func(model, msg string) (api.ChatRequest, string) {
@@ -103,4 +105,71 @@ func TestTierRouting(t *testing.T) {
 	show, err := c.Show(ctx, &api.ShowRequest{Model: "vera"})
 	require.NoError(t, err)
 	assert.Contains(t, show.Details.Family, "vera")
+}
+
+// vramVera starts vera with routing and [vram] on the three tiers.
+func vramVera(t *testing.T, up *ollamatest.Server, flushTimeout string) *inProcess {
+	t.Helper()
+	return routingVera(t, up, `
+[vram]
+enabled = true
+large_models = ["qwen3:8b"]
+poll_interval = "10ms"
+flush_timeout = "`+flushTimeout+`"
+`)
+}
+
+// Around a complex request: the other models unloaded (never the
+// embedding model), ps shows them gone, the complex chat, then the complex
+// model unloaded and the medium and light ones pre-warmed.
+func TestVRAMAroundAComplexRequest(t *testing.T) {
+	up := ollamatest.New(t)
+	up.Sizes = map[string]int64{"qwen2.5:1.5b": 1500, "qwen3:4b": 3500, "qwen3:8b": 6500, "nomic-embed-text": 300}
+	p := vramVera(t, up, "2s")
+	up.Preload("qwen3:4b", "qwen2.5:1.5b", "nomic-embed-text")
+	up.ResetTrace()
+	require.NoError(t, ollamaClient(t, p, "alice").Chat(context.Background(), &api.ChatRequest{Model: "vera", Messages: []api.Message{{Role: "user", Content: "Prove that there are infinitely many primes."}}}, func(api.ChatResponse) error { return nil }))
+	assert.Equal(t, "qwen3:8b", up.LastChat(t).Model)
+	require.Eventually(t, func() bool {
+		tr := up.Trace()
+		return len(tr) > 0 && tr[len(tr)-1] == "load qwen2.5:1.5b"
+	}, 5*time.Second, 10*time.Millisecond, "%v", up.Trace())
+	tr := up.Trace()
+	// Polls repeat: count each run of ps once.
+	var order []string
+	for _, c := range tr {
+		if c == "ps" && len(order) > 0 && order[len(order)-1] == "ps" {
+			continue
+		}
+		order = append(order, c)
+	}
+	assert.Equal(t, "ps", order[0])
+	assert.ElementsMatch(t, []string{"unload qwen3:4b", "unload qwen2.5:1.5b"}, order[1:3])
+	assert.Equal(t, []string{"ps", "chat qwen3:8b", "unload qwen3:8b", "load qwen3:4b", "load qwen2.5:1.5b"}, order[3:])
+	assert.NotContains(t, tr, "unload nomic-embed-text")
+}
+
+// A flush that times out sends a routed chat to the medium tier, and says
+// so.
+func TestVRAMFlushTimeoutFallsBackToMedium(t *testing.T) {
+	up := ollamatest.New(t)
+	up.Sizes = map[string]int64{"qwen3:4b": 3500, "qwen3:8b": 6500}
+	up.Sticky = map[string]bool{"qwen3:4b": true}
+	p := vramVera(t, up, "100ms")
+	up.Preload("qwen3:4b")
+	res, err := http.Post("http://"+p.addr+"/api/chat", "application/json", strings.NewReader(`{"model":"vera","messages":[{"role":"user","content":"Prove that there are infinitely many primes."}]}`))
+	require.NoError(t, err)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	assert.Equal(t, "flush-timeout", res.Header.Get("X-Vera-VRAM"))
+	assert.Equal(t, "medium qwen3:4b", res.Header.Get("X-Vera-Tier"))
+	assert.Equal(t, "qwen3:4b", up.LastChat(t).Model)
+
+	// A chat that names the large model goes on to it, with the header.
+	res, err = http.Post("http://"+p.addr+"/api/chat", "application/json", strings.NewReader(`{"model":"qwen3:8b","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	assert.Equal(t, "flush-timeout", res.Header.Get("X-Vera-VRAM"))
+	assert.Equal(t, "qwen3:8b", up.LastChat(t).Model)
 }

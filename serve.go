@@ -16,6 +16,7 @@ import (
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 	"github.com/vera-proxy/vera/proxy/tier"
+	"github.com/vera-proxy/vera/proxy/vram"
 )
 
 // serve runs the proxy until ctx is cancelled, then stops accepting and lets
@@ -112,6 +113,18 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
 	srv.StripThink = cfg.Routing.StripThink
+	if cfg.VRAM.Enabled {
+		var prewarm []string
+		if cfg.VRAM.Prewarm {
+			prewarm = []string{cfg.Routing.Medium, cfg.Routing.Light}
+		}
+		a.vram = vram.New(a.ollama, vram.Config{
+			Large: cfg.VRAM.LargeModels, TotalMB: cfg.VRAM.TotalMB,
+			FlushTimeout: cfg.VRAM.FlushTimeout.Duration, PollInterval: cfg.VRAM.PollInterval.Duration,
+			Prewarm: prewarm, MaxLarge: cfg.VRAM.MaxLargeConcurrency, Keep: []string{cfg.General.EmbeddingModel},
+		}, logger)
+		srv.VRAM = a.vram
+	}
 	if cfg.Routing.Enabled {
 		dir := prompts.New(cfg.Prompts.Dir)
 		r, err := newRouter(cfg, a.embedder, func() map[tier.Tier][]string { return tierExamples(dir) })

@@ -426,11 +426,6 @@ func (c *Config) compatWarnings() []string {
 	if c.Curator.FullRunTime != nil || c.Curator.FullRunDay != nil {
 		w = append(w, "curator.full_run_time and curator.full_run_day are Vera-AI keys; vera ignores them (the monthly pass runs on the 1st at curator.run_time)")
 	}
-	for name, on := range map[string]bool{"vram": c.VRAM.Enabled} {
-		if on {
-			w = append(w, fmt.Sprintf("[%s] enabled = true, but this version of vera does not implement %s yet; the section is ignored", name, name))
-		}
-	}
 	return w
 }
 

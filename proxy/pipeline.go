@@ -93,6 +93,11 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if err != nil {
 		return err
 	}
+	after, err := s.makeRoom(c, ch, asked, up)
+	if err != nil {
+		return err
+	}
+	defer after()
 	var mc *memory.Context
 	if !ch.untouched && !s.keepsMemoryLocal(ch.req.model()) {
 		if mc, err = s.inject(c, ch); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/proxy/vram"
 )
 
 // maxChatBody bounds an /api/chat request body, which vera must read whole
@@ -82,6 +83,8 @@ type Server struct {
 	Cloud *cloud.Provider
 	// Routing sends virtual model names to tier models; nil: off.
 	Routing *Routing
+	// VRAM makes room on the GPU before large models; nil: off.
+	VRAM *vram.Manager
 	// StripThink takes <think> blocks that models write inline out of
 	// Ollama-dialect answers (routing.strip_think).
 	StripThink bool

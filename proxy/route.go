@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/vera-proxy/vera/proxy/tier"
+	"github.com/vera-proxy/vera/proxy/vram"
 )
 
 // Tier routing (SPEC §7, [routing]): a virtual model name is sent to the
@@ -176,4 +180,44 @@ func (r *renamer) Read(p []byte) (int, error) {
 	n := copy(p, r.out)
 	r.out = r.out[n:]
 	return n, nil
+}
+
+// makeRoom runs the VRAM step for a chat that goes to Ollama: a large
+// model gets the GPU to itself first; other chats wait while that is
+// being done. When the room cannot be made in time, a routed chat goes to
+// the medium tier instead, and a chat that named its model goes on with
+// X-Vera-VRAM: flush-timeout. It returns what to run once the answer is
+// over.
+func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up upstream) (func(), error) {
+	if s.VRAM == nil || up.url != s.ollama.url || up.transport != s.ollama.transport {
+		return func() {}, nil
+	}
+	ctx := c.Request.Context()
+	after, err := s.VRAM.Before(ctx, ch.req.model())
+	switch {
+	case err == nil:
+		return after, nil
+	case !errors.Is(err, vram.ErrFlushTimeout):
+		return after, httpError(StatusClientClosed, "client closed request", err)
+	}
+	c.Writer.Header().Set("X-Vera-VRAM", "flush-timeout")
+	if asked == "" || s.Routing == nil {
+		return after, nil
+	}
+	_, medium := s.Routing.tierModel(tier.Medium)
+	if medium == "" || sameModel(medium, ch.req.model()) {
+		return after, nil
+	}
+	body, rerr := retarget(ch.body, medium, false, false, ch.d)
+	if rerr != nil {
+		return after, nil
+	}
+	req, perr := ch.d.parse(body)
+	if perr != nil {
+		return after, nil
+	}
+	s.log.Warn("VRAM flush timed out: the chat goes to the medium tier", "asked", asked, "instead_of", ch.req.model(), "model", medium)
+	ch.body, ch.req = body, req
+	c.Writer.Header().Set("X-Vera-Tier", string(tier.Medium)+" "+medium)
+	return after, nil
 }

@@ -56,7 +56,16 @@ type Server struct {
 	// means 131072. Set it before vera starts.
 	ContextLength int
 
+	// Loaded tracks the models in memory, as Ollama would: a chat loads
+	// its model, a generate with an empty prompt loads it too, and
+	// keep_alive 0 unloads it (unless Sticky says it stays). /api/ps
+	// reports them with their Sizes (MB). Trace lists the calls, in order.
+	Sizes  map[string]int64
+	Sticky map[string]bool
+
 	mu     sync.Mutex
+	loaded map[string]bool
+	trace  []string
 	embeds []string // every text embedded
 	chats  []api.ChatRequest
 	v1     []OpenAIChat // /v1/chat/completions requests
@@ -92,9 +101,8 @@ func New(t testing.TB) *Server {
 		}
 		fmt.Fprintf(w, `{"parameters":"stop \"<|eot_id|>\"","model_info":{"general.architecture":"llama","llama.context_length":%d}}`, window)
 	})
-	mux.HandleFunc("GET /api/ps", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"models":[]}`)
-	})
+	mux.HandleFunc("GET /api/ps", f.ps)
+	mux.HandleFunc("POST /api/generate", f.generate)
 	mux.HandleFunc("POST /api/chat", f.chat)
 	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
 	f.Server = httptest.NewServer(mux)
@@ -158,6 +166,10 @@ func (f *Server) embed(w http.ResponseWriter, r *http.Request) {
 func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req api.ChatRequest
 	_ = json.NewDecoder(r.Body).Decode(&req)
+	if len(req.Format) == 0 {
+		f.note("chat " + req.Model)
+		f.load(req.Model, req.KeepAlive)
+	}
 	if len(req.Format) > 0 { // a structured-output request: the curator's
 		answer := `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":""}`
 		if f.Curate != nil {
@@ -242,4 +254,72 @@ func (f *Server) toolCall() string {
 		return ""
 	}
 	return f.CallTool()
+}
+
+// Load and unload calls (an empty prompt) for the models Loaded tracks.
+func (f *Server) generate(w http.ResponseWriter, r *http.Request) {
+	var req api.GenerateRequest
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	reason := "load"
+	if req.KeepAlive != nil && req.KeepAlive.Duration == 0 {
+		reason = "unload"
+	}
+	f.note(reason + " " + req.Model)
+	f.load(req.Model, req.KeepAlive)
+	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":"","done":true,"done_reason":%q}`, req.Model, reason)
+}
+
+func (f *Server) load(model string, keepAlive *api.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.loaded == nil {
+		f.loaded = map[string]bool{}
+	}
+	if keepAlive != nil && keepAlive.Duration == 0 {
+		if !f.Sticky[model] {
+			delete(f.loaded, model)
+		}
+		return
+	}
+	f.loaded[model] = true
+}
+
+func (f *Server) ps(w http.ResponseWriter, r *http.Request) {
+	f.note("ps")
+	f.mu.Lock()
+	var models []map[string]any
+	for m := range f.loaded {
+		size := f.Sizes[m] << 20
+		models = append(models, map[string]any{"name": m, "model": m, "size": size, "size_vram": size})
+	}
+	f.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(map[string]any{"models": models})
+}
+
+func (f *Server) note(s string) {
+	f.mu.Lock()
+	f.trace = append(f.trace, s)
+	f.mu.Unlock()
+}
+
+// Preload marks models as loaded, as if they had answered before.
+func (f *Server) Preload(models ...string) {
+	for _, m := range models {
+		f.load(m, nil)
+	}
+}
+
+// Trace returns the calls that change or read what is loaded, in order:
+// "chat M", "load M", "unload M", "ps".
+func (f *Server) Trace() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.trace...)
+}
+
+// ResetTrace forgets the calls so far.
+func (f *Server) ResetTrace() {
+	f.mu.Lock()
+	f.trace = nil
+	f.mu.Unlock()
 }
