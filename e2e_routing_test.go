@@ -20,7 +20,7 @@ import (
 
 // routingVera starts vera with [routing] on three tier models, and more
 // config (a [vram] section).
-func routingVera(t *testing.T, up *ollamatest.Server, more string) *inProcess {
+func routingVera(t *testing.T, up *ollamatest.Server, more string, env ...string) *inProcess {
 	t.Helper()
 	conf := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte(`
@@ -32,7 +32,7 @@ complex = "qwen3:8b"
 [routing.rules]
 complex = ["(?i)quarterly report"]
 `+more), 0o644))
-	return runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_CONFIG_DIR="+conf, "VERA_PROMPTS_DIR="+t.TempDir())
+	return runInProcess(t, append([]string{"VERA_OLLAMA_URL=" + up.URL, "VERA_CONFIG_DIR=" + conf, "VERA_PROMPTS_DIR=" + t.TempDir()}, env...)...)
 }
 
 // The virtual model through the official Ollama client: each message goes
@@ -42,7 +42,8 @@ complex = ["(?i)quarterly report"]
 // lists work for the virtual names.
 func TestTierRouting(t *testing.T) {
 	up := ollamatest.New(t)
-	p := routingVera(t, up, "")
+	logs := t.TempDir()
+	p := routingVera(t, up, "", "VERA_DEBUG=true", "VERA_LOG_DIR="+logs)
 	ctx := context.Background()
 	c := ollamaClient(t, p, "alice")
 	ask := func(model, msg string) (api.ChatRequest, string) {
@@ -105,6 +106,18 @@ func TestTierRouting(t *testing.T) {
 	show, err := c.Show(ctx, &api.ShowRequest{Model: "vera"})
 	require.NoError(t, err)
 	assert.Contains(t, show.Details.Family, "vera")
+
+	// The debug log records each decision and why.
+	require.Eventually(t, func() bool {
+		files, _ := filepath.Glob(filepath.Join(logs, "debug_*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if strings.Contains(string(b), `"route":{"asked":"vera"`) && strings.Contains(string(b), `"by":"think"`) {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 20*time.Millisecond)
 }
 
 // vramVera starts vera with routing and [vram] on the three tiers.

@@ -60,10 +60,13 @@ type debugHit struct {
 }
 
 // Chat records one chat.
-func (d *DebugLog) Chat(requestID, ns, model string, mc *memory.Context, forwarded []byte, answerLen int, complete bool) {
+func (d *DebugLog) Chat(requestID, ns, model string, mc *memory.Context, forwarded []byte, answerLen int, complete bool, route map[string]any) {
 	e := map[string]any{
 		"time": time.Now().UTC().Format(time.RFC3339Nano), "request_id": requestID,
 		"namespace": ns, "model": model, "answer_chars": answerLen, "complete": complete,
+	}
+	if route != nil {
+		e["route"] = route // the tier decision and its scores
 	}
 	if mc != nil {
 		hits := make([]debugHit, len(mc.Semantic))

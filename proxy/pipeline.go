@@ -74,6 +74,8 @@ type chat struct {
 	// it; nil for a chat outside any (memory off, generate).
 	conv *conversation
 	at   place
+	// route is the tier decision, for the debug log; nil: not routed.
+	route map[string]any
 }
 
 // serveChat runs a chat through the pipeline's steps, in order.
@@ -114,7 +116,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	}
 	if tee != nil && s.Debug != nil {
 		answer, ok := tee.Answer()
-		s.Debug.Chat(c.GetString(requestIDKey), ch.ns, ch.req.model(), mc, ch.body, len(answer), ok)
+		s.Debug.Chat(c.GetString(requestIDKey), ch.ns, ch.req.model(), mc, ch.body, len(answer), ok, ch.route)
 	}
 	return nil
 }

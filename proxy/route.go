@@ -100,6 +100,7 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 		ch.recall = ch.msgs
 	}
 	w.Header().Set("X-Vera-Tier", string(t)+" "+model)
+	ch.route = map[string]any{"asked": asked, "tier": string(t), "model": model, "by": d.By, "rule": d.Rule, "scores": d.Scores, "url": d.URL, "think": d.Think}
 	s.log.Debug("routed", "asked", asked, "tier", string(t), "model", model, "by", d.By, "rule", d.Rule, "scores", fmt.Sprint(d.Scores))
 	return asked, nil
 }
