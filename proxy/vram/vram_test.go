@@ -203,3 +203,18 @@ func TestWaiting(t *testing.T) {
 	<-second
 	m.Close()
 }
+
+// A slow pre-warm is background work: the answer does not wait for it,
+// and Close (shutdown) does.
+func TestSlowPrewarmIsDrainedOnClose(t *testing.T) {
+	g := newGPU(sizes, "qwen3:4b")
+	g.loadWait = 100 * time.Millisecond
+	m := New(g, cfg(), nil)
+	after, err := m.Before(context.Background(), "qwen3:8b")
+	require.NoError(t, err)
+	start := time.Now()
+	after()
+	assert.Less(t, time.Since(start), 50*time.Millisecond, "the answer does not wait for the pre-warm")
+	m.Close()
+	assert.Contains(t, g.history(), "load qwen2.5:1.5b", "Close waited for it")
+}
