@@ -20,7 +20,7 @@ type gpu struct {
 	sizes    map[string]int64
 	calls    []string
 	sticky   map[string]bool // refuses to unload
-	loadWait time.Duration
+	loadGate chan struct{}   // when set, loads wait for it to close
 }
 
 func newGPU(sizes map[string]int64, loaded ...string) *gpu {
@@ -49,8 +49,10 @@ func (g *gpu) PS(context.Context) ([]ollama.Running, error) {
 }
 
 func (g *gpu) Load(ctx context.Context, model string) error {
+	if g.loadGate != nil {
+		<-g.loadGate
+	}
 	g.log("load " + model)
-	time.Sleep(g.loadWait)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.loaded[model] = g.sizes[model]
@@ -208,13 +210,19 @@ func TestWaiting(t *testing.T) {
 // and Close (shutdown) does.
 func TestSlowPrewarmIsDrainedOnClose(t *testing.T) {
 	g := newGPU(sizes, "qwen3:4b")
-	g.loadWait = 100 * time.Millisecond
+	g.loadGate = make(chan struct{})
 	m := New(g, cfg(), nil)
 	after, err := m.Before(context.Background(), "qwen3:8b")
 	require.NoError(t, err)
-	start := time.Now()
-	after()
-	assert.Less(t, time.Since(start), 50*time.Millisecond, "the answer does not wait for the pre-warm")
-	m.Close()
-	assert.Contains(t, g.history(), "load qwen2.5:1.5b", "Close waited for it")
+	after() // returns while the pre-warm is held
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close did not wait for the pre-warm")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(g.loadGate)
+	<-closed
+	assert.Contains(t, g.history(), "load qwen2.5:1.5b")
 }
