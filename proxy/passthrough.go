@@ -46,10 +46,15 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 		ErrorLog:      slogAdapter(s.log),
 		ModifyResponse: func(res *http.Response) error {
 			body := res.Body
-			if s.StripThink && tee != nil && (d == ollamaChat || d == ollamaGenerate) && res.StatusCode == http.StatusOK {
+			if s.StripThink && tee != nil && res.StatusCode == http.StatusOK {
 				// Before the tee: what is stored is what the client sees.
 				ct := res.Header.Get("Content-Type")
-				body = newThinkNDJSON(body, strings.HasPrefix(ct, "application/x-ndjson"))
+				switch d {
+				case ollamaChat, ollamaGenerate:
+					body = newThinkNDJSON(body, strings.HasPrefix(ct, "application/x-ndjson"))
+				case openAIChat:
+					body = newThinkSSE(body, strings.HasPrefix(ct, "text/event-stream"))
+				}
 				res.Header.Del("Content-Length")
 				res.ContentLength = -1
 			}

@@ -212,7 +212,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	record := s.Recorder != nil && !ch.off && !ch.untouched
-	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate)
+	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate || ch.d == openAIChat)
 	if !record && !strip && (s.Debug == nil || ch.untouched) {
 		return nil
 	}

@@ -89,30 +89,29 @@ func stripThink(s string) string {
 	return f.feed(s) + f.flush()
 }
 
-// thinkNDJSON takes <think> blocks out of an Ollama answer, record by
-// record (message.content, or response for generate), or out of one
-// object when the answer is not streamed.
-type thinkNDJSON struct {
+// recordFilter rewrites an answer record by record as it streams (each
+// line through line), or whole when it is not streamed (through whole).
+type recordFilter struct {
 	io.ReadCloser
-	src    *bufio.Reader
-	stream bool
-	f      thinkFilter
-	out    []byte
-	err    error
+	src         *bufio.Reader
+	stream      bool
+	line, whole func([]byte) []byte
+	out         []byte
+	err         error
 }
 
-func newThinkNDJSON(body io.ReadCloser, stream bool) *thinkNDJSON {
-	return &thinkNDJSON{ReadCloser: body, src: bufio.NewReaderSize(body, 32<<10), stream: stream}
+func newRecordFilter(body io.ReadCloser, stream bool, line, whole func([]byte) []byte) *recordFilter {
+	return &recordFilter{ReadCloser: body, src: bufio.NewReaderSize(body, 32<<10), stream: stream, line: line, whole: whole}
 }
 
-func (t *thinkNDJSON) Read(p []byte) (int, error) {
+func (t *recordFilter) Read(p []byte) (int, error) {
 	for len(t.out) == 0 {
 		if t.err != nil {
 			return 0, t.err
 		}
 		if !t.stream {
 			b, err := io.ReadAll(t.src)
-			t.out, t.err = t.record(b, true), err
+			t.out, t.err = t.whole(b), err
 			if t.err == nil {
 				t.err = io.EOF
 			}
@@ -120,13 +119,25 @@ func (t *thinkNDJSON) Read(p []byte) (int, error) {
 		}
 		line, err := t.src.ReadBytes('\n')
 		if len(line) > 0 {
-			t.out = t.record(line, false)
+			line = t.line(line)
 		}
-		t.err = err
+		t.out, t.err = line, err
 	}
 	n := copy(p, t.out)
 	t.out = t.out[n:]
 	return n, nil
+}
+
+// thinkNDJSON takes <think> blocks out of an Ollama answer, record by
+// record (message.content, or response for generate), or out of one
+// object when the answer is not streamed.
+type thinkNDJSON struct{ f thinkFilter }
+
+func newThinkNDJSON(body io.ReadCloser, stream bool) io.ReadCloser {
+	t := &thinkNDJSON{}
+	return newRecordFilter(body, stream,
+		func(l []byte) []byte { return t.record(l, false) },
+		func(b []byte) []byte { return t.record(b, true) })
 }
 
 // record filters one record's text; a line that is not a record passes
@@ -148,14 +159,14 @@ func (t *thinkNDJSON) record(line []byte, whole bool) []byte {
 	if raw, ok := rec["response"]; ok {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			rec["response"], _ = json.Marshal(filter(s))
+			rec["response"], _ = marshal(filter(s))
 		}
 	} else if raw, ok := rec["message"]; ok {
 		var m map[string]json.RawMessage
 		var s string
 		if json.Unmarshal(raw, &m) == nil && json.Unmarshal(m["content"], &s) == nil {
-			m["content"], _ = json.Marshal(filter(s))
-			rec["message"], _ = json.Marshal(m)
+			m["content"], _ = marshal(filter(s))
+			rec["message"], _ = marshal(m)
 		}
 	} else {
 		return line
@@ -166,6 +177,60 @@ func (t *thinkNDJSON) record(line []byte, whole bool) []byte {
 	}
 	if bytes.HasSuffix(line, []byte("\n")) {
 		b = append(b, '\n')
+	}
+	return b
+}
+
+// thinkSSE takes <think> blocks out of an OpenAI chat completions answer:
+// the deltas of a stream (choices[0].delta.content), or the message of a
+// whole answer.
+type thinkSSE struct{ f thinkFilter }
+
+func newThinkSSE(body io.ReadCloser, stream bool) io.ReadCloser {
+	t := &thinkSSE{}
+	return newRecordFilter(body, stream, func(line []byte) []byte {
+		data, ok := bytes.CutPrefix(line, []byte("data: "))
+		if !ok {
+			return line
+		}
+		nl := len(data) - len(bytes.TrimRight(data, "\r\n"))
+		body := t.chunk(data[:len(data)-nl], "delta", false)
+		return append(append([]byte("data: "), body...), data[len(data)-nl:]...)
+	}, func(b []byte) []byte { return t.chunk(b, "message", true) })
+}
+
+// chunk filters the content of the first choice's field (delta or
+// message); a chunk that ends the choice gives back what was held.
+func (t *thinkSSE) chunk(data []byte, field string, whole bool) []byte {
+	var c map[string]json.RawMessage
+	if json.Unmarshal(data, &c) != nil {
+		return data // [DONE], or not JSON
+	}
+	var choices []map[string]json.RawMessage
+	if json.Unmarshal(c["choices"], &choices) != nil || len(choices) == 0 {
+		return data
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(choices[0][field], &m) != nil || m == nil {
+		return data
+	}
+	var s string
+	_ = json.Unmarshal(m["content"], &s)
+	var reason string
+	_ = json.Unmarshal(choices[0]["finish_reason"], &reason)
+	out := t.f.feed(s)
+	if whole || reason != "" {
+		out += t.f.flush()
+	}
+	if _, had := m["content"]; !had && out == "" {
+		return data
+	}
+	m["content"], _ = marshal(out)
+	choices[0][field], _ = marshal(m)
+	c["choices"], _ = marshal(choices)
+	b, err := marshal(c)
+	if err != nil {
+		return data
 	}
 	return b
 }

@@ -100,8 +100,43 @@ func TestStripThinkThroughTheProxy(t *testing.T) {
 		} else {
 			assert.Contains(t, body, "secret plan", "off: the client sees what the model wrote")
 		}
+		_, v1 := postChat(t, base, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`)
+		_, v1whole := postChat(t, base, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hey"}]}`)
+		if strip {
+			assert.NotContains(t, v1, "secret plan", "OpenAI's stream too")
+			assert.NotContains(t, v1whole, "secret plan", "and its whole answer")
+		}
 		turns := rec.all()
-		require.Len(t, turns, 1)
-		assert.Equal(t, "Hello.", turns[0].Assistant, "never stored (strip_think %v)", strip)
+		require.Len(t, turns, 3)
+		for _, turn := range turns {
+			assert.Equal(t, "Hello.", turn.Assistant, "never stored (strip_think %v)", strip)
+		}
 	}
+}
+
+func TestThinkSSE(t *testing.T) {
+	stream := "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"<thi\"}}]}\n\n" +
+		": keep-alive\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"nk>plan</think>\\n\\nHel\"}}]}\r\n\r\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo <\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: [DONE]\n\n"
+	b, err := io.ReadAll(newThinkSSE(io.NopCloser(strings.NewReader(stream)), true))
+	require.NoError(t, err)
+	out := string(b)
+	assert.NotContains(t, out, "plan")
+	assert.Contains(t, out, ": keep-alive\n\n")
+	assert.Contains(t, out, "data: [DONE]\n\n")
+	assert.Contains(t, out, "\r\n\r\n", "line ends kept")
+	var text strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, `"content":"`); i >= 0 {
+			rest := line[i+len(`"content":"`):]
+			text.WriteString(rest[:strings.Index(rest, `"`)])
+		}
+	}
+	assert.Equal(t, "Hello <", text.String(), "a held '<' that never became a tag comes back at the end")
+	b, err = io.ReadAll(newThinkSSE(io.NopCloser(strings.NewReader(`{"choices":[{"message":{"role":"assistant","content":"<think>x</think>Hi"},"finish_reason":"stop"}]}`)), false))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"choices":[{"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`, string(b))
 }
