@@ -452,3 +452,19 @@ func modelNames(t *testing.T, c *api.Client) []string {
 	}
 	return names
 }
+
+// A tier model may be a cloud name: the complex tier answered by the
+// provider, the answer naming the virtual model.
+func TestCloudTier(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	p := cloudVera(t, up.URL, provider, t.TempDir(), "\n[routing]\nenabled = true\nlight = \"llama3.2\"\nmedium = \"llama3.2\"\ncomplex = \"gpt-big\"\n")
+	var model, text string
+	require.NoError(t, ollamaClient(t, p, "alice").Chat(context.Background(), &api.ChatRequest{Model: "vera", Messages: []api.Message{{Role: "user", Content: "Prove that there are infinitely many primes."}}}, func(r api.ChatResponse) error {
+		model, text = r.Model, text+r.Message.Content
+		return nil
+	}))
+	assert.Equal(t, "Bom dia, café!", text)
+	assert.Equal(t, "vera", model)
+	assert.Equal(t, "openai/gpt-big", provider.last(t)["model"])
+}
