@@ -76,6 +76,8 @@ type chat struct {
 	at   place
 	// route is the tier decision, for the debug log; nil: not routed.
 	route map[string]any
+	// unrouted is the body as it came, before a tier model was put in.
+	unrouted []byte
 }
 
 // serveChat runs a chat through the pipeline's steps, in order.
@@ -95,7 +97,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if err != nil {
 		return err
 	}
-	after, err := s.makeRoom(c, ch, asked, up)
+	after, err := s.makeRoom(c, ch, asked, &up)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -75,29 +76,18 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 	if !s.virtual(asked) {
 		return "", nil
 	}
-	d := s.Routing.Router.Classify(ctx, ch.user, sameModel(asked, s.Routing.Deep))
-	t, model := s.Routing.tierModel(d.Tier)
-	if model == "" {
-		return "", httpError(http.StatusServiceUnavailable, fmt.Sprintf("model %q routes to tiers, and no tier model is set ([routing] light, medium, complex)", asked), nil)
+	var d tier.Decision
+	if ch.untouched {
+		// A background task (a title, search queries...) or a load call:
+		// the light model, never a flush for the complex one.
+		d = tier.Decision{Tier: tier.Light, By: "task"}
+	} else {
+		d = s.Routing.Router.Classify(ctx, ch.user, sameModel(asked, s.Routing.Deep))
 	}
-	think := d.Think
-	if think {
-		// Ask for thinking only of a model that can: others refuse it.
-		caps := s.capabilities(ctx, model)
-		think = caps == nil || slices.Contains(caps, "thinking")
-	}
-	body, err := retarget(ch.body, model, d.Think, think, ch.d)
+	ch.unrouted = ch.body
+	t, model, err := s.retargetChat(ctx, ch, d.Tier, d.Think)
 	if err != nil {
-		return "", httpError(http.StatusBadRequest, err.Error(), nil)
-	}
-	req, err := ch.d.parse(body)
-	if err != nil {
-		return "", httpError(http.StatusBadRequest, err.Error(), nil)
-	}
-	ch.body, ch.req = body, req
-	if !ch.untouched {
-		ch.msgs, ch.user = req.memoryMessages(), req.lastUser()
-		ch.recall = ch.msgs
+		return "", err
 	}
 	w.Header().Set("X-Vera-Tier", string(t)+" "+model)
 	ch.route = map[string]any{"asked": asked, "tier": string(t), "model": model, "by": d.By, "rule": d.Rule, "scores": d.Scores, "url": d.URL, "think": d.Think}
@@ -105,38 +95,113 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 	return asked, nil
 }
 
+// retargetChat rewrites the chat as it came (ch.unrouted) for the model of
+// tier want: the model name, and for a /think prefix (strip) the prefix
+// off the last user text, with thinking asked of a model that can think.
+// What memory reads follows: the user's own question stays as decode took
+// it (the RAG template's query, say), less the prefix.
+func (s *Server) retargetChat(ctx context.Context, ch *chat, want tier.Tier, strip bool) (tier.Tier, string, error) {
+	t, model := s.Routing.tierModel(want)
+	if model == "" {
+		return t, "", httpError(http.StatusServiceUnavailable, fmt.Sprintf("model %q routes to tiers, and no tier model is set ([routing] light, medium, complex)", ch.req.model()), nil)
+	}
+	think := strip
+	if think {
+		// Ask for thinking only of a model that can: others refuse it.
+		caps := s.capabilities(ctx, model)
+		think = caps == nil || slices.Contains(caps, "thinking")
+	}
+	body, err := retarget(ch.unrouted, model, strip, think, ch.d)
+	if err != nil {
+		return t, "", httpError(http.StatusBadRequest, err.Error(), nil)
+	}
+	req, err := ch.d.parse(body)
+	if err != nil {
+		return t, "", httpError(http.StatusBadRequest, err.Error(), nil)
+	}
+	ch.body, ch.req = body, req
+	if !ch.untouched {
+		shared := len(ch.recall) == 0 || len(ch.msgs) == 0 || &ch.recall[0] == &ch.msgs[0]
+		ch.msgs = req.memoryMessages()
+		if strip {
+			ch.user = stripThinkPrefix(ch.user)
+		}
+		if shared {
+			ch.recall = ch.msgs
+		}
+	}
+	return t, model, nil
+}
+
+// stripThinkPrefix takes "/think" and the space after it off a text.
+func stripThinkPrefix(s string) string {
+	t := strings.TrimLeftFunc(s, unicode.IsSpace)
+	if rest, ok := strings.CutPrefix(t, "/think"); ok && (rest == "" || unicode.IsSpace(rune(rest[0]))) {
+		return strings.TrimLeftFunc(rest, unicode.IsSpace)
+	}
+	return s
+}
+
 // retarget sets a request's model and, for a /think prefix (strip), takes
 // the prefix off its last user text and, with think, asks the model to
-// think (Ollama's think: true, unless the client set think).
+// think (Ollama's think: true, unless the client set think). It edits the
+// decoded request, so no other text that happens to hold "/think" is
+// touched.
 func retarget(body []byte, model string, strip, think bool, d dialect) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
 		return nil, fmt.Errorf("the request is not a JSON object")
 	}
-	m["model"], _ = json.Marshal(model)
-	out, err := marshal(m)
-	if err != nil || !strip {
-		return out, err
-	}
-	// The prefix opens the last user text: the last JSON string that
-	// starts with it.
-	if i := bytes.LastIndex(out, []byte(`"/think`)); i >= 0 {
-		j := i + len(`"/think`)
-		for j < len(out) && out[j] == ' ' {
-			j++
+	m["model"] = model
+	if strip {
+		switch d {
+		case ollamaGenerate:
+			if p, ok := m["prompt"].(string); ok {
+				m["prompt"] = stripThinkPrefix(p)
+			}
+		case openAIResponses:
+			if in, ok := m["input"].(string); ok {
+				m["input"] = stripThinkPrefix(in)
+			} else if items, ok := m["input"].([]any); ok {
+				stripLastUser(items)
+			}
+		default:
+			if msgs, ok := m["messages"].([]any); ok {
+				stripLastUser(msgs)
+			}
 		}
-		out = append(out[:i+1:i+1], out[j:]...)
-	}
-	if think && (d == ollamaChat || d == ollamaGenerate) {
-		if err := json.Unmarshal(out, &m); err != nil {
-			return nil, err
+		if _, set := m["think"]; think && !set && (d == ollamaChat || d == ollamaGenerate) {
+			m["think"] = true
 		}
-		if _, set := m["think"]; !set {
-			m["think"] = json.RawMessage("true")
-		}
-		return marshal(m)
 	}
-	return out, nil
+	return marshal(m)
+}
+
+// stripLastUser takes the /think prefix off the last user message's text:
+// a string content, or its first text part.
+func stripLastUser(msgs []any) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		msg, ok := msgs[i].(map[string]any)
+		if !ok || msg["role"] != "user" {
+			continue
+		}
+		switch c := msg["content"].(type) {
+		case string:
+			msg["content"] = stripThinkPrefix(c)
+			return
+		case []any:
+			for _, part := range c {
+				if p, ok := part.(map[string]any); ok {
+					if text, ok := p["text"].(string); ok {
+						p["text"] = stripThinkPrefix(text)
+						return
+					}
+				}
+			}
+		}
+	}
 }
 
 // renamer gives a response body with every `"model":"<from>"` as
@@ -147,6 +212,7 @@ type renamer struct {
 	from, to []byte
 	pending  []byte // read, not yet given
 	out      []byte // given next
+	buf      []byte // what each read fills
 	eof      error
 }
 
@@ -161,8 +227,11 @@ func (r *renamer) Read(p []byte) (int, error) {
 		if r.eof != nil {
 			return 0, r.eof
 		}
-		buf := make([]byte, 32<<10)
-		n, err := r.ReadCloser.Read(buf)
+		if r.buf == nil {
+			r.buf = make([]byte, 32<<10)
+		}
+		n, err := r.ReadCloser.Read(r.buf)
+		buf := r.buf
 		r.pending = append(r.pending, buf[:n]...)
 		replaced := bytes.ReplaceAll(r.pending, r.from, r.to)
 		keep := 0
@@ -189,36 +258,39 @@ func (r *renamer) Read(p []byte) (int, error) {
 // the medium tier instead, and a chat that named its model goes on with
 // X-Vera-VRAM: flush-timeout. It returns what to run once the answer is
 // over.
-func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up upstream) (func(), error) {
-	if s.VRAM == nil || up.url != s.ollama.url || up.transport != s.ollama.transport {
-		return func() {}, nil
+func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up *upstream) (func(), error) {
+	if s.VRAM == nil || up.url != s.ollama.url {
+		return func() {}, nil // the cloud's, not this GPU's
 	}
 	ctx := c.Request.Context()
 	after, err := s.VRAM.Before(ctx, ch.req.model())
 	switch {
 	case err == nil:
 		return after, nil
-	case !errors.Is(err, vram.ErrFlushTimeout):
+	case ctx.Err() != nil:
 		return after, httpError(StatusClientClosed, "client closed request", err)
+	case !errors.Is(err, vram.ErrFlushTimeout):
+		// Ollama's /api/ps failed: go on without the flush.
+		s.log.Warn("VRAM flush skipped", "model", ch.req.model(), "error", err)
+		return after, nil
 	}
 	c.Writer.Header().Set("X-Vera-VRAM", "flush-timeout")
 	if asked == "" || s.Routing == nil {
+		return after, nil // the model the chat named, serialised still
+	}
+	if _, medium := s.Routing.tierModel(tier.Medium); medium == "" || sameModel(medium, ch.req.model()) {
 		return after, nil
 	}
-	_, medium := s.Routing.tierModel(tier.Medium)
-	if medium == "" || sameModel(medium, ch.req.model()) {
-		return after, nil
-	}
-	body, rerr := retarget(ch.body, medium, false, false, ch.d)
+	after() // the large model will not answer this chat
+	instead := ch.req.model()
+	t, medium, rerr := s.retargetChat(ctx, ch, tier.Medium, ch.route != nil && ch.route["think"] == true)
 	if rerr != nil {
-		return after, nil
+		return func() {}, rerr
 	}
-	req, perr := ch.d.parse(body)
-	if perr != nil {
-		return after, nil
+	if next, rerr := s.route(ch); rerr == nil {
+		*up = next // a cloud medium model goes to the cloud
 	}
-	s.log.Warn("VRAM flush timed out: the chat goes to the medium tier", "asked", asked, "instead_of", ch.req.model(), "model", medium)
-	ch.body, ch.req = body, req
-	c.Writer.Header().Set("X-Vera-Tier", string(tier.Medium)+" "+medium)
-	return after, nil
+	s.log.Warn("VRAM flush timed out: the chat goes to the medium tier", "asked", asked, "instead_of", instead, "model", medium)
+	c.Writer.Header().Set("X-Vera-Tier", string(t)+" "+medium)
+	return func() {}, nil
 }

@@ -6,18 +6,20 @@ package tier
 var builtin = map[Tier][]string{
 	Complex: {
 		// Asked for depth or rigour.
-		`(?i)\b(in[- ]depth|deep (analysis|dive|research)|do a deep|thorough(ly)?|rigorous(ly)?|comprehensive|critically|systematic(ally)?|step[- ]by[- ]step (reason|plan)|think step by step|reason (carefully|step by step)|walk me through a rigorous)\b`,
+		`(?i)\b(in[- ]depth|deep (analysis|dive|research)|do a deep|thorough(ly)?|rigorous(ly)?|critically|systematic(ally)?|step[- ]by[- ]step (reason|plan)|think step by step|reason (carefully|step by step)|walk me through a rigorous)\b`,
 		// Proofs, derivations, formal problems.
 		`(?i)\b(prove|proof|derive|derivation|formulate|theorem)\b`,
 		// Research and analysis as the task.
-		`(?i)\b(research|literature review|investigate|audit|threat model|risk analysis|business plan|go-to-market|total cost of ownership|curriculum)\b`,
+		`(?i)^\W*(research|investigate|audit)\b.{30,}`,
+		`(?i)\b(literature review|research proposal|threat model|risk analysis|business plan|go-to-market|total cost of ownership|curriculum)\b`,
 		`(?i)^\W*(analy[sz]e|assess|evaluate|model|develop a strategy|produce a detailed|compare)\b.{40,}`,
 		// Designing systems, with their trade-offs.
-		`(?i)\b(design|architect|plan)\b.{0,80}\b(architecture|system|service|schema|gateway|rate limiter|migration|database|indexing)\b`,
-		`(?i)\btrade-?offs?\b`,
+		`(?i)^\W*(design|architect|plan)\b.{0,80}\b(architecture|system|service|schema|gateway|rate limiter|migration|database|indexing)\b`,
+		`(?i)\btrade-?offs?\b.{0,40}\b(architecture|consistency|design|approach|model)`,
+		`(?i)\b(architecture|consistency|design|approach|model)\b.{0,60}\btrade-?offs?\b`,
 		`(?i)\b(migrat\w*)\b.{0,60}\b(zero downtime|without downtime|monolith)\b`,
 		// Russian (RE2's \b knows only ASCII words: no \b here).
-		`(?i)(подробн\p{L}* (анализ|исследу)|глубок\p{L}* анализ|проанализируй|исследуй|докажи|выведи формул|спроектируй|разработай (стратеги|подробн|бизнес)|стратеги\p{L}* выхода|модел\p{L}* угроз|бизнес-план|сравнительный анализ|шаг за шагом|пошагово|рассуждай|оцени долгосрочн|компромисс|обзор научных|проведи (глубокий|сравнительный|подробный))`,
+		`(?i)(подробн\p{L}* (анализ|исследу)|глубок\p{L}* анализ|проанализируй|исследуй|докажи|выведи формул|спроектируй|разработай (стратеги|подробн|бизнес)|стратеги\p{L}* выхода|модел\p{L}* угроз|бизнес-план|сравнительный анализ|шаг за шагом|рассуждай|оцени долгосрочн|обзор научных|проведи (глубокий|сравнительный|подробный))`,
 		`(?i)миграц\p{L}*.{0,60}(без простоя|монолит)`,
 		`(?i)^[^\p{L}]*(объясни подробно|подробно объясни|сравни)[^\p{L}].{40,}`,
 	},
@@ -34,7 +36,7 @@ var builtin = map[Tier][]string{
 	Medium: {
 		// Everyday tasks: write, explain, summarise, translate, plan,
 		// help, code a small thing.
-		`(?i)^\W*(write|draft|rewrite|translate|summari[sz]e|explain|describe|help me|suggest|create|make|turn|list|tell me|show me|how (do|can|should) i|how does|why|what are (the )?(pros|good|best)|what should|what's the difference)\b`,
+		`(?i)^\W*(write|draft|rewrite|translate|summari[sz]e|explain|describe|help me|suggest|create|make|turn|list|tell me|show me|how (do|can|should) i|how does|why|what are (the )?(pros|good|best)|what should|what's the difference|what('s| is) wrong)\b`,
 		`(?i)^[^\p{L}]*(напиши|составь|переведи (на|текст|этот|это)|объясни|перескажи|придумай|дай|помоги|как (правильно|настроить|приготовить|работает)|чем отличается|какие плюсы|сделай)[^\p{L}]`,
 	},
 }

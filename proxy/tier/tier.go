@@ -103,12 +103,14 @@ const thinkPrefix = "/think "
 func (r *Router) Classify(ctx context.Context, message string, deep bool) Decision {
 	d := Decision{Message: message, URL: urlRE.MatchString(message)}
 	trimmed := strings.TrimLeftFunc(message, unicode.IsSpace)
+	if rest, ok := strings.CutPrefix(trimmed, strings.TrimSpace(thinkPrefix)); ok && (rest == "" || unicode.IsSpace(rune(rest[0]))) {
+		d.Think, d.Message = true, strings.TrimLeftFunc(rest, unicode.IsSpace)
+	}
 	switch {
 	case deep:
 		d.Tier, d.By = Complex, "deep"
-	case strings.HasPrefix(trimmed, thinkPrefix) || strings.TrimSpace(trimmed) == strings.TrimSpace(thinkPrefix):
-		d.Tier, d.By, d.Think = Complex, "think", true
-		d.Message = strings.TrimLeftFunc(strings.TrimPrefix(trimmed, strings.TrimSpace(thinkPrefix)), unicode.IsSpace)
+	case d.Think:
+		d.Tier, d.By = Complex, "think"
 	default:
 		d.Tier, d.By = r.match(message, &d)
 		if d.By == "" {

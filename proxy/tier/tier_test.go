@@ -122,3 +122,24 @@ func TestSimilarity(t *testing.T) {
 	assert.Equal(t, "default", d.By)
 	assert.Equal(t, Light, r.Classify(context.Background(), "hello", false).Tier, "rules still work")
 }
+
+// Everyday messages that only sound deep are not sent to the complex
+// model (each would cost a VRAM flush).
+func TestRulesAreNotTooBroad(t *testing.T) {
+	r, err := New(nil, nil)
+	require.NoError(t, err)
+	for _, msg := range []string{
+		"What's the tradeoff between tea and coffee?",
+		"Can you research cheap flights to Rome?",
+		"I plan to take the bus service tomorrow",
+		"Give me a comprehensive list of fruits",
+		"объясни пошагово как сварить яйцо",
+		"давай найдём компромисс",
+	} {
+		assert.NotEqual(t, Complex, r.Classify(context.Background(), msg, false).Tier, msg)
+	}
+	assert.Equal(t, Medium, r.Classify(context.Background(), "What's wrong with my regex ^(a+)+$ in Go?", false).Tier)
+	d := r.Classify(context.Background(), "/think\nwhy?", true)
+	assert.True(t, d.Think, "vera-deep with the prefix: it still comes off")
+	assert.Equal(t, "why?", d.Message)
+}

@@ -47,9 +47,11 @@ type Manager struct {
 
 	large chan struct{} // one token per large request allowed at once
 
+	flushMu  sync.Mutex // one flush at a time
 	mu       sync.Mutex
 	flushing chan struct{} // closed when the flush under way ends; nil: none
 	sizes    map[string]int64
+	active   map[string]int // large models answering now: no flush evicts them
 
 	bg     context.Context
 	stop   context.CancelFunc
@@ -70,7 +72,7 @@ func New(o Ollama, cfg Config, logger *slog.Logger) *Manager {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	m := &Manager{o: o, cfg: cfg, log: logger, large: make(chan struct{}, cfg.MaxLarge), sizes: map[string]int64{}}
+	m := &Manager{o: o, cfg: cfg, log: logger, large: make(chan struct{}, cfg.MaxLarge), sizes: map[string]int64{}, active: map[string]int{}}
 	m.bg, m.stop = context.WithCancel(context.Background())
 	return m
 }
@@ -105,17 +107,34 @@ func (m *Manager) Before(ctx context.Context, model string) (after func(), err e
 	case <-ctx.Done():
 		return func() {}, ctx.Err()
 	}
-	release := func() { <-m.large }
-	if err := m.flush(ctx, model); err != nil {
-		release()
-		return func() {}, err
+	key := canonical(model)
+	m.mu.Lock()
+	m.active[key]++
+	m.mu.Unlock()
+	var once sync.Once
+	after = func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if m.active[key]--; m.active[key] <= 0 {
+				delete(m.active, key)
+			}
+			m.mu.Unlock()
+			<-m.large
+			if listed {
+				m.afterLarge(model)
+			}
+		})
 	}
-	return func() {
-		release()
-		if listed {
-			m.afterLarge(model)
+	if err := m.flush(ctx, model); err != nil {
+		if !errors.Is(err, ErrFlushTimeout) {
+			after()
+			return func() {}, err
 		}
-	}, nil
+		// The caller may still send the chat to the model it named: it
+		// keeps its turn until after.
+		return after, err
+	}
+	return after, nil
 }
 
 // listed reports whether model is in large_models.
@@ -179,6 +198,8 @@ func (m *Manager) waitFlush(ctx context.Context) error {
 // flush unloads every loaded model but model and the kept ones, and polls
 // /api/ps until they are gone.
 func (m *Manager) flush(ctx context.Context, model string) error {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
 	done := make(chan struct{})
 	m.mu.Lock()
 	m.flushing = done
@@ -224,9 +245,15 @@ func (m *Manager) flush(ctx context.Context, model string) error {
 	}
 }
 
-// evicts reports whether a flush for model unloads name.
+// evicts reports whether a flush for model unloads name: never the model
+// itself, a kept one, or a large model still answering.
 func (m *Manager) evicts(name, model string) bool {
-	return !same(name, model) && !slices.ContainsFunc(m.cfg.Keep, func(k string) bool { return same(k, name) })
+	if same(name, model) || slices.ContainsFunc(m.cfg.Keep, func(k string) bool { return same(k, name) }) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active[canonical(name)] == 0
 }
 
 // afterLarge unloads a listed large model and pre-warms the everyday

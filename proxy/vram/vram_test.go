@@ -226,3 +226,44 @@ func TestSlowPrewarmIsDrainedOnClose(t *testing.T) {
 	<-closed
 	assert.Contains(t, g.history(), "load qwen2.5:1.5b")
 }
+
+// With two large requests allowed at once, the second flush never evicts
+// the first large model while it answers; a flush that timed out keeps
+// its turn for a chat that goes on to the model it named.
+func TestLargeModelsDoNotEvictEachOther(t *testing.T) {
+	g := newGPU(map[string]int64{"a": 4000, "b": 4000, "small": 1000}, "small")
+	c := cfg()
+	c.Large, c.MaxLarge = []string{"a", "b"}, 2
+	m := New(g, c, nil)
+	afterA, err := m.Before(context.Background(), "a")
+	require.NoError(t, err)
+	require.NoError(t, g.Load(context.Background(), "a"))
+	afterB, err := m.Before(context.Background(), "b")
+	require.NoError(t, err)
+	assert.NotContains(t, g.history(), "unload a", "a is still answering")
+	afterA()
+	afterB()
+	m.Close()
+
+	g = newGPU(sizes, "qwen3:4b")
+	g.sticky["qwen3:4b"] = true
+	c = cfg()
+	c.FlushTimeout = 30 * time.Millisecond
+	m = New(g, c, nil)
+	after, err := m.Before(context.Background(), "qwen3:8b")
+	require.ErrorIs(t, err, ErrFlushTimeout)
+	second := make(chan struct{})
+	go func() {
+		a, _ := m.Before(context.Background(), "qwen3:8b")
+		a()
+		close(second)
+	}()
+	select {
+	case <-second:
+		t.Fatal("the first chat still holds its turn")
+	case <-time.After(50 * time.Millisecond):
+	}
+	after()
+	<-second
+	m.Close()
+}
