@@ -19,7 +19,8 @@ import (
 	"github.com/vera-proxy/vera/proxy/tier"
 )
 
-// evalCmd runs `vera eval locomo [--budget N] [--embedder ollama|none] FILE...`.
+// evalCmd runs `vera eval locomo [--budget N] [--embedder ollama|none]
+// FILE...` or `vera eval routing [--embedder ollama|none] [FILE]`.
 func evalCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "routing" {
 		return evalRouting(ctx, args[1:], getenv, stdout, stderr)

@@ -30,6 +30,8 @@ Usage:
   vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera eval locomo [--budget N] [--embedder ollama|none] FILE...
                          memory-quality benchmark on LoCoMo conversations
+  vera eval routing [--embedder ollama|none] [FILE]
+                         tier-routing accuracy on the labelled set (or FILE)
   vera curate [--dry-run] [--namespace NS]
                          run the curator once (vera stopped; else POST /curator/run)
   vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]
