@@ -45,6 +45,8 @@ type Server struct {
 	CuratorNext     func() time.Time
 	// CloudHealth describes the cloud for /healthz; nil: no cloud.
 	CloudHealth func() CloudHealth
+	// Memories serves /memories*; nil: memory is off.
+	Memories *Memories
 
 	version string
 	ollama  *ollama.Client // probed by /healthz
@@ -60,6 +62,7 @@ func (s *Server) Mount(e *gin.Engine) {
 	e.GET("/healthz", handle(s.healthz))
 	e.POST("/curator/run", s.guard, handle(s.curatorRun))
 	e.GET("/curator/status", s.guard, handle(s.curatorStatus))
+	s.mountMemories(e)
 }
 
 // guard guards the admin routes (SPEC §6): with a token set, a request

@@ -1,0 +1,385 @@
+package admin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Memories is what the memory routes need (SPEC §6): the store, the
+// durable queue (a deleted memory must not arrive later from it), and the
+// embedder for what is added or edited by hand (nil: lexical only).
+type Memories struct {
+	Store  memory.Store
+	Queue  memory.Queue
+	Embed  func(ctx context.Context, texts []string) ([][]float32, error)
+	Tokens *memory.Tokenizer
+}
+
+// memoryJSON is a MEMORY of SPEC §6.
+type memoryJSON struct {
+	ID        string         `json:"id"`
+	Namespace string         `json:"namespace"`
+	Type      memory.Type    `json:"type"`
+	Text      string         `json:"text"`
+	Timestamp time.Time      `json:"timestamp"`
+	Model     string         `json:"model,omitempty"`
+	Metadata  map[string]any `json:"metadata,omitempty"`
+	Score     *float64       `json:"score,omitempty"`
+}
+
+func toJSON(m memory.Memory) memoryJSON {
+	return memoryJSON{ID: m.ID, Namespace: m.Namespace, Type: m.Type, Text: m.Text, Timestamp: m.Time, Model: m.Model, Metadata: m.Metadata}
+}
+
+// mountMemories registers the memory routes, guarded.
+func (s *Server) mountMemories(e *gin.Engine) {
+	if s.Memories == nil {
+		return
+	}
+	e.GET("/memories", s.guard, handle(s.listMemories))
+	e.GET("/memories/export", s.guard, handle(s.exportMemories))
+	e.POST("/memories/import", s.guard, handle(s.importMemories))
+	e.GET("/memories/:id", s.guard, handle(s.getMemory))
+	e.POST("/memories", s.guard, handle(s.addMemory))
+	e.PATCH("/memories/:id", s.guard, handle(s.editMemory))
+	e.DELETE("/memories/:id", s.guard, handle(s.deleteMemory))
+	e.DELETE("/memories", s.guard, handle(s.forgetNamespace))
+}
+
+// filterOf reads namespace, type, since and until.
+func filterOf(c *gin.Context) (memory.Filter, error) {
+	f := memory.Filter{Namespace: strings.TrimSpace(c.Query("namespace"))}
+	if f.Namespace == "" {
+		return f, httpError(http.StatusBadRequest, "namespace is required: /memories?namespace=NS")
+	}
+	if t := c.Query("type"); t != "" {
+		if !memory.Type(t).Valid() {
+			return f, httpError(http.StatusBadRequest, fmt.Sprintf("type %q is not raw, curated or rule", t))
+		}
+		f.Types = []memory.Type{memory.Type(t)}
+	}
+	for key, dst := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
+		if v := c.Query(key); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return f, httpError(http.StatusBadRequest, fmt.Sprintf("%s: %q is not an RFC 3339 time such as 2026-11-22T10:00:00Z", key, v))
+			}
+			*dst = t
+		}
+	}
+	return f, nil
+}
+
+func (s *Server) listMemories(c *gin.Context) error {
+	f, err := filterOf(c)
+	if err != nil {
+		return err
+	}
+	limit := 50
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			return httpError(http.StatusBadRequest, "limit: want a number from 1 to 1000")
+		}
+	}
+	ctx := c.Request.Context()
+	out := []memoryJSON{}
+	if q := strings.TrimSpace(c.Query("q")); q != "" {
+		// The same hybrid search chats use, scored.
+		query := memory.Query{Filter: f, Text: q, Limit: limit, Threshold: 0.5}
+		if s.Memories.Embed != nil {
+			if v, err := s.Memories.Embed(ctx, []string{q}); err == nil && len(v) == 1 {
+				query.Vector = v[0]
+			}
+		}
+		hits, err := s.Memories.Store.Search(ctx, query)
+		if err != nil {
+			return httpError(http.StatusServiceUnavailable, "searching the store: "+err.Error())
+		}
+		for _, h := range hits {
+			m := toJSON(h.Memory)
+			score := h.Score
+			m.Score = &score
+			out = append(out, m)
+		}
+		c.JSON(http.StatusOK, gin.H{"memories": out, "next_cursor": ""})
+		return nil
+	}
+	page, next, err := s.Memories.Store.Scroll(ctx, f, c.Query("cursor"), limit)
+	if err != nil {
+		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+	}
+	for _, m := range page {
+		out = append(out, toJSON(m))
+	}
+	c.JSON(http.StatusOK, gin.H{"memories": out, "next_cursor": next})
+	return nil
+}
+
+func (s *Server) getMemory(c *gin.Context) error {
+	m, err := s.Memories.Store.Get(c.Request.Context(), c.Param("id"))
+	if errors.Is(err, memory.ErrNotFound) {
+		return httpError(http.StatusNotFound, fmt.Sprintf("no memory %q", c.Param("id")))
+	}
+	if err != nil {
+		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+	}
+	c.JSON(http.StatusOK, toJSON(m))
+	return nil
+}
+
+// prepare fills in what a memory written by hand needs: its token count
+// and, when the embedder answers, its vector.
+func (s *Server) prepare(ctx context.Context, ms []memory.Memory) {
+	for i := range ms {
+		if s.Memories.Tokens != nil {
+			ms[i].Tokens = s.Memories.Tokens.Count(ms[i].Text)
+		}
+	}
+	if s.Memories.Embed == nil {
+		return
+	}
+	texts := make([]string, len(ms))
+	for i, m := range ms {
+		texts[i] = m.Text
+	}
+	if vs, err := s.Memories.Embed(ctx, texts); err == nil && len(vs) == len(ms) {
+		for i := range ms {
+			ms[i].Vector = vs[i]
+		}
+	}
+}
+
+func (s *Server) addMemory(c *gin.Context) error {
+	var in memoryJSON
+	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
+		return httpError(http.StatusBadRequest, "the body is not a MEMORY: "+err.Error())
+	}
+	if in.Type == "" {
+		in.Type = memory.Curated
+	}
+	if in.Type != memory.Curated && in.Type != memory.Rule {
+		return httpError(http.StatusBadRequest, "type: a memory added by hand is curated or a rule")
+	}
+	m := memory.Memory{ID: memory.NewID(), Namespace: strings.TrimSpace(in.Namespace), Type: in.Type, Text: strings.TrimSpace(in.Text), Time: time.Now().UTC(), Model: in.Model, Metadata: in.Metadata}
+	if m.Namespace == "" || m.Text == "" {
+		return httpError(http.StatusBadRequest, "namespace and text are required")
+	}
+	ms := []memory.Memory{m}
+	s.prepare(c.Request.Context(), ms)
+	if err := s.Memories.Store.Upsert(c.Request.Context(), ms...); err != nil {
+		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+	}
+	c.JSON(http.StatusCreated, toJSON(ms[0]))
+	return nil
+}
+
+func (s *Server) editMemory(c *gin.Context) error {
+	ctx := c.Request.Context()
+	m, err := s.Memories.Store.Get(ctx, c.Param("id"))
+	if errors.Is(err, memory.ErrNotFound) {
+		return httpError(http.StatusNotFound, fmt.Sprintf("no memory %q", c.Param("id")))
+	}
+	if err != nil {
+		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+	}
+	var in struct {
+		Text     *string        `json:"text"`
+		Metadata map[string]any `json:"metadata"`
+	}
+	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
+		return httpError(http.StatusBadRequest, "the body is not JSON: "+err.Error())
+	}
+	if in.Text != nil {
+		if strings.TrimSpace(*in.Text) == "" {
+			return httpError(http.StatusBadRequest, "text must not be empty (DELETE forgets a memory)")
+		}
+		m.Text = strings.TrimSpace(*in.Text)
+	}
+	if in.Metadata != nil {
+		m.Metadata = in.Metadata
+	}
+	m.Vector = nil
+	ms := []memory.Memory{m}
+	s.prepare(ctx, ms) // edited text: embedded again
+	if err := s.Memories.Store.Upsert(ctx, ms...); err != nil {
+		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+	}
+	c.JSON(http.StatusOK, toJSON(ms[0]))
+	return nil
+}
+
+// deleteMemory forgets a memory for good: from the store, and from the
+// durable queue if its turn still waits there.
+func (s *Server) deleteMemory(c *gin.Context) error {
+	ctx := c.Request.Context()
+	id := c.Param("id")
+	if s.Memories.Queue != nil {
+		if err := s.Memories.Queue.Done(ctx, id); err != nil {
+			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
+		}
+	}
+	if err := s.Memories.Store.Delete(ctx, id); err != nil {
+		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// forgetNamespace forgets a whole namespace, its queued turns included.
+func (s *Server) forgetNamespace(c *gin.Context) error {
+	ns := strings.TrimSpace(c.Query("namespace"))
+	if ns == "" || c.Query("confirm") != "true" {
+		return httpError(http.StatusBadRequest, "forgetting a namespace needs ?namespace=NS&confirm=true")
+	}
+	ctx := c.Request.Context()
+	n := 0
+	if s.Memories.Queue != nil {
+		queued, err := s.Memories.Queue.Pending(ctx, 1<<20)
+		if err != nil {
+			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
+		}
+		var ids []string
+		for _, m := range queued {
+			if m.Namespace == ns {
+				ids = append(ids, m.ID)
+			}
+		}
+		if err := s.Memories.Queue.Done(ctx, ids...); err != nil {
+			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
+		}
+		n += len(ids)
+	}
+	for {
+		page, _, err := s.Memories.Store.Scroll(ctx, memory.Filter{Namespace: ns}, "", 500)
+		if err != nil {
+			return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+		}
+		if len(page) == 0 {
+			break
+		}
+		ids := make([]string, len(page))
+		for i, m := range page {
+			ids[i] = m.ID
+		}
+		if err := s.Memories.Store.Delete(ctx, ids...); err != nil {
+			return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+		}
+		n += len(ids)
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": ns, "forgotten": n})
+	return nil
+}
+
+// exportMemories streams every memory (of one namespace, or all) as
+// JSONL, page by page: never the whole store in memory.
+func (s *Server) exportMemories(c *gin.Context) error {
+	ctx := c.Request.Context()
+	namespaces := []string{strings.TrimSpace(c.Query("namespace"))}
+	if namespaces[0] == "" {
+		var err error
+		if namespaces, err = s.Memories.Store.Namespaces(ctx); err != nil {
+			return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+		}
+	}
+	c.Header("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(c.Writer)
+	for _, ns := range namespaces {
+		cursor := ""
+		for {
+			page, next, err := s.Memories.Store.Scroll(ctx, memory.Filter{Namespace: ns}, cursor, 500)
+			if err != nil {
+				return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+			}
+			for _, m := range page {
+				if err := enc.Encode(toJSON(m)); err != nil {
+					return err
+				}
+			}
+			c.Writer.Flush()
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	return nil
+}
+
+// importMemories takes the export's JSONL: each line is upserted by its
+// id (importing twice changes nothing); bad lines are reported by number
+// and the good ones kept.
+func (s *Server) importMemories(c *gin.Context) error {
+	ctx := c.Request.Context()
+	sc := bufio.NewScanner(c.Request.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	type lineError struct {
+		Line  int    `json:"line"`
+		Error string `json:"error"`
+	}
+	errs := []lineError{}
+	imported := 0
+	var batch []memory.Memory
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		s.prepare(ctx, batch)
+		if err := s.Memories.Store.Upsert(ctx, batch...); err != nil {
+			return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+		}
+		imported += len(batch)
+		batch = batch[:0]
+		return nil
+	}
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var in memoryJSON
+		if err := json.Unmarshal([]byte(line), &in); err != nil {
+			errs = append(errs, lineError{n, "not a MEMORY: " + err.Error()})
+			continue
+		}
+		if in.ID == "" {
+			in.ID = memory.NewID()
+		}
+		if in.Timestamp.IsZero() {
+			in.Timestamp = time.Now().UTC()
+		}
+		m := memory.Memory{ID: in.ID, Namespace: in.Namespace, Type: in.Type, Text: in.Text, Time: in.Timestamp, Model: in.Model, Metadata: in.Metadata}
+		if err := m.Validate(); err != nil {
+			errs = append(errs, lineError{n, err.Error()})
+			continue
+		}
+		if strings.TrimSpace(m.Text) == "" {
+			errs = append(errs, lineError{n, "text is empty"})
+			continue
+		}
+		batch = append(batch, m)
+		if len(batch) == 200 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return httpError(http.StatusBadRequest, "reading the body: "+err.Error())
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, gin.H{"imported": imported, "errors": errs})
+	return nil
+}

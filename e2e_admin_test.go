@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// adminCall sends an admin request with the token (if any) and decodes the
+// JSON answer into out (when not nil).
+func adminCall(t *testing.T, p *inProcess, token, method, path, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+p.addr+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if out != nil && res.StatusCode < 300 {
+		require.NoError(t, json.Unmarshal(b, out), string(b))
+	}
+	return res.StatusCode
+}
+
+type adminMemory struct {
+	ID, Namespace, Type, Text string
+	Score                     *float64
+}
+
+// The memory routes, end to end on the embedded store: add, read, search,
+// edit, delete (final: never injected again), namespaces apart, export and
+// import, forgetting a namespace; the admin token, in any case of Bearer.
+func TestAdminMemories(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=s3cret")
+	tok := "bearer s3cret"
+	assert.Equal(t, http.StatusUnauthorized, adminCall(t, p, "", "GET", "/memories?namespace=alice", "", nil))
+	assert.Equal(t, http.StatusUnauthorized, adminCall(t, p, "Bearer nope", "GET", "/memories?namespace=alice", "", nil))
+
+	var added adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, tok, "POST", "/memories", `{"namespace":"alice","text":"Alice's sister Ana lives in Lisbon."}`, &added))
+	assert.Equal(t, "curated", added.Type)
+	var rule adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, tok, "POST", "/memories", `{"namespace":"alice","type":"rule","text":"Answer in French."}`, &rule))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, tok, "POST", "/memories", `{"namespace":"bob","text":"Bob's sister lives in Oslo."}`, nil))
+
+	var got adminMemory
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories/"+added.ID, "", &got))
+	assert.Equal(t, added.Text, got.Text)
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=alice&type=curated", "", &list))
+	require.Len(t, list.Memories, 1)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=alice&q=sister", "", &list))
+	require.Len(t, list.Memories, 1, "bob's sister is not alice's")
+	assert.NotNil(t, list.Memories[0].Score)
+	assert.Equal(t, http.StatusBadRequest, adminCall(t, p, tok, "GET", "/memories", "", nil), "a namespace is required")
+
+	// Injected into a chat, edited, then deleted for good.
+	chat(t, p, "alice", false, user("Where does my sister live?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Lisbon")
+	assert.Contains(t, systemOf(up.LastChat(t)), "Answer in French.")
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "PATCH", "/memories/"+added.ID, `{"text":"Alice's sister Ana lives in Porto."}`, &got))
+	chat(t, p, "alice", false, user("Where does my sister live now?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Porto")
+	assert.Equal(t, http.StatusNoContent, adminCall(t, p, tok, "DELETE", "/memories/"+added.ID, "", nil))
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, tok, "GET", "/memories/"+added.ID, "", nil))
+	chat(t, p, "alice", false, user("Where does my sister live, again?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Porto", "a deleted memory is never injected again")
+
+	// Export, forget, import: the namespace comes back as it was.
+	settled(t, p)
+	req, _ := http.NewRequest("GET", "http://"+p.addr+"/memories/export?namespace=alice", nil)
+	req.Header.Set("Authorization", tok)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	export, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	lines := strings.Split(strings.TrimSpace(string(export)), "\n")
+	require.GreaterOrEqual(t, len(lines), 2, string(export))
+	var forgot struct{ Forgotten int }
+	assert.Equal(t, http.StatusBadRequest, adminCall(t, p, tok, "DELETE", "/memories?namespace=alice", "", nil), "confirm=true is required")
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "DELETE", "/memories?namespace=alice&confirm=true", "", &forgot))
+	assert.Equal(t, len(lines), forgot.Forgotten)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=alice", "", &list))
+	assert.Empty(t, list.Memories)
+	var imp struct {
+		Imported int
+		Errors   []struct {
+			Line  int
+			Error string
+		}
+	}
+	body := string(export) + "{not json\n" + `{"namespace":"alice","type":"raw","text":""}` + "\n"
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "POST", "/memories/import", body, &imp))
+	assert.Equal(t, len(lines), imp.Imported)
+	require.Len(t, imp.Errors, 2)
+	assert.Equal(t, len(lines)+1, imp.Errors[0].Line)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "POST", "/memories/import", string(export), &imp), "idempotent by id")
+	req, _ = http.NewRequest("GET", "http://"+p.addr+"/memories/export?namespace=alice", nil)
+	req.Header.Set("Authorization", tok)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	again, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, string(export), string(again), "export → import reproduces the namespace")
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=bob", "", &list))
+	assert.Len(t, list.Memories, 1, "bob untouched")
+}
