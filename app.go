@@ -293,7 +293,8 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	srv.Recorder = a.writer
 	srv.Memory = a.builder
 	adm.MemoryHealth = a.health
-	adm.Memories = &admin.Memories{Store: a.store, Queue: a.local, Tokens: a.tok, Embed: a.embedder.Embed}
+	adm.Memories = &admin.Memories{Store: a.store, Queue: a.local, Tokens: a.tok, Embed: a.embedder.Embed,
+		Forget: a.writer.Forget, ForgetNamespace: a.writer.ForgetNamespace}
 	adm.Curator = a.curator
 	if a.sched != nil {
 		adm.CuratorSchedule = a.cfg.CuratorSpec

@@ -24,6 +24,10 @@ type Memories struct {
 	Queue  memory.Queue
 	Embed  func(ctx context.Context, texts []string) ([][]float32, error)
 	Tokens *memory.Tokenizer
+	// Forget and ForgetNamespace tell the writer (memory.Writer) not to
+	// store what is deleted, should it be on its way; nil: nothing is.
+	Forget          func(ids ...string)
+	ForgetNamespace func(ns string)
 }
 
 // memoryJSON is a MEMORY of SPEC §6.
@@ -224,6 +228,9 @@ func (s *Server) editMemory(c *gin.Context) error {
 func (s *Server) deleteMemory(c *gin.Context) error {
 	ctx := c.Request.Context()
 	id := c.Param("id")
+	if s.Memories.Forget != nil {
+		s.Memories.Forget(id)
+	}
 	if s.Memories.Queue != nil {
 		if err := s.Memories.Queue.Done(ctx, id); err != nil {
 			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
@@ -244,6 +251,9 @@ func (s *Server) forgetNamespace(c *gin.Context) error {
 	}
 	ctx := c.Request.Context()
 	n := 0
+	if s.Memories.ForgetNamespace != nil {
+		s.Memories.ForgetNamespace(ns)
+	}
 	if s.Memories.Queue != nil {
 		queued, err := s.Memories.Queue.Pending(ctx, 1<<20)
 		if err != nil {

@@ -49,6 +49,12 @@ type Writer struct {
 	done       sync.WaitGroup
 	closeOne   sync.Once
 
+	// storing is held while a batch goes from the queue to the store, so
+	// that a memory forgotten meanwhile is either skipped or deleted after.
+	storing   sync.Mutex
+	forgotIDs map[string]time.Time // forgotten memories, and when
+	forgotNS  map[string]time.Time // forgotten namespaces: turns from before go
+
 	needBackfill atomic.Bool
 	embedOK      atomic.Bool
 	storeOK      atomic.Bool
@@ -377,28 +383,38 @@ func (w *Writer) drain() (bool, error) {
 	w.embed(batch)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if len(replaced) > 0 {
-		if err := w.store.Delete(sctx, replaced...); err != nil {
-			w.storeOK.Store(false)
-			w.fail("store", err)
-			return false, err
-		}
-		ids = append(ids, replaced...)
-	}
-	if err := w.store.Upsert(sctx, batch...); err != nil {
+	if err := w.storeBatch(sctx, batch, replaced); err != nil {
 		w.storeOK.Store(false)
 		w.fail("store", err)
 		return false, err
 	}
 	w.storeOK.Store(true)
 	w.ok("store")
-	if err := w.queue.Done(ctx, ids...); err != nil {
+	if err := w.queue.Done(ctx, append(ids, replaced...)...); err != nil {
 		// Stored but still queued: the next drain upserts the same IDs
 		// again, which replaces rather than duplicates.
 		w.fail("queue", err)
 		return false, err
 	}
 	return true, nil
+}
+
+// storeBatch writes a batch: the turns it replaces out, then the batch, less
+// what was forgotten meanwhile. Forget waits while it runs, so a memory
+// deleted by hand is either skipped here or deleted after.
+func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced []string) error {
+	w.storing.Lock()
+	defer w.storing.Unlock()
+	batch = slices.DeleteFunc(batch, w.forgotten) // done with, never stored
+	if len(replaced) > 0 {
+		if err := w.store.Delete(ctx, replaced...); err != nil {
+			return err
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	return w.store.Upsert(ctx, batch...)
 }
 
 // replacedBy lists the turns that turns in batch replace.
@@ -484,4 +500,60 @@ func (w *Writer) backfill() {
 		}
 	}
 	w.needBackfill.Store(false)
+}
+
+// Forget makes sure memories deleted by hand never arrive from the queue:
+// a batch being stored when it is called is finished first (the caller
+// then deletes from the store what it holds), and a later one skips them.
+func (w *Writer) Forget(ids ...string) {
+	w.storing.Lock()
+	defer w.storing.Unlock()
+	if w.forgotIDs == nil {
+		w.forgotIDs = map[string]time.Time{}
+	}
+	now := time.Now()
+	for _, id := range ids {
+		w.forgotIDs[id] = now
+	}
+	w.pruneForgotten(now)
+}
+
+// ForgetNamespace does what Forget does for every turn of ns recorded so
+// far.
+func (w *Writer) ForgetNamespace(ns string) {
+	w.storing.Lock()
+	defer w.storing.Unlock()
+	if w.forgotNS == nil {
+		w.forgotNS = map[string]time.Time{}
+	}
+	now := time.Now()
+	w.forgotNS[ns] = now
+	w.pruneForgotten(now)
+}
+
+// forgotten reports whether m was forgotten before it was stored;
+// w.storing is held.
+func (w *Writer) forgotten(m Memory) bool {
+	if _, ok := w.forgotIDs[m.ID]; ok {
+		return true
+	}
+	at, ok := w.forgotNS[m.Namespace]
+	return ok && !m.Time.After(at)
+}
+
+// forgetFor is how long a forgotten id is remembered: far longer than a
+// turn waits in the queue while the store is up.
+const forgetFor = 24 * time.Hour
+
+func (w *Writer) pruneForgotten(now time.Time) {
+	for id, at := range w.forgotIDs {
+		if now.Sub(at) > forgetFor {
+			delete(w.forgotIDs, id)
+		}
+	}
+	for ns, at := range w.forgotNS {
+		if now.Sub(at) > forgetFor {
+			delete(w.forgotNS, ns)
+		}
+	}
 }

@@ -413,6 +413,29 @@ func Run(t *testing.T, open Open) {
 		assert.NoError(t, err)
 	})
 
+	// A memory deleted by hand while its turn is still queued never
+	// arrives (the admin API tells the writer to forget it).
+	t.Run("WriterForgets", func(t *testing.T) {
+		s := fresh(t)
+		one := mem("a", memory.Raw, 0, "User: my pin is 1234\nAssistant: noted")
+		two := mem("a", memory.Raw, 1, "User: my cat is Miso\nAssistant: noted")
+		other := mem("b", memory.Raw, 2, "User: b's secret\nAssistant: noted")
+		q := &sliceQueue{}
+		require.NoError(t, q.Enqueue(ctx, one, two, other))
+		w := memory.NewWriter(s, q, nil, nil, nil)
+		w.Forget(one.ID)
+		w.ForgetNamespace("b")
+		w.Start()
+		t.Cleanup(w.Close)
+		require.Eventually(t, func() bool { n, _ := q.Len(ctx); return n == 0 }, 10*time.Second, 10*time.Millisecond)
+		_, err := s.Get(ctx, one.ID)
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+		_, err = s.Get(ctx, other.ID)
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+		_, err = s.Get(ctx, two.ID)
+		assert.NoError(t, err)
+	})
+
 	t.Run("ConcurrentWritesAndSearches", func(t *testing.T) {
 		s := fresh(t)
 		var wg sync.WaitGroup
