@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -115,4 +119,48 @@ func TestAdminMemories(t *testing.T) {
 	assert.Equal(t, string(export), string(again), "export → import reproduces the namespace")
 	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=bob", "", &list))
 	assert.Len(t, list.Memories, 1, "bob untouched")
+}
+
+// server.api_keys: every route needs a key (Ollama's included), as Bearer
+// or x-api-key, except /healthz; loopback clients need none while
+// trust_loopback is on.
+func TestAPIKeys(t *testing.T) {
+	up := ollamatest.NewDialects(t)
+	conf := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte("[server]\ntrust_loopback = false\n"), 0o644))
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_CONFIG_DIR="+conf, "VERA_API_KEYS=k-one,k-two", "VERA_ADMIN_TOKEN=admin-t")
+	call := func(path, header, value, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+path, strings.NewReader(body))
+		if body == "" {
+			req.Method = http.MethodGet
+		}
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	chatBody := `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"hi"}]}`
+	assert.Equal(t, http.StatusUnauthorized, call("/api/chat", "", "", chatBody))
+	assert.Equal(t, http.StatusUnauthorized, call("/api/tags", "", "", ""), "Ollama's own routes too")
+	assert.Equal(t, http.StatusUnauthorized, call("/api/chat", "Authorization", "Bearer wrong", chatBody))
+	assert.Equal(t, http.StatusOK, call("/api/chat", "Authorization", "bearer k-one", chatBody))
+	assert.Equal(t, http.StatusOK, call("/v1/messages", "X-Api-Key", "k-two", `{"model":"llama3.2","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`))
+	assert.Equal(t, http.StatusOK, call("/api/tags", "Authorization", "Bearer admin-t", ""), "the admin token passes")
+	assert.Equal(t, http.StatusOK, call("/healthz", "", "", ""))
+
+	// The official client with its key.
+	c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: http.Header{"Authorization": {"Bearer k-two"}}}})
+	_, err := c.List(context.Background())
+	require.NoError(t, err)
+
+	// trust_loopback on (the default): the local ollama CLI needs no key.
+	p2 := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_API_KEYS=k-one")
+	res, err := http.Get("http://" + p2.addr + "/api/tags")
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode)
 }

@@ -113,6 +113,7 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
 	srv.StripThink = cfg.Routing.StripThink
+	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
 	if cfg.VRAM.Enabled {
 		var prewarm []string
 		if cfg.VRAM.Prewarm {

@@ -86,8 +86,9 @@ type Server struct {
 	Listen          string   `toml:"listen"`
 	AdminToken      string   `toml:"admin_token"`
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
-	// APIKeys, when set, are required of every client (SPEC §6; enforced
-	// with the admin issue). Env VERA_API_KEYS, comma-separated.
+	// APIKeys, when set, are required of every client but loopback ones
+	// (while TrustLoopback), on every route but /healthz and /metrics
+	// (SPEC §6). Env VERA_API_KEYS, comma-separated.
 	APIKeys []string `toml:"api_keys"`
 	// TrustLoopback serves loopback clients without an API key.
 	TrustLoopback bool `toml:"trust_loopback"`

@@ -83,6 +83,12 @@ type Server struct {
 	Cloud *cloud.Provider
 	// Routing sends virtual model names to tier models; nil: off.
 	Routing *Routing
+	// APIKeys, when set, are needed by every client but loopback ones
+	// (while TrustLoopback) on every route but /healthz and /metrics
+	// (server.api_keys); AdminToken passes too.
+	APIKeys       []string
+	TrustLoopback bool
+	AdminToken    string
 	// VRAM makes room on the GPU before large models; nil: off.
 	VRAM *vram.Manager
 	// StripThink takes <think> blocks that models write inline out of
@@ -145,7 +151,7 @@ func (s *Server) Handler() http.Handler {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.logRequests, s.recoverPanics, s.limitBodyIdle)
+	e.Use(s.logRequests, s.recoverPanics, s.requireKey, s.limitBodyIdle)
 
 	if s.Own != nil {
 		s.Own(e)

@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// requireKey enforces server.api_keys (SPEC §6): with keys set, every
+// route (Ollama's included) needs one, as "Authorization: Bearer <key>" or
+// "x-api-key: <key>" (what Anthropic clients send); the admin token
+// passes too. /healthz and /metrics need none, nor loopback clients while
+// TrustLoopback is on (the ollama CLI cannot send a key), nor CORS
+// preflights (browsers send no credentials with them).
+func (s *Server) requireKey(c *gin.Context) {
+	if len(s.APIKeys) == 0 || c.Request.Method == http.MethodOptions {
+		return
+	}
+	switch c.Request.URL.Path {
+	case "/healthz", "/metrics":
+		return
+	}
+	if s.TrustLoopback && loopback(c.Request.RemoteAddr) {
+		return
+	}
+	if s.validKey(presentedKey(c.Request)) {
+		return
+	}
+	c.Header("WWW-Authenticate", `Bearer realm="vera"`)
+	writeError(c.Writer, c.Request.Context(), dialectOf(c.Request.URL.Path),
+		httpError(http.StatusUnauthorized, "this vera needs an API key: send Authorization: Bearer <key> or x-api-key: <key>", nil))
+	c.Abort()
+}
+
+// presentedKey is the key a request carries, if any.
+func presentedKey(r *http.Request) string {
+	if k := strings.TrimSpace(r.Header.Get("X-Api-Key")); k != "" {
+		return k
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(token)
+	}
+	return ""
+}
+
+// validKey compares in constant time with every key and the admin token.
+func (s *Server) validKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	ok := false
+	for _, want := range append(s.APIKeys[:len(s.APIKeys):len(s.APIKeys)], s.AdminToken) {
+		if want != "" && subtle.ConstantTimeCompare([]byte(k), []byte(want)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+func loopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}
