@@ -192,7 +192,7 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 // exposedWarning says why listening beyond loopback without a way to
 // identify users is risky (SPEC §6).
 const exposedWarning = "vera listens beyond loopback: anyone who can reach it can pick any namespace with a header " +
-	"(this version does not enforce server.api_keys or memory.jwt_secret yet; keep vera on a trusted network)"
+	"(set server.api_keys, VERA_API_KEYS, so that clients need a key; verified identities, memory.jwt_secret, are not enforced in this version)"
 
 // exposedWithoutIdentity reports whether vera listens where other hosts can
 // reach it (any address but a loopback one; an empty host, 0.0.0.0 and ::
@@ -210,7 +210,7 @@ func exposedWithoutIdentity(cfg config.Config) bool {
 		return false
 	}
 	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
+	return (ip == nil || !ip.IsLoopback()) && len(cfg.Server.APIKeys) == 0
 }
 
 // legacyRulesWarning is shown with legacyRules' path and count.

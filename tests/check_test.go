@@ -193,8 +193,9 @@ func TestWarnsWhenListeningBeyondLoopbackWithoutIdentity(t *testing.T) {
 		{"[::1]:0", nil, false},
 		{"0.0.0.0:0", nil, true},
 		{":0", nil, true},
-		// Accepted, not enforced yet: no false comfort.
-		{"0.0.0.0:0", []string{"VERA_API_KEYS=k1,k2"}, true},
+		// API keys are enforced: no warning. A JWT secret is accepted,
+		// not enforced yet: no false comfort.
+		{"0.0.0.0:0", []string{"VERA_API_KEYS=k1,k2"}, false},
 		{"0.0.0.0:0", []string{"VERA_JWT_SECRET=shh"}, true},
 	}
 	for _, tt := range tests {
