@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/ollama/ollama/api"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -163,4 +165,42 @@ func TestAPIKeys(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+// /metrics: Prometheus text, parsed with its parser; no token needed; the
+// labels are bounded (route patterns, dialects, statuses), never a raw
+// path, a namespace or a model name.
+func TestMetrics(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=admin-t")
+	chat(t, p, "alice-secret-ns", false, user("My sister lives in Lisbon."))
+	res, err := http.Get("http://" + p.addr + "/api/show-me-a-made-up-path")
+	require.NoError(t, err)
+	res.Body.Close()
+	res, err = http.Get("http://" + p.addr + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	body, _ := io.ReadAll(res.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	require.NoError(t, err)
+	for _, name := range []string{"vera_requests_total", "vera_request_duration_seconds", "vera_recall_seconds", "vera_injected_tokens", "vera_queue_depth"} {
+		assert.Contains(t, families, name)
+	}
+	found := false
+	for _, m := range families["vera_requests_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["route"] == "/api/chat" && labels["dialect"] == "ollama-chat" && labels["status"] == "200" {
+			found = true
+		}
+	}
+	assert.True(t, found, "the chat is counted by its route pattern")
+	assert.EqualValues(t, 1, families["vera_recall_seconds"].GetMetric()[0].GetHistogram().GetSampleCount())
+	assert.NotContains(t, string(body), "alice-secret-ns")
+	assert.NotContains(t, string(body), "made-up-path")
+	assert.NotContains(t, string(body), "llama3.2")
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"io"
 	"log/slog"
 	"net"
@@ -113,6 +115,15 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
 	srv.StripThink = cfg.Routing.StripThink
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv.Metrics = proxy.NewMetrics(reg)
+	adm.Metrics = reg
+	if a.writer != nil {
+		w := a.writer
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vera_queue_depth", Help: "Turns committed to the durable queue, not yet in the store."},
+			func() float64 { return float64(w.Status(context.Background()).Pending) }))
+	}
 	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
 	if cfg.VRAM.Enabled {
 		var prewarm []string

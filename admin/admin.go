@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/ollama"
@@ -47,6 +49,8 @@ type Server struct {
 	CloudHealth func() CloudHealth
 	// Memories serves /memories*; nil: memory is off.
 	Memories *Memories
+	// Metrics is the registry /metrics serves; nil: no /metrics.
+	Metrics *prometheus.Registry
 
 	version string
 	ollama  *ollama.Client // probed by /healthz
@@ -60,6 +64,10 @@ func New(version string, oc *ollama.Client) *Server {
 // Mount registers vera's own routes on e.
 func (s *Server) Mount(e *gin.Engine) {
 	e.GET("/healthz", handle(s.healthz))
+	if s.Metrics != nil {
+		// No token: scrapers read it (SPEC §6); no label holds a namespace.
+		e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{})))
+	}
 	e.POST("/curator/run", s.guard, handle(s.curatorRun))
 	e.GET("/curator/status", s.guard, handle(s.curatorStatus))
 	s.mountMemories(e)

@@ -248,6 +248,7 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	f.s.fallbackUsed(f.asked)
+	f.s.Metrics.fellBack()
 	out := r.Clone(r.Context())
 	out.URL = f.s.Cloud.URL()
 	out.URL.Path = r.URL.Path

@@ -89,6 +89,9 @@ type Server struct {
 	APIKeys       []string
 	TrustLoopback bool
 	AdminToken    string
+	// Metrics, when set, counts requests, recalls, tier decisions, flushes
+	// and fallbacks.
+	Metrics *Metrics
 	// VRAM makes room on the GPU before large models; nil: off.
 	VRAM *vram.Manager
 	// StripThink takes <think> blocks that models write inline out of
@@ -246,7 +249,9 @@ func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 // is logged and the chat goes on without memory.
 func (s *Server) recall(c *gin.Context, mreq memory.Request) *memory.Context {
 	ns := mreq.Namespace
+	start := time.Now()
 	mc := s.Memory.Recall(c.Request.Context(), mreq)
+	s.Metrics.recalled(time.Since(start), mc.SemanticTokens, mc.RecentTokens, mc.RulesTokens)
 	id := slog.String("request_id", c.GetString(requestIDKey))
 	switch {
 	case mc.Err != nil && s.memoryDown.CompareAndSwap(false, true):
@@ -299,6 +304,7 @@ func (s *Server) logRequests(c *gin.Context) {
 			}
 		}
 		s.log.LogAttrs(r.Context(), level, "request", attrs...)
+		s.Metrics.request(c.FullPath(), dialectIn(c), w.Status(), time.Since(start))
 	}()
 	c.Next()
 	completed = true

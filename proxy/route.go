@@ -90,6 +90,7 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 		return "", err
 	}
 	w.Header().Set("X-Vera-Tier", string(t)+" "+model)
+	s.Metrics.routed(string(t), d.By)
 	ch.route = map[string]any{"asked": asked, "tier": string(t), "model": model, "by": d.By, "rule": d.Rule, "scores": d.Scores, "url": d.URL, "think": d.Think}
 	s.log.Debug("routed", "asked", asked, "tier", string(t), "model", model, "by", d.By, "rule", d.Rule, "scores", fmt.Sprint(d.Scores))
 	return asked, nil
@@ -266,6 +267,7 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up *upstream) 
 	after, err := s.VRAM.Before(ctx, ch.req.model())
 	switch {
 	case err == nil:
+		s.Metrics.flushed("ok")
 		return after, nil
 	case ctx.Err() != nil:
 		return after, httpError(StatusClientClosed, "client closed request", err)
@@ -274,6 +276,7 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up *upstream) 
 		s.log.Warn("VRAM flush skipped", "model", ch.req.model(), "error", err)
 		return after, nil
 	}
+	s.Metrics.flushed("timeout")
 	c.Writer.Header().Set("X-Vera-VRAM", "flush-timeout")
 	if asked == "" || s.Routing == nil {
 		return after, nil // the model the chat named, serialised still
