@@ -41,11 +41,7 @@ func (s *Server) keepsMemoryLocal(model string) bool {
 	if !s.KeepMemoryLocal {
 		return false
 	}
-	name, _, _ := strings.Cut(model, ":")
-	tag := ""
-	if _, t, ok := strings.Cut(model, ":"); ok {
-		tag = t
-	}
+	name, tag, _ := strings.Cut(model, ":")
 	return s.cloudModel(model) || strings.HasSuffix(name, "-cloud") || strings.HasSuffix(tag, "-cloud") || tag == "cloud"
 }
 
@@ -91,37 +87,31 @@ func (s *Server) ownModelLists(e *gin.Engine) {
 	e.POST("/api/show", s.show)
 }
 
-// ollamaJSON asks Ollama for path and decodes its JSON answer.
-func (s *Server) ollamaJSON(ctx context.Context, method, path string, body []byte, into any) (int, error) {
+// ollamaList asks Ollama for one of its model lists (kept raw, so every
+// field of Ollama's entries passes on).
+func (s *Server) ollamaList(ctx context.Context, path string, into any) error {
 	u := *s.ollama.url
 	u.Path = strings.TrimRight(u.Path, "/") + path
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		return err
 	}
 	res, err := s.ollama.transport.RoundTrip(req)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
-	if err != nil {
-		return res.StatusCode, err
-	}
 	if res.StatusCode != http.StatusOK {
-		return res.StatusCode, fmt.Errorf("ollama answered %d", res.StatusCode)
+		return fmt.Errorf("ollama answered %d", res.StatusCode)
 	}
-	return res.StatusCode, json.Unmarshal(b, into)
+	return json.NewDecoder(io.LimitReader(res.Body, 32<<20)).Decode(into)
 }
 
 func (s *Server) tags(c *gin.Context) {
 	var list struct {
 		Models []json.RawMessage `json:"models"`
 	}
-	if _, err := s.ollamaJSON(c.Request.Context(), http.MethodGet, "/api/tags", nil, &list); err != nil {
+	if err := s.ollamaList(c.Request.Context(), "/api/tags", &list); err != nil {
 		s.log.Debug("listing cloud models only: Ollama's list failed", "error", err)
 	}
 	models := list.Models
@@ -152,7 +142,7 @@ func (s *Server) v1Models(c *gin.Context) {
 		Object string            `json:"object"`
 		Data   []json.RawMessage `json:"data"`
 	}
-	if _, err := s.ollamaJSON(c.Request.Context(), http.MethodGet, "/v1/models", nil, &list); err != nil {
+	if err := s.ollamaList(c.Request.Context(), "/v1/models", &list); err != nil {
 		s.log.Debug("listing cloud models only: Ollama's list failed", "error", err)
 	}
 	data := list.Data
@@ -277,10 +267,6 @@ func (s *Server) fallbackUsed(asked string) {
 	}
 }
 
-// FallbackActive reports whether chats went to the fallback model since
-// Ollama last answered one (for /healthz).
-func (s *Server) FallbackActive() bool { return s.fallbackActive.Load() }
-
 // cloudNames lists the cloud names; none without a cloud.
 func (s *Server) cloudNames() []string {
 	if s.Cloud == nil {
@@ -327,11 +313,8 @@ func (s *Server) capabilities(ctx context.Context, model string) []string {
 		}
 		return caps
 	}
-	body, _ := json.Marshal(map[string]string{"model": model})
-	var show struct {
-		Capabilities []string `json:"capabilities"`
-	}
-	if _, err := s.ollamaJSON(ctx, http.MethodPost, "/api/show", body, &show); err != nil {
+	show, err := s.client.Show(ctx, model)
+	if err != nil {
 		return nil
 	}
 	return show.Capabilities

@@ -110,6 +110,7 @@ type Server struct {
 	// dialect (the shape of their errors).
 	passthroughs [anthropicMessages + 1]*httputil.ReverseProxy
 	buffers      *bufferPool
+	client       *ollama.Client // Ollama's API: Ollama, or one made from New's address
 	windows      *ollama.ModelInfo
 	convs        *conversations
 	// memoryDown is set while memory fails, so that the failure is logged
@@ -145,6 +146,7 @@ func (s *Server) Handler() http.Handler {
 	if oc == nil {
 		oc = ollama.New(s.ollama.url, s.ollama.transport)
 	}
+	s.client = oc
 	s.windows = ollama.NewModelInfo(oc)
 	s.convs = newConversations(s.Conversations)
 	e := gin.New()

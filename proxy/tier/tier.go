@@ -177,7 +177,7 @@ func (r *Router) similar(ctx context.Context, message string, d *Decision) (Tier
 }
 
 // centroidsFor returns the tiers' centroids, computed again when the
-// examples change (or the embedder, which Reset tells).
+// examples change (the embedding model is fixed for vera's run).
 func (r *Router) centroidsFor(ctx context.Context) (map[Tier][]float32, error) {
 	ex := r.Examples()
 	h := sha256.New()
@@ -205,13 +205,6 @@ func (r *Router) centroidsFor(ctx context.Context) (map[Tier][]float32, error) {
 	}
 	r.centroids, r.key = cents, key
 	return cents, nil
-}
-
-// Reset forgets the centroids (the embedding model changed).
-func (r *Router) Reset() {
-	r.mu.Lock()
-	r.centroids, r.key = nil, ""
-	r.mu.Unlock()
 }
 
 func mean(vs [][]float32) []float32 {

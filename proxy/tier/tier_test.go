@@ -116,7 +116,7 @@ func TestSimilarity(t *testing.T) {
 	assert.Equal(t, calls+2+3, e.calls, "new examples: the centroids again")
 
 	e.down = true
-	r.Reset()
+	examples = map[Tier][]string{Light: {"tiny one"}, Medium: {"usual one"}, Complex: {"huge one"}} // centroids needed again
 	d = r.Classify(context.Background(), "something huge please", false)
 	assert.Equal(t, Medium, d.Tier, "the embedder down: medium")
 	assert.Equal(t, "default", d.By)
