@@ -399,11 +399,6 @@ func TestMessagesConversation(t *testing.T) {
 		require.NoError(t, err, tc.name)
 		assert.False(t, req.conversation(), tc.name)
 	}
-	// Tool outputs chained to the answer that called for them continue a
-	// conversation vera follows.
-	req, err := ParseResponsesRequest([]byte(`{"model":"llama3.2","previous_response_id":"resp_0","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`))
-	require.NoError(t, err)
-	assert.True(t, req.conversation())
 }
 
 // ---- 2. withMemory shapes ----
