@@ -187,10 +187,6 @@ func (p *Provider) Serve(r *http.Request, report string) (*http.Response, error)
 	return p.errorResponse(r, http.StatusBadRequest, fmt.Sprintf("%s is not served for cloud models; use /api/chat, /api/generate, /v1/chat/completions or /v1/responses", r.URL.Path)), nil
 }
 
-// WithModel returns a JSON request body with its model field set, every
-// other field as it is.
-func WithModel(body []byte, model string) ([]byte, error) { return withModel(body, model) }
-
 // withModel sets a body's model field, leaving every other field as it is.
 func withModel(body []byte, model string) ([]byte, error) {
 	var m map[string]json.RawMessage

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/vera-proxy/vera/cloud"
 )
 
 // Cloud models (SPEC §7): names from [cloud.models] are listed beside
@@ -233,10 +231,8 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	if f.s.KeepMemoryLocal {
 		sent = f.own // inject_memory = false: nothing remembered leaves
 	}
-	body, merr := cloud.WithModel(sent, f.s.FallbackModel)
-	if merr != nil {
-		return nil, err
-	}
+	name, _ := marshal(f.s.FallbackModel)
+	body := withField(sent, "model", name) // the chat was parsed: an object
 	f.s.fallbackUsed(f.asked)
 	f.s.Metrics.fellBack()
 	out := r.Clone(r.Context())
