@@ -190,17 +190,16 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 }
 
 // exposedWarning says why listening beyond loopback without a way to
-// identify users is risky (SPEC §6).
-const exposedWarning = "vera listens beyond loopback: anyone who can reach it can pick any namespace with a header " +
-	"(set server.api_keys, VERA_API_KEYS, so that clients need a key; verified identities, memory.jwt_secret, are not enforced in this version)"
+// identify users is risky, and names the remedies (SPEC §6).
+const exposedWarning = "vera listens beyond loopback: anyone who can reach it can pick any namespace with a header. " +
+	"Set server.api_keys (VERA_API_KEYS) so that every client needs a key, " +
+	"and/or memory.jwt_secret (VERA_JWT_SECRET, Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET) so that namespaces come only from Open WebUI's signed user token; " +
+	"or listen on 127.0.0.1"
 
 // exposedWithoutIdentity reports whether vera listens where other hosts can
 // reach it (any address but a loopback one; an empty host, 0.0.0.0 and ::
-// mean every interface) with nothing that ties a request to a user.
-//
-// server.api_keys and memory.jwt_secret will end the warning once they are
-// enforced (the admin issue); until then they protect nothing, and saying
-// nothing while they are set would be a false comfort.
+// mean every interface) with nothing that ties a request to a user: no api
+// keys and no JWT secret.
 func exposedWithoutIdentity(cfg config.Config) bool {
 	host, _, err := net.SplitHostPort(cfg.Server.Listen)
 	if err != nil {
@@ -210,7 +209,7 @@ func exposedWithoutIdentity(cfg config.Config) bool {
 		return false
 	}
 	ip := net.ParseIP(host)
-	return (ip == nil || !ip.IsLoopback()) && len(cfg.Server.APIKeys) == 0
+	return (ip == nil || !ip.IsLoopback()) && len(cfg.Server.APIKeys) == 0 && cfg.Memory.JWTSecret == ""
 }
 
 // legacyRulesWarning is shown with legacyRules' path and count.

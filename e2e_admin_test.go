@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 	"github.com/prometheus/common/expfmt"
@@ -203,4 +204,56 @@ func TestMetrics(t *testing.T) {
 	assert.NotContains(t, string(body), "alice-secret-ns")
 	assert.NotContains(t, string(body), "made-up-path")
 	assert.NotContains(t, string(body), "llama3.2")
+}
+
+// memory.jwt_secret: the namespace comes from Open WebUI's signed token
+// alone, through the official client; a forged plain header gets the
+// default namespace; a bad token gets 401; require_identity refuses chats
+// without one.
+func TestVerifiedIdentity(t *testing.T) {
+	up := ollamatest.New(t)
+	const secret = "shared-with-open-webui"
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_JWT_SECRET="+secret)
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice keeps her bike in the blue shed."}`, nil))
+
+	chatWith := func(p *inProcess, h http.Header) error {
+		c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: h}})
+		stream := false
+		return c.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Stream: &stream,
+			Messages: []api.Message{user("Where is my bike?")}}, func(api.ChatResponse) error { return nil })
+	}
+	require.NoError(t, chatWith(p, http.Header{"X-Openwebui-User-Jwt": {ollamatest.OpenWebUIToken(t, secret, "alice", 5*time.Minute)}}))
+	assert.Contains(t, systemOf(up.LastChat(t)), "blue shed", "the token's user gets her memories")
+
+	require.NoError(t, chatWith(p, http.Header{"X-Openwebui-User-Id": {"alice"}}))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "blue shed", "a plain header is not an identity once a secret is set")
+
+	for name, tok := range map[string]string{
+		"expired":         ollamatest.OpenWebUIToken(t, secret, "alice", -time.Hour),
+		"wrong signature": ollamatest.OpenWebUIToken(t, "guessed", "alice", time.Hour),
+	} {
+		err := chatWith(p, http.Header{"X-Openwebui-User-Jwt": {tok}})
+		var ae api.AuthorizationError // the client's shape for a 401
+		require.ErrorAs(t, err, &ae, name)
+		assert.Equal(t, http.StatusUnauthorized, ae.StatusCode, name)
+	}
+	n := up.ChatCount()
+
+	conf := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"), []byte("[memory]\nrequire_identity = true\n"), 0o644))
+	strict := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_JWT_SECRET="+secret, "VERA_CONFIG_DIR="+conf)
+	require.Equal(t, http.StatusCreated, adminCall(t, strict, "", "POST", "/memories", `{"namespace":"alice","text":"Alice keeps her bike in the blue shed."}`, nil))
+	var ae api.AuthorizationError
+	require.ErrorAs(t, chatWith(strict, http.Header{"X-Openwebui-User-Id": {"alice"}}), &ae)
+	assert.Equal(t, http.StatusUnauthorized, ae.StatusCode)
+	res, err := http.Post("http://"+strict.addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	assert.Contains(t, string(b), "require_identity", "the error says what is missing, in the dialect's shape")
+	assert.Equal(t, n, up.ChatCount(), "refused chats never reach Ollama")
+	require.NoError(t, chatWith(strict, http.Header{"X-Openwebui-User-Jwt": {ollamatest.OpenWebUIToken(t, secret, "alice", time.Minute)}}))
+	assert.Contains(t, systemOf(up.LastChat(t)), "blue shed")
 }

@@ -103,6 +103,9 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 	adm.Token = cfg.Server.AdminToken
 	srv.Own = adm.Mount
 	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
+	if cfg.Memory.JWTSecret != "" {
+		srv.Identity = &proxy.Identity{Secret: []byte(cfg.Memory.JWTSecret), Require: cfg.Memory.RequireIdentity}
+	}
 	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
 	srv.RecordTasks = !cfg.Memory.SkipTasks
 	srv.RecallEveryTurn = !cfg.Memory.StablePrefix

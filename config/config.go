@@ -449,6 +449,9 @@ func (c *Config) Validate() error {
 	if c.General.QdrantCollection == "" {
 		return errors.New("general.qdrant_collection: must not be empty")
 	}
+	if c.Memory.RequireIdentity && c.Memory.JWTSecret == "" {
+		return errors.New("memory.require_identity: needs memory.jwt_secret (VERA_JWT_SECRET), the secret Open WebUI signs its user tokens with (FORWARD_USER_INFO_HEADER_JWT_SECRET)")
+	}
 	if c.General.ResponseHeaderTimeout.Duration <= 0 {
 		return errors.New("general.response_header_timeout: must be positive")
 	}

@@ -326,10 +326,18 @@ func (s *Server) task(r *http.Request, msgs []memory.Message, lastUser string) s
 // maxNamespace is the longest namespace accepted, in bytes (SPEC §4).
 const maxNamespace = 256
 
-// namespace scopes a request's memory: the namespace header, else
-// "default". A namespace that is not valid UTF-8 or is too long is
+// namespace scopes a request's memory: the verified identity when
+// memory.jwt_secret is set, else the namespace header, else "default". A namespace that is not valid UTF-8 or is too long is
 // refused: stores would otherwise change its bytes and merge namespaces.
 func (s *Server) namespace(r *http.Request) (string, error) {
+	if s.Identity.verified() {
+		// The plain header is ignored: anyone could send it.
+		ns, err := s.Identity.namespace(r)
+		if ns == "" && err == nil {
+			ns = memory.DefaultNamespace
+		}
+		return ns, err
+	}
 	h := s.NamespaceHeader
 	if h == "" {
 		h = "X-OpenWebUI-User-Id"

@@ -58,6 +58,9 @@ type Server struct {
 	// NamespaceHeader names the request header that scopes memory; empty
 	// means X-OpenWebUI-User-Id.
 	NamespaceHeader string
+	// Identity, when it has a secret, verifies Open WebUI's signed user
+	// token and takes the namespace from it alone (memory.jwt_secret).
+	Identity *Identity
 	// RecordTasks gives Open WebUI's background task requests memory like
 	// any chat; the default (false) leaves them alone (memory.skip_tasks).
 	RecordTasks bool

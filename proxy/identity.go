@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Identity verifies who a chat is from (SPEC §4, memory.jwt_secret): Open
+// WebUI, with FORWARD_USER_INFO_HEADER_JWT_SECRET set, sends each request
+// an HS256 token in X-OpenWebUI-User-Jwt whose "sub" is the user's id
+// (claims sub, email, name, role, iss "open-webui", iat, exp; see
+// open_webui/utils/headers.py). With a secret set, that token is the only
+// source of the namespace: the plain user-id header can be forged by
+// anyone who reaches vera.
+type Identity struct {
+	// Secret is the shared HS256 secret; empty: no verification.
+	Secret []byte
+	// Require refuses chats without a token (memory.require_identity).
+	Require bool
+	// Header names the token's header; empty: X-OpenWebUI-User-Jwt.
+	Header string
+}
+
+// identityHeader is where Open WebUI sends the token by default
+// (FORWARD_USER_INFO_HEADER_JWT).
+const identityHeader = "X-OpenWebUI-User-Jwt"
+
+// maxIdentityToken bounds a token before it is parsed: Open WebUI's are a
+// few hundred bytes.
+const maxIdentityToken = 8 << 10
+
+// clockSkew is the leeway on exp, iat and nbf between Open WebUI's clock
+// and vera's.
+const clockSkew = 30 * time.Second
+
+// namespace returns the verified user id, or "" when the request carries
+// no token and identity is not required.
+func (id *Identity) namespace(r *http.Request) (string, error) {
+	h := id.Header
+	if h == "" {
+		h = identityHeader
+	}
+	raw := strings.TrimSpace(r.Header.Get(h))
+	if raw == "" {
+		if id.Require {
+			return "", unauthorized(fmt.Sprintf("header %s is required: this vera serves only chats whose user Open WebUI vouches for (memory.require_identity)", h))
+		}
+		return "", nil
+	}
+	if len(raw) > maxIdentityToken {
+		return "", unauthorized(fmt.Sprintf("header %s: the token is %d bytes long; at most %d are allowed", h, len(raw), maxIdentityToken))
+	}
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		// Only HS256: a verifier that honours the token's own alg can be
+		// told "none".
+		if t.Method != jwt.SigningMethodHS256 {
+			return nil, errNotHS256
+		}
+		return id.Secret, nil
+	}, jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(clockSkew))
+	switch {
+	case errors.Is(err, errNotHS256):
+		return "", unauthorized(fmt.Sprintf("header %s: not a valid HS256 token from Open WebUI (signed with another algorithm)", h))
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "", unauthorized(fmt.Sprintf("header %s: the token has expired", h))
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return "", unauthorized(fmt.Sprintf("header %s: the token's signature does not match memory.jwt_secret", h))
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return "", unauthorized(fmt.Sprintf("header %s: the token has no expiry (exp)", h))
+	case err != nil:
+		return "", unauthorized(fmt.Sprintf("header %s: not a valid HS256 token from Open WebUI", h))
+	}
+	ns := strings.TrimSpace(claims.Subject)
+	switch {
+	case ns == "":
+		return "", unauthorized(fmt.Sprintf("header %s: the token names no user (sub)", h))
+	case !utf8.ValidString(ns) || len(ns) > maxNamespace:
+		return "", unauthorized(fmt.Sprintf("header %s: the token's user id is not a valid namespace (UTF-8, at most %d bytes)", h, maxNamespace))
+	}
+	return ns, nil
+}
+
+var errNotHS256 = errors.New("not HS256")
+
+func unauthorized(msg string) error { return httpError(http.StatusUnauthorized, msg, nil) }
+
+// verified reports whether namespaces come from verified tokens.
+func (id *Identity) verified() bool { return id != nil && len(id.Secret) > 0 }
