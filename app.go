@@ -293,13 +293,20 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	srv.Recorder = a.writer
 	srv.Memory = a.builder
 	adm.MemoryHealth = a.health
-	adm.Memories = &admin.Memories{Store: a.store, Queue: a.local, Tokens: a.tok, Embed: a.embedder.Embed,
-		Forget: a.writer.Forget, ForgetNamespace: a.writer.ForgetNamespace}
+	adm.Memories = a.adminMemories()
+	adm.Memories.Withdraw = srv.Withdraw
 	adm.Curator = a.curator
 	if a.sched != nil {
 		adm.CuratorSchedule = a.cfg.CuratorSpec
 		adm.CuratorNext = a.sched.Next
 	}
+}
+
+// adminMemories is what the memory routes work on: the store, the queue
+// and the writer (a deleted memory must not arrive later from either).
+func (a *app) adminMemories() *admin.Memories {
+	return &admin.Memories{Store: a.store, Queue: a.local, Tokens: a.tok, Embed: a.embedder.Embed,
+		Forget: a.writer.Forget, ForgetNamespace: a.writer.ForgetNamespace}
 }
 
 func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {

@@ -257,3 +257,88 @@ func TestVerifiedIdentity(t *testing.T) {
 	require.NoError(t, chatWith(strict, http.Header{"X-Openwebui-User-Jwt": {ollamatest.OpenWebUIToken(t, secret, "alice", time.Minute)}}))
 	assert.Contains(t, systemOf(up.LastChat(t)), "blue shed")
 }
+
+// allText is every message a forwarded chat carried, joined.
+func allText(r api.ChatRequest) string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		b.WriteString(m.Content)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// A memory deleted or hidden while a conversation goes on leaves that
+// conversation too (its kept prefix is rebuilt without it); a hidden one
+// is listed as forgotten and comes back when restored.
+func TestForgottenMemoryLeavesItsConversation(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	var code, bike adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's locker code is 4417."}`, &code))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's bike is in the blue shed."}`, &bike))
+
+	c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: http.Header{
+		"X-Openwebui-User-Id": {"alice"}, "X-Openwebui-Chat-Id": {"chat-1"}}}})
+	var history []api.Message
+	turn := func(q string) string {
+		history = append(history, user(q))
+		stream := false
+		var answer string
+		require.NoError(t, c.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Stream: &stream, Messages: history},
+			func(r api.ChatResponse) error { answer += r.Message.Content; return nil }))
+		history = append(history, api.Message{Role: "assistant", Content: answer})
+		return allText(up.LastChat(t))
+	}
+	require.Contains(t, turn("What is my locker code and where is my bike?"), "4417")
+
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "PATCH", "/memories/"+code.ID, `{"type":"forgotten"}`, nil))
+	sent := turn("Thanks. Anything else?")
+	assert.NotContains(t, sent, "4417", "hidden: gone from the conversation's prompt too")
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=forgotten", "", &list))
+	require.Len(t, list.Memories, 1)
+	assert.Equal(t, code.ID, list.Memories[0].ID)
+
+	assert.Equal(t, http.StatusConflict, adminCall(t, p, "", "POST", "/memories/"+bike.ID+"/restore", "", nil), "not forgotten")
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/memories/"+code.ID+"/restore", "", nil))
+	assert.Contains(t, turn("What was my locker code again?"), "4417", "restored")
+
+	require.Equal(t, http.StatusNoContent, adminCall(t, p, "", "DELETE", "/memories/"+bike.ID, "", nil))
+	assert.NotContains(t, turn("And my bike, where is my bike?"), "blue shed", "deleted: never sent again in this conversation")
+}
+
+// Every admin route scoped with ?namespace= sees that namespace alone.
+func TestAdminNamespaceIsolation(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	var a adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's passport number is X123."}`, &a))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"bob","text":"Bob's passport is in the drawer."}`, nil))
+
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "GET", "/memories/"+a.ID+"?namespace=bob", "", nil))
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "PATCH", "/memories/"+a.ID+"?namespace=bob", `{"text":"hijacked"}`, nil))
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "PATCH", "/memories/"+a.ID+"?namespace=bob", `{"type":"forgotten"}`, nil))
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "POST", "/memories/"+a.ID+"/restore?namespace=bob", "", nil))
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "DELETE", "/memories/"+a.ID+"?namespace=bob", "", nil))
+	var got adminMemory
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+a.ID+"?namespace=alice", "", &got))
+	assert.Equal(t, "Alice's passport number is X123.", got.Text, "untouched by bob's requests")
+
+	for _, path := range []string{"/memories?namespace=bob", "/memories?namespace=bob&q=passport", "/memories?namespace=bob&type=curated"} {
+		var list struct{ Memories []adminMemory }
+		require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", path, "", &list), path)
+		require.Len(t, list.Memories, 1, path)
+		assert.Equal(t, "bob", list.Memories[0].Namespace, path)
+	}
+	res, err := http.Get("http://" + p.addr + "/memories/export?namespace=bob")
+	require.NoError(t, err)
+	export, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.NotContains(t, string(export), "X123")
+	assert.Contains(t, string(export), "drawer")
+	var forgot struct{ Forgotten int }
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "DELETE", "/memories?namespace=bob&confirm=true", "", &forgot))
+	assert.Equal(t, 1, forgot.Forgotten)
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+a.ID, "", &got), "alice's memory survives bob's forget")
+}

@@ -28,6 +28,17 @@ type Memories struct {
 	// store what is deleted, should it be on its way; nil: nothing is.
 	Forget          func(ids ...string)
 	ForgetNamespace func(ns string)
+	// Withdraw takes deleted, hidden or edited memories out of the
+	// conversations whose kept prompt carries them (proxy.Server.Withdraw);
+	// with ns and no ids, a whole namespace; nil: nothing does.
+	Withdraw func(ns string, ids ...string)
+}
+
+// withdraw calls Withdraw when it is set.
+func (m *Memories) withdraw(ns string, ids ...string) {
+	if m.Withdraw != nil {
+		m.Withdraw(ns, ids...)
+	}
 }
 
 // memoryJSON is a MEMORY of SPEC §6.
@@ -57,6 +68,7 @@ func (s *Server) mountMemories(e *gin.Engine) {
 	e.GET("/memories/:id", s.guard, handle(s.getMemory))
 	e.POST("/memories", s.guard, handle(s.addMemory))
 	e.PATCH("/memories/:id", s.guard, handle(s.editMemory))
+	e.POST("/memories/:id/restore", s.guard, handle(s.restoreMemory))
 	e.DELETE("/memories/:id", s.guard, handle(s.deleteMemory))
 	e.DELETE("/memories", s.guard, handle(s.forgetNamespace))
 }
@@ -69,7 +81,7 @@ func filterOf(c *gin.Context) (memory.Filter, error) {
 	}
 	if t := c.Query("type"); t != "" {
 		if !memory.Type(t).Valid() {
-			return f, httpError(http.StatusBadRequest, fmt.Sprintf("type %q is not raw, curated or rule", t))
+			return f, httpError(http.StatusBadRequest, fmt.Sprintf("type %q is not raw, curated, rule or forgotten", t))
 		}
 		f.Types = []memory.Type{memory.Type(t)}
 	}
@@ -130,13 +142,28 @@ func (s *Server) listMemories(c *gin.Context) error {
 	return nil
 }
 
-func (s *Server) getMemory(c *gin.Context) error {
-	m, err := s.Memories.Store.Get(c.Request.Context(), c.Param("id"))
+// lookup reads the memory a route names. With ?namespace=NS, a memory of
+// another namespace is not found: a caller scoped to one namespace never
+// learns of another's.
+func (s *Server) lookup(c *gin.Context) (memory.Memory, error) {
+	id := c.Param("id")
+	m, err := s.Memories.Store.Get(c.Request.Context(), id)
 	if errors.Is(err, memory.ErrNotFound) {
-		return httpError(http.StatusNotFound, fmt.Sprintf("no memory %q", c.Param("id")))
+		return m, httpError(http.StatusNotFound, fmt.Sprintf("no memory %q", id))
 	}
 	if err != nil {
-		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+		return m, httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+	}
+	if ns := strings.TrimSpace(c.Query("namespace")); ns != "" && ns != m.Namespace {
+		return memory.Memory{}, httpError(http.StatusNotFound, fmt.Sprintf("no memory %q in namespace %q", id, ns))
+	}
+	return m, nil
+}
+
+func (s *Server) getMemory(c *gin.Context) error {
+	m, err := s.lookup(c)
+	if err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, toJSON(m))
 	return nil
@@ -188,21 +215,28 @@ func (s *Server) addMemory(c *gin.Context) error {
 	return nil
 }
 
+// editMemory serves PATCH /memories/{id}: a new text (embedded again),
+// new metadata, or "type":"forgotten" to hide the memory (kept, listed,
+// restorable, never injected).
 func (s *Server) editMemory(c *gin.Context) error {
-	ctx := c.Request.Context()
-	m, err := s.Memories.Store.Get(ctx, c.Param("id"))
-	if errors.Is(err, memory.ErrNotFound) {
-		return httpError(http.StatusNotFound, fmt.Sprintf("no memory %q", c.Param("id")))
-	}
+	m, err := s.lookup(c)
 	if err != nil {
-		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+		return err
 	}
 	var in struct {
 		Text     *string        `json:"text"`
+		Type     memory.Type    `json:"type"`
 		Metadata map[string]any `json:"metadata"`
 	}
 	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
 		return httpError(http.StatusBadRequest, "the body is not JSON: "+err.Error())
+	}
+	switch in.Type {
+	case "", m.Type:
+	case memory.Forgotten:
+		m.Hide(time.Now())
+	default:
+		return httpError(http.StatusBadRequest, fmt.Sprintf("type: a memory's type changes only to forgotten (hide it); POST /memories/%s/restore brings a forgotten one back", m.ID))
 	}
 	if in.Text != nil {
 		if strings.TrimSpace(*in.Text) == "" {
@@ -213,14 +247,34 @@ func (s *Server) editMemory(c *gin.Context) error {
 	if in.Metadata != nil {
 		m.Metadata = in.Metadata
 	}
+	return s.rewrite(c, m, http.StatusOK)
+}
+
+// rewrite stores a changed memory (embedded again) and takes its old form
+// out of the conversations that carry it.
+func (s *Server) rewrite(c *gin.Context, m memory.Memory, code int) error {
 	m.Vector = nil
 	ms := []memory.Memory{m}
-	s.prepare(ctx, ms) // edited text: embedded again
-	if err := s.Memories.Store.Upsert(ctx, ms...); err != nil {
+	s.prepare(c.Request.Context(), ms)
+	if err := s.Memories.Store.Upsert(c.Request.Context(), ms...); err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
-	c.JSON(http.StatusOK, toJSON(ms[0]))
+	s.Memories.withdraw("", m.ID)
+	c.JSON(code, toJSON(ms[0]))
 	return nil
+}
+
+// restoreMemory serves POST /memories/{id}/restore: a forgotten memory
+// becomes what it was.
+func (s *Server) restoreMemory(c *gin.Context) error {
+	m, err := s.lookup(c)
+	if err != nil {
+		return err
+	}
+	if !m.Restore() {
+		return httpError(http.StatusConflict, fmt.Sprintf("memory %q is not forgotten (its type is %s)", m.ID, m.Type))
+	}
+	return s.rewrite(c, m, http.StatusOK)
 }
 
 // deleteMemory forgets a memory for good: from the store, and from the
@@ -228,6 +282,13 @@ func (s *Server) editMemory(c *gin.Context) error {
 func (s *Server) deleteMemory(c *gin.Context) error {
 	ctx := c.Request.Context()
 	id := c.Param("id")
+	if ns := strings.TrimSpace(c.Query("namespace")); ns != "" {
+		// Scoped: only a memory of ns (a turn still queued is found
+		// nowhere else, and goes too).
+		if _, err := s.lookup(c); err != nil && !queued(ctx, s.Memories.Queue, id, ns) {
+			return err
+		}
+	}
 	if s.Memories.Forget != nil {
 		s.Memories.Forget(id)
 	}
@@ -239,8 +300,26 @@ func (s *Server) deleteMemory(c *gin.Context) error {
 	if err := s.Memories.Store.Delete(ctx, id); err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
+	s.Memories.withdraw("", id)
 	c.Status(http.StatusNoContent)
 	return nil
+}
+
+// queued reports whether the queue holds turn id of namespace ns.
+func queued(ctx context.Context, q memory.Queue, id, ns string) bool {
+	if q == nil {
+		return false
+	}
+	pending, err := q.Pending(ctx, 1<<20)
+	if err != nil {
+		return false
+	}
+	for _, m := range pending {
+		if m.ID == id && m.Namespace == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetNamespace forgets a whole namespace, its queued turns included.
@@ -287,6 +366,7 @@ func (s *Server) forgetNamespace(c *gin.Context) error {
 		}
 		n += len(ids)
 	}
+	s.Memories.withdraw(ns)
 	c.JSON(http.StatusOK, gin.H{"namespace": ns, "forgotten": n})
 	return nil
 }

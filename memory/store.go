@@ -18,10 +18,50 @@ const (
 	// Rule is a curator rule: it joins its namespace's system layer, and
 	// is never searched as a memory.
 	Rule Type = "rule"
+	// Forgotten is a memory hidden but kept: never injected, never
+	// searched by chats, listed by the admin API and restorable. Its
+	// former type is in Metadata["forgotten_from"].
+	Forgotten Type = "forgotten"
 )
 
 // Valid reports whether t is one of the known types.
-func (t Type) Valid() bool { return t == Raw || t == Curated || t == Rule }
+func (t Type) Valid() bool { return t == Raw || t == Curated || t == Rule || t == Forgotten }
+
+// Hide makes m forgotten, keeping what it was and when it was hidden so
+// that Restore can undo it.
+func (m *Memory) Hide(now time.Time) {
+	if m.Type == Forgotten {
+		return
+	}
+	md := make(map[string]any, len(m.Metadata)+2)
+	for k, v := range m.Metadata {
+		md[k] = v
+	}
+	md["forgotten_from"], md["forgotten_at"] = string(m.Type), now.UTC().Format(time.RFC3339)
+	m.Type, m.Metadata = Forgotten, md
+}
+
+// Restore undoes Hide; it reports false when m is not forgotten.
+func (m *Memory) Restore() bool {
+	if m.Type != Forgotten {
+		return false
+	}
+	was, _ := m.Metadata["forgotten_from"].(string)
+	if !Type(was).Valid() || Type(was) == Forgotten {
+		was = string(Curated)
+	}
+	md := make(map[string]any, len(m.Metadata))
+	for k, v := range m.Metadata {
+		if k != "forgotten_from" && k != "forgotten_at" {
+			md[k] = v
+		}
+	}
+	if len(md) == 0 {
+		md = nil
+	}
+	m.Type, m.Metadata = Type(was), md
+	return true
+}
 
 // Memory is one stored memory: a raw turn or a curated memory. Text is what
 // is embedded and searched: the exchange itself, in "User: ...\nAssistant:
@@ -136,7 +176,7 @@ func (m *Memory) Validate() error {
 	case m.Namespace == "":
 		return fmt.Errorf("memory %s: empty namespace", m.ID)
 	case !m.Type.Valid():
-		return fmt.Errorf("memory %s: type %q is not raw, curated or rule", m.ID, m.Type)
+		return fmt.Errorf("memory %s: type %q is not raw, curated, rule or forgotten", m.ID, m.Type)
 	case m.Time.IsZero():
 		return fmt.Errorf("memory %s: no timestamp", m.ID)
 	}

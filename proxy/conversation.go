@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,51 @@ type conversation struct {
 	advanced bool
 	// size is what the conversation holds, in bytes, as last accounted.
 	size int
+	// ns is the conversation's namespace.
+	ns string
+}
+
+// holds reports whether the conversation's prompt carries one of ids, or
+// any memory at all when all is set.
+func (cv *conversation) holds(ids map[string]bool, all bool) bool {
+	for _, mc := range []*memory.Context{cv.plan, cv.last} {
+		if mc == nil {
+			continue
+		}
+		for _, id := range mc.IDs() {
+			if all || ids[id] {
+				return true
+			}
+		}
+	}
+	for _, b := range cv.blocks {
+		for _, h := range b.hits {
+			if all || ids[h.ID] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withdraw drops the plan of every conversation whose prompt carries one
+// of ids, or, with ns set, any memory of that namespace: its next turn
+// chooses its layers afresh, without them. A deleted memory is never sent
+// again, not even inside a conversation's kept prefix. It reports how many
+// conversations will rebuild.
+func (cs *conversations) withdraw(ns string, ids map[string]bool) int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	n := 0
+	for e := cs.order.Front(); e != nil; e = e.Next() {
+		cv := e.Value.(*conversation)
+		if ns != "" && cv.ns != ns || !cv.holds(ids, ns != "") {
+			continue
+		}
+		cv.plan, cv.blocks, cv.last = nil, nil, nil
+		n++
+	}
+	return n
 }
 
 // footprint estimates the bytes a conversation holds.
@@ -370,3 +416,23 @@ func digest(s string) string {
 // normalize makes texts comparable across clients that trim or re-space
 // what they send back.
 func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Withdraw takes deleted or hidden memories out of the conversations
+// whose kept prompt carries them: each rebuilds its layers at its next
+// turn. With ns set and no ids, every conversation of that namespace that
+// holds any memory rebuilds (a namespace forgotten whole).
+func (s *Server) Withdraw(ns string, ids ...string) {
+	if s.convs == nil {
+		return // no Handler yet: no conversation
+	}
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	if len(ids) > 0 {
+		ns = ""
+	}
+	if n := s.convs.withdraw(ns, set); n > 0 {
+		s.log.Debug("conversations rebuild without forgotten memories", slog.Int("conversations", n))
+	}
+}

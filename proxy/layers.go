@@ -125,7 +125,7 @@ func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq me
 			// without memory: the next turn tries again.
 			cv.plan = mc
 		}
-		cv.last, cv.point, cv.user = mc, ch.at.point, keptUser(ch)
+		cv.last, cv.point, cv.user, cv.ns = mc, ch.at.point, keptUser(ch), ch.ns
 		cv.advanced = cv.advanced || !ch.at.first
 	})
 	return mc

@@ -78,6 +78,8 @@ func typeBit(t memory.Type) uint8 {
 		return 2
 	case memory.Rule:
 		return 4
+	case memory.Forgotten:
+		return 8
 	}
 	return 0
 }

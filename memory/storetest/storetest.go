@@ -376,6 +376,39 @@ func Run(t *testing.T, open Open) {
 		require.NoError(t, s.Delete(ctx))
 	})
 
+	// A hidden memory (type forgotten) is kept and listed by its type,
+	// never found by the searches chats make; restored, it is found again.
+	t.Run("HideAndRestore", func(t *testing.T) {
+		s := fresh(t)
+		a := mem("a", memory.Curated, 0, "Alice's locker code is 4417")
+		a.Vector = vec(Dim, 0, 1, 0)
+		require.NoError(t, s.Upsert(ctx, a))
+		a.Hide(t0.Add(time.Hour))
+		require.NoError(t, s.Upsert(ctx, a))
+		chats := memory.Query{Filter: memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw, memory.Curated}}, Text: "locker code", Vector: vec(Dim, 0, 1, 0), Threshold: 0.5, Limit: 10}
+		hits, err := s.Search(ctx, chats)
+		require.NoError(t, err)
+		assert.Empty(t, hits)
+		latest, err := s.Latest(ctx, memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw}}, 10)
+		require.NoError(t, err)
+		assert.Empty(t, latest)
+		page, _, err := s.Scroll(ctx, memory.Filter{Namespace: "a", Types: []memory.Type{memory.Forgotten}}, "", 10)
+		require.NoError(t, err)
+		require.Len(t, page, 1)
+		assert.Equal(t, "curated", page[0].Metadata["forgotten_from"])
+
+		got := page[0]
+		require.True(t, got.Restore())
+		require.NoError(t, s.Upsert(ctx, got))
+		hits, err = s.Search(ctx, chats)
+		require.NoError(t, err)
+		assert.Equal(t, []string{a.ID}, hitIDs(hits))
+		back, err := s.Get(ctx, a.ID)
+		require.NoError(t, err)
+		assert.Equal(t, memory.Curated, back.Type)
+		assert.Empty(t, back.Metadata)
+	})
+
 	// A regenerated or edited turn replaces the one it redoes (SPEC §4),
 	// whether that one is in the store already or still queued with it.
 	t.Run("WriterReplacesTurns", func(t *testing.T) {
