@@ -305,8 +305,14 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 // adminMemories is what the memory routes work on: the store, the queue
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
-	return &admin.Memories{Store: a.store, Queue: a.local, Tokens: a.tok, Embed: a.embedder.Embed,
-		Forget: a.writer.Forget, ForgetNamespace: a.writer.ForgetNamespace}
+	m := &admin.Memories{Store: a.store, Tokens: a.tok, Embed: a.embedder.Embed}
+	if a.local != nil {
+		m.Queue = a.local
+	}
+	if a.writer != nil {
+		m.Forget, m.ForgetNamespace = a.writer.Forget, a.writer.ForgetNamespace
+	}
+	return m
 }
 
 func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {

@@ -351,13 +351,7 @@ func sixTurns(t *testing.T, d convo, p *inProcess, up *ollamatest.Dialects, chat
 
 // The same on Qdrant: conversations do not depend on the store.
 func TestConversationOnQdrant(t *testing.T) {
-	url := os.Getenv("VERA_TEST_QDRANT_URL")
-	if url == "" {
-		q, err := qdranttest.Start("127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(q.Stop)
-		url = q.URL()
-	}
+	url := qdranttest.URL(t, os.Getenv("VERA_TEST_QDRANT_URL"))
 	up := ollamatest.NewDialects(t)
 	numberedReplies(up)
 	p := conversationVera(t, up, t.TempDir(), t.TempDir(), "VERA_QDRANT_URL="+url, fmt.Sprintf("VERA_QDRANT_COLLECTION=conversations_%d", time.Now().UnixNano()))

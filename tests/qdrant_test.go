@@ -179,6 +179,6 @@ func TestImportFromVeraAI(t *testing.T) {
 	// Usage errors.
 	code, _, _ = runVera(t, env, "memories", "import", "--url", q.URL())
 	assert.Equal(t, 2, code)
-	code, _, _ = runVera(t, env, "memories", "list")
+	code, _, _ = runVera(t, env, "memories", "lsit")
 	assert.Equal(t, 2, code)
 }

@@ -20,13 +20,7 @@ import (
 // else a stand-in of the test's own.
 func server(t *testing.T) string {
 	t.Helper()
-	if u := os.Getenv("VERA_TEST_QDRANT_URL"); u != "" {
-		return u
-	}
-	s, err := qdranttest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	return s.URL()
+	return qdranttest.URL(t, os.Getenv("VERA_TEST_QDRANT_URL"))
 }
 
 // openFresh opens a store on a collection of its own, deleted afterwards.

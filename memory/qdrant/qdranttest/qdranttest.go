@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/google/uuid"
 	"github.com/qdrant/go-client/qdrant"
@@ -776,4 +777,20 @@ func fieldMatches(v *qdrant.Value, fc *qdrant.FieldCondition) (bool, error) {
 		return false, nil
 	}
 	return false, status.Errorf(codes.Unimplemented, "stand-in: field condition on %q not implemented", fc.GetKey())
+}
+
+// URL returns the Qdrant a test uses: real (VERA_TEST_QDRANT_URL, read by
+// the caller) when set, else a stand-in started for the test and stopped
+// after it.
+func URL(t testing.TB, real string) string {
+	t.Helper()
+	if real != "" {
+		return real
+	}
+	s, err := Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("starting the Qdrant stand-in: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s.URL()
 }

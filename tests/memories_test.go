@@ -1,0 +1,144 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// freeAddr is a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// cliMemory is a MEMORY as `vera memories ... --json` prints it.
+type cliMemory struct {
+	ID, Namespace, Type, Text string
+}
+
+// memoriesRoundTrip drives every `vera memories` command on the store env
+// selects: add, list, search, show, edit, export, delete, import, forget a
+// namespace; tables by default, JSON with --json; namespaces apart.
+func memoriesRoundTrip(t *testing.T, env []string, via ...string) {
+	t.Helper()
+	vera := func(args ...string) string {
+		t.Helper()
+		code, out, stderr := runVera(t, env, append(append([]string{"memories"}, args...), via...)...)
+		require.Equal(t, 0, code, "vera memories %v: %s%s", args, out, stderr)
+		return out
+	}
+	var sister, rule, bob cliMemory
+	require.NoError(t, json.Unmarshal([]byte(vera("add", "--namespace", "alice", "--json", "Alice's sister Ana lives in Lisbon.")), &sister))
+	assert.Equal(t, "curated", sister.Type)
+	require.NoError(t, json.Unmarshal([]byte(vera("add", "Answer in French.", "--type", "rule", "--namespace", "alice", "--json")), &rule))
+	assert.Equal(t, "rule", rule.Type)
+	require.NoError(t, json.Unmarshal([]byte(vera("add", "--namespace", "bob", "--json", "Bob's sister lives in Oslo.")), &bob))
+
+	table := vera("list", "--namespace", "alice")
+	assert.Regexp(t, `ID\s+TYPE\s+TIME \(UTC\)\s+TEXT`, table)
+	assert.Contains(t, table, sister.ID)
+	assert.Contains(t, table, "Answer in French.")
+	assert.NotContains(t, table, "Oslo", "bob's memory is not alice's")
+	rules := vera("list", "--namespace", "alice", "--type", "rule")
+	assert.NotContains(t, rules, "Lisbon")
+
+	var found struct{ Memories []cliMemory }
+	require.NoError(t, json.Unmarshal([]byte(vera("search", "where does my sister live", "--namespace", "alice", "--json")), &found))
+	require.Len(t, found.Memories, 1)
+	assert.Equal(t, sister.ID, found.Memories[0].ID)
+	assert.Contains(t, vera("show", sister.ID), "namespace:  alice")
+
+	assert.Contains(t, vera("edit", sister.ID, "Alice's sister Ana lives in Porto."), "Porto")
+	export := filepath.Join(t.TempDir(), "export.jsonl")
+	vera("export", "--output", export)
+	b, err := os.ReadFile(export)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "Porto")
+	assert.Contains(t, string(b), "Oslo", "without --namespace, every namespace")
+
+	assert.Contains(t, vera("delete", sister.ID), "deleted "+sister.ID)
+	code, _, stderr := runVera(t, env, append([]string{"memories", "show", sister.ID}, via...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no memory")
+
+	assert.Contains(t, vera("delete", "--namespace", "alice", "--confirm"), `forgot namespace "alice"`)
+	assert.Contains(t, vera("list", "--namespace", "alice"), `no memories in namespace "alice"`)
+	assert.Contains(t, vera("import", export), "imported 3 memories")
+	again := filepath.Join(t.TempDir(), "again.jsonl")
+	vera("export", "--output", again)
+	b2, err := os.ReadFile(again)
+	require.NoError(t, err)
+	assert.Equal(t, string(b), string(b2), "export → import reproduces the store")
+
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"namespace":"carol","type":"curated","text":"Carol likes tea."}`+"\n{oops\n"), 0o644))
+	code, out, stderr := runVera(t, env, append([]string{"memories", "import", bad}, via...)...)
+	assert.Equal(t, 1, code, "a bad line fails the command")
+	assert.Contains(t, out, "imported 1 memories")
+	assert.Contains(t, out, "line 2:")
+	assert.Contains(t, stderr, "1 lines were not imported")
+}
+
+// `vera memories` with no vera running works on the store directly, on
+// both backends.
+func TestMemoriesCommandOnTheStore(t *testing.T) {
+	up := ollamatest.New(t)
+	t.Run("embedded", func(t *testing.T) {
+		memoriesRoundTrip(t, []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t)})
+	})
+	t.Run("qdrant", func(t *testing.T) {
+		url := qdranttest.URL(t, os.Getenv("VERA_TEST_QDRANT_URL"))
+		memoriesRoundTrip(t, []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t),
+			"VERA_QDRANT_URL=" + url, fmt.Sprintf("VERA_QDRANT_COLLECTION=cli_%d", time.Now().UnixNano())})
+	})
+}
+
+// `vera memories` against a running vera: its admin token is needed, a
+// memory added is injected into the next chat, a deleted one never again;
+// a vera that runs elsewhere on the same data dir is named, not corrupted.
+func TestMemoriesCommandThroughRunningVera(t *testing.T) {
+	up := ollamatest.New(t)
+	data := t.TempDir()
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data, "VERA_ADMIN_TOKEN=t0ken")
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_ADMIN_TOKEN=t0ken"}
+	via := []string{"--url", "http://" + p.addr}
+
+	code, _, stderr := runVera(t, env[:2], "memories", "list", "--url", "http://"+p.addr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "VERA_ADMIN_TOKEN")
+
+	memoriesRoundTrip(t, env, via...)
+
+	_, out, _ := runVera(t, env, "memories", "add", "--namespace", "dave", "--json", "Dave's dog is called Biscuit.", "--url", "http://"+p.addr)
+	var dog cliMemory
+	require.NoError(t, json.Unmarshal([]byte(out), &dog))
+	chat(t, p, "dave", false, user("What is my dog called?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Biscuit")
+	code, _, _ = runVera(t, env, "memories", "delete", dog.ID, "--url", "http://"+p.addr)
+	require.Equal(t, 0, code)
+	chat(t, p, "dave", false, user("What is my dog called, again?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Biscuit")
+
+	// The default address is not where this vera listens, and its store
+	// is taken: the command says so rather than opening it twice.
+	code, _, stderr = runVera(t, append(env, "VERA_LISTEN="+freeAddr(t)), "memories", "list")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "--url")
+	code, _, stderr = runVera(t, env, "memories", "list", "--url", "http://"+freeAddr(t))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no vera at")
+}
