@@ -154,6 +154,8 @@ func TestAPIKeys(t *testing.T) {
 	assert.Equal(t, http.StatusOK, call("/v1/messages", "X-Api-Key", "k-two", `{"model":"llama3.2","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`))
 	assert.Equal(t, http.StatusOK, call("/api/tags", "Authorization", "Bearer admin-t", ""), "the admin token passes")
 	assert.Equal(t, http.StatusOK, call("/healthz", "", "", ""))
+	assert.Equal(t, http.StatusOK, call("/ui/", "", "", ""), "the static admin page opens; its API calls need the token")
+	assert.Equal(t, http.StatusUnauthorized, call("/memories?namespace=default", "", "", ""))
 
 	// The official client with its key.
 	c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: http.Header{"Authorization": {"Bearer k-two"}}}})

@@ -71,6 +71,7 @@ func (s *Server) Mount(e *gin.Engine) {
 	e.POST("/curator/run", s.guard, handle(s.curatorRun))
 	e.GET("/curator/status", s.guard, handle(s.curatorStatus))
 	s.mountMemories(e)
+	s.mountUI(e)
 }
 
 // guard guards the admin routes (SPEC §6): with a token set, a request

@@ -12,15 +12,19 @@ import (
 // requireKey enforces server.api_keys (SPEC §6): with keys set, every
 // route (Ollama's included) needs one, as "Authorization: Bearer <key>" or
 // "x-api-key: <key>" (what Anthropic clients send); the admin token
-// passes too. /healthz and /metrics need none, nor loopback clients while
-// TrustLoopback is on (the ollama CLI cannot send a key), nor CORS
-// preflights (browsers send no credentials with them).
+// passes too. /healthz, /metrics and the static page /ui/ need none, nor
+// loopback clients while TrustLoopback is on (the ollama CLI cannot send
+// a key), nor CORS preflights (browsers send no credentials with them).
 func (s *Server) requireKey(c *gin.Context) {
 	if len(s.APIKeys) == 0 || c.Request.Method == http.MethodOptions {
 		return
 	}
-	switch c.Request.URL.Path {
-	case "/healthz", "/metrics":
+	switch p := c.Request.URL.Path; {
+	case p == "/healthz", p == "/metrics":
+		return
+	case (p == "/ui" || strings.HasPrefix(p, "/ui/")) && (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead):
+		// The admin page is static and public (a browser opening it
+		// cannot send a key); the API it calls is guarded.
 		return
 	}
 	if s.TrustLoopback && loopback(c.Request.RemoteAddr) {

@@ -1,0 +1,491 @@
+// vera's admin page: memories, the curator and health, over the admin
+// JSON API. Every text from the API is put in the page with textContent
+// (through el below), never as markup: memories hold what users typed.
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'vera.adminToken';
+  const PAGE = 50;
+
+  const $ = (id) => document.getElementById(id);
+
+  // el builds an element. Strings among the children become text nodes.
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') node.className = v;
+      else if (k === 'text') node.textContent = v;
+      else node.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children) {
+      if (c !== undefined && c !== null && c !== false) node.append(c);
+    }
+    return node;
+  }
+
+  // say puts a message in the live region, read out by screen readers.
+  function say(msg, kind) {
+    const s = $('status');
+    s.textContent = msg;
+    s.dataset.kind = kind || 'info';
+  }
+
+  function when(ts) {
+    if (!ts) return '';
+    const d = new Date(ts);
+    return isNaN(d) || d.getFullYear() < 2 ? '' : d.toLocaleString();
+  }
+
+  // ---- the API, and the token it may ask for
+
+  class APIError extends Error {
+    constructor(status, message, body) {
+      super(message);
+      this.status = status;
+      this.body = body;
+    }
+  }
+
+  let tokenWait = null; // {promise, resolve} while the token form is open
+
+  function askToken(refused) {
+    if (tokenWait) return tokenWait.promise;
+    let resolve;
+    const promise = new Promise((r) => { resolve = r; });
+    tokenWait = { promise, resolve };
+    $('token-hint').textContent = refused
+      ? 'vera refused that token. Give the admin token (VERA_ADMIN_TOKEN) again.'
+      : 'This vera needs its admin token (VERA_ADMIN_TOKEN). It is kept for this tab only.';
+    $('token-section').hidden = false;
+    const input = $('token-input');
+    input.value = '';
+    input.focus();
+    say(refused ? 'The admin token was refused.' : 'vera asks for the admin token.', 'error');
+    return promise;
+  }
+
+  $('token-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const t = $('token-input').value.trim();
+    if (!t) return;
+    sessionStorage.setItem(TOKEN_KEY, t);
+    $('token-input').value = '';
+    $('token-section').hidden = true;
+    say('Token set for this tab.');
+    const w = tokenWait;
+    tokenWait = null;
+    if (w) w.resolve();
+  });
+
+  // api sends a request to vera and returns its decoded JSON (null when
+  // there is none). A 401 asks for the token and sends it again.
+  async function api(method, path, body) {
+    for (;;) {
+      const sent = sessionStorage.getItem(TOKEN_KEY) || '';
+      const headers = { Accept: 'application/json' };
+      if (sent) headers.Authorization = 'Bearer ' + sent;
+      const init = { method, headers, cache: 'no-store', credentials: 'same-origin' };
+      if (body !== undefined) {
+        headers['Content-Type'] = 'application/json';
+        init.body = JSON.stringify(body);
+      }
+      let res;
+      try {
+        res = await fetch(path, init);
+      } catch (err) {
+        throw new APIError(0, 'vera did not answer (' + err.message + ')');
+      }
+      if (res.status === 401) {
+        // Only forget the token this request sent: the user may already
+        // have given a new one while it was on its way.
+        if (sent && sessionStorage.getItem(TOKEN_KEY) === sent) sessionStorage.removeItem(TOKEN_KEY);
+        await askToken(Boolean(sent));
+        continue;
+      }
+      const text = await res.text();
+      let data = null;
+      if (text) {
+        try { data = JSON.parse(text); } catch (_) { data = null; }
+      }
+      if (!res.ok) {
+        const msg = (data && (data.error || data.summary)) || (res.status + ' ' + res.statusText);
+        throw new APIError(res.status, msg, data);
+      }
+      return data;
+    }
+  }
+
+  function failed(what, err) {
+    say(what + ': ' + err.message, 'error');
+  }
+
+  // ---- memories
+
+  const list = $('memory-list');
+  let shown = null; // the query the list shows: {namespace, type, q}
+  let cursor = '';
+  let loads = 0;
+
+  function query() {
+    return {
+      namespace: $('ns').value.trim(),
+      type: $('type').value,
+      q: $('q').value.trim(),
+    };
+  }
+
+  async function loadMemories(more) {
+    const qy = more ? shown : query();
+    if (!qy.namespace) {
+      say('Give a namespace.', 'error');
+      $('ns').focus();
+      return;
+    }
+    const params = new URLSearchParams({ namespace: qy.namespace, limit: String(PAGE) });
+    if (qy.type) params.set('type', qy.type);
+    if (qy.q) params.set('q', qy.q);
+    if (more && cursor) params.set('cursor', cursor);
+    list.setAttribute('aria-busy', 'true');
+    try {
+      const data = await api('GET', '/memories?' + params);
+      if (!more) list.replaceChildren();
+      const ms = (data && data.memories) || [];
+      for (const m of ms) list.append(memoryItem(m));
+      shown = qy;
+      cursor = (data && data.next_cursor) || '';
+      $('more').hidden = !cursor;
+      describeList();
+      say(more ? `${ms.length} more loaded.` : $('list-info').textContent);
+    } catch (err) {
+      // Without memory, /memories is not vera's: it goes on to Ollama.
+      if (err.status === 404) err.message = 'vera has no memory routes (memory.enabled = false?)';
+      failed('Loading memories', err);
+    } finally {
+      list.removeAttribute('aria-busy');
+      list.dataset.loads = String(++loads);
+    }
+  }
+
+  const NOUNS = {
+    raw: ['raw memory', 'raw memories'],
+    curated: ['curated memory', 'curated memories'],
+    rule: ['rule', 'rules'],
+    forgotten: ['forgotten memory', 'forgotten memories'],
+  };
+
+  function describeList() {
+    const n = list.children.length;
+    const noun = NOUNS[shown.type] || ['memory', 'memories'];
+    let s = `${n} ${noun[n === 1 ? 0 : 1]} in “${shown.namespace}”`;
+    if (shown.q) s += ` matching “${shown.q}”`;
+    if (cursor) s += ', more below';
+    $('list-info').textContent = s + '.';
+  }
+
+  function memoryItem(m) {
+    const textID = 'text-' + m.id;
+    const meta = el('p', { class: 'meta' },
+      el('span', { class: 'badge type-' + m.type, text: m.type }));
+    const t = when(m.timestamp);
+    if (t) meta.append(el('time', { datetime: m.timestamp, text: t }));
+    if (m.model) meta.append(el('span', { class: 'model', text: m.model }));
+    if (typeof m.score === 'number') meta.append(el('span', { class: 'score', text: 'score ' + m.score.toFixed(3) }));
+    const li = el('li', { class: 'memory', 'data-id': m.id, 'data-type': m.type },
+      meta,
+      el('p', { class: 'text', id: textID, 'data-role': 'text', text: m.text }),
+      actionsFor(m, textID));
+    li.memory = m;
+    return li;
+  }
+
+  function actionsFor(m, textID) {
+    return el('div', { class: 'actions', 'data-role': 'actions' },
+      el('button', { type: 'button', 'data-action': 'edit', 'aria-describedby': textID, text: 'Edit' }),
+      el('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-describedby': textID, text: 'Delete' }));
+  }
+
+  function itemOf(node) {
+    return node.closest('li.memory');
+  }
+
+  list.addEventListener('click', (ev) => {
+    const btn = ev.target.closest('button[data-action]');
+    if (!btn) return;
+    const li = itemOf(btn);
+    switch (btn.dataset.action) {
+      case 'edit': startEdit(li); break;
+      case 'cancel-edit': endEdit(li); break;
+      case 'delete': askDelete(li); break;
+      case 'cancel-delete': endDelete(li); break;
+      case 'confirm-delete': doDelete(li, btn); break;
+    }
+  });
+
+  list.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const li = itemOf(ev.target);
+    if (li) saveEdit(li, ev.target);
+  });
+
+  list.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'Escape') return;
+    const li = itemOf(ev.target);
+    if (!li) return;
+    if (li.querySelector('form[data-role=edit]')) endEdit(li);
+    else if (li.querySelector('[data-role=confirm]')) endDelete(li);
+  });
+
+  function startEdit(li) {
+    const m = li.memory;
+    const id = 'edit-' + m.id;
+    const area = el('textarea', { id, name: 'text', rows: Math.min(12, Math.max(3, m.text.split('\n').length + 1)), required: true });
+    area.value = m.text;
+    const form = el('form', { class: 'edit', 'data-role': 'edit' },
+      el('label', { for: id, text: 'Memory text' }),
+      area,
+      el('div', { class: 'actions' },
+        el('button', { type: 'submit', class: 'primary', 'data-action': 'save', text: 'Save' }),
+        el('button', { type: 'button', 'data-action': 'cancel-edit', text: 'Cancel' })));
+    li.querySelector('[data-role=text]').hidden = true;
+    li.querySelector('[data-role=actions]').replaceWith(form);
+    area.focus();
+  }
+
+  function endEdit(li, focusAction) {
+    const form = li.querySelector('form[data-role=edit]');
+    if (form) form.replaceWith(actionsFor(li.memory, 'text-' + li.memory.id));
+    li.querySelector('[data-role=text]').hidden = false;
+    li.querySelector(`button[data-action=${focusAction || 'edit'}]`).focus();
+  }
+
+  async function saveEdit(li, form) {
+    const text = form.elements.text.value.trim();
+    if (!text) {
+      say('A memory cannot be empty: delete it instead.', 'error');
+      return;
+    }
+    const btn = form.querySelector('button[type=submit]');
+    btn.disabled = true;
+    try {
+      const m = await api('PATCH', '/memories/' + encodeURIComponent(li.memory.id), { text });
+      const fresh = memoryItem(m);
+      li.replaceWith(fresh);
+      fresh.querySelector('button[data-action=edit]').focus();
+      say('Memory saved.');
+    } catch (err) {
+      btn.disabled = false;
+      failed('Saving the memory', err);
+    }
+  }
+
+  // askDelete asks on the page itself, not with window.confirm, so that
+  // it is styled, announced and reachable as any other control.
+  function askDelete(li) {
+    const box = el('div', { class: 'confirm', 'data-role': 'confirm', role: 'group', 'aria-label': 'Confirm deletion' },
+      el('span', { text: 'Delete this memory for good?' }),
+      el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-delete', text: 'Yes, delete' }),
+      el('button', { type: 'button', 'data-action': 'cancel-delete', text: 'Keep it' }));
+    li.querySelector('[data-role=actions]').replaceWith(box);
+    box.querySelector('[data-action=cancel-delete]').focus();
+  }
+
+  function endDelete(li) {
+    const box = li.querySelector('[data-role=confirm]');
+    if (box) box.replaceWith(actionsFor(li.memory, 'text-' + li.memory.id));
+    li.querySelector('button[data-action=delete]').focus();
+  }
+
+  async function doDelete(li, btn) {
+    btn.disabled = true;
+    try {
+      await api('DELETE', '/memories/' + encodeURIComponent(li.memory.id));
+      const next = li.nextElementSibling || li.previousElementSibling;
+      li.remove();
+      describeList();
+      (next ? next.querySelector('button[data-action=edit]') : $('search')).focus();
+      say('Memory deleted.');
+    } catch (err) {
+      btn.disabled = false;
+      failed('Deleting the memory', err);
+    }
+  }
+
+  $('filter-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    loadMemories(false);
+  });
+  $('more').addEventListener('click', () => loadMemories(true));
+
+  $('add-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const ns = $('ns').value.trim();
+    const type = $('add-type').value;
+    const text = $('add-text').value.trim();
+    if (!ns || !text) {
+      say('Give a namespace and a text.', 'error');
+      return;
+    }
+    const btn = $('add');
+    btn.disabled = true;
+    try {
+      const m = await api('POST', '/memories', { namespace: ns, type, text });
+      $('add-text').value = '';
+      if (shown && shown.namespace === m.namespace && !shown.q && (!shown.type || shown.type === m.type)) {
+        list.prepend(memoryItem(m));
+        describeList();
+      }
+      say(`Added a ${type === 'rule' ? 'rule' : 'curated memory'} to “${m.namespace}”.`);
+    } catch (err) {
+      failed('Adding the memory', err);
+    } finally {
+      btn.disabled = false;
+    }
+  });
+
+  // ---- curator
+
+  function resultView(r) {
+    const dl = el('dl', { class: 'pairs' });
+    const add = (k, v) => {
+      if (v === undefined || v === null || v === '') return;
+      dl.append(el('dt', { text: k }), el('dd', { text: String(v) }));
+    };
+    add('Status', r.status + (r.dry_run ? ' (dry run)' : ''));
+    add('Mode', r.mode);
+    add('Started', when(r.started));
+    add('Finished', when(r.finished));
+    add('Counts', `processed ${r.processed || 0} · curated ${r.curated || 0} · rules ${r.rules || 0} · deleted ${r.deleted || 0}`);
+    if (r.namespaces && r.namespaces.length) add('Namespaces', r.namespaces.join(', '));
+    add('Summary', r.summary);
+    add('Error', r.error);
+    return dl;
+  }
+
+  async function loadCurator() {
+    const box = $('curator-status');
+    try {
+      const st = await api('GET', '/curator/status');
+      const head = el('dl', { class: 'pairs' },
+        el('dt', { text: 'Now' }), el('dd', { text: st.running ? 'running' : 'idle' }));
+      if (st.schedule) head.append(el('dt', { text: 'Schedule' }), el('dd', { text: st.schedule }));
+      if (st.next_run) head.append(el('dt', { text: 'Next run' }), el('dd', { text: when(st.next_run) }));
+      const runs = el('div', { class: 'runs' });
+      const last = st.last || {};
+      const names = Object.keys(last).sort();
+      if (!names.length) runs.append(el('p', { class: 'muted', text: 'No run yet since vera started.' }));
+      for (const ns of names) {
+        runs.append(el('article', { class: 'run', 'data-namespace': ns },
+          el('h3', { text: 'Last run: ' + ns }),
+          resultView(last[ns])));
+      }
+      box.replaceChildren(head, runs);
+    } catch (err) {
+      box.replaceChildren(el('p', { class: 'error', text: err.message }));
+    }
+  }
+
+  // deletedText renders one entry of preview.deleted: a plain text, or an
+  // object {id, type, text}.
+  function deletedItem(d) {
+    if (d === null || typeof d !== 'object') return el('li', { text: String(d) });
+    const li = el('li', {});
+    if (d.type) li.append(el('span', { class: 'badge type-' + d.type, text: d.type }), ' ');
+    li.append(el('span', { class: 'text', text: d.text || '' }));
+    if (d.id) li.append(' ', el('code', { class: 'muted', text: d.id }));
+    return li;
+  }
+
+  function previewList(title, role, items, item) {
+    const id = 'preview-' + role;
+    const ul = el('ul', { class: 'preview-list', 'data-role': 'preview-' + role, 'aria-labelledby': id });
+    for (const x of items || []) ul.append(item(x));
+    if (!ul.children.length) ul.append(el('li', { class: 'muted', text: 'nothing' }));
+    return [el('h4', { id, text: title + ` (${(items || []).length})` }), ul];
+  }
+
+  $('dry-run-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const ns = $('dry-ns').value.trim();
+    const btn = $('dry-run');
+    const out = $('preview');
+    btn.disabled = true;
+    out.setAttribute('aria-busy', 'true');
+    say('Dry run under way…');
+    const params = new URLSearchParams({ dry_run: 'true' });
+    if (ns) params.set('namespace', ns);
+    let r;
+    try {
+      r = await api('POST', '/curator/run?' + params);
+    } catch (err) {
+      r = err.body && err.body.status ? err.body : null;
+      if (!r) {
+        out.replaceChildren(el('p', { class: 'error', text: err.message }));
+        failed('The dry run', err);
+      }
+    } finally {
+      btn.disabled = false;
+      out.removeAttribute('aria-busy');
+    }
+    if (!r) return;
+    const p = r.preview || {};
+    const text = (s) => el('li', { class: 'text', text: String(s) });
+    out.replaceChildren(
+      el('h3', { text: 'Dry run' + (ns ? ': ' + ns : '') }),
+      resultView(r),
+      ...previewList('Would add curated memories', 'curated', p.curated, text),
+      ...previewList('Would add rules', 'rules', p.rules, text),
+      ...previewList('Would delete', 'deleted', p.deleted, deletedItem));
+    out.dataset.state = r.status || '';
+    say(`Dry run ${r.status}: ${r.summary || 'nothing to do'}.`, r.status === 'error' ? 'error' : 'info');
+  });
+  $('curator-refresh').addEventListener('click', loadCurator);
+
+  // ---- health
+
+  function valueView(v) {
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      const dl = el('dl', { class: 'pairs' });
+      for (const [k, x] of Object.entries(v)) {
+        const dd = el('dd', {}, valueView(x));
+        if (k === 'ok') dd.dataset.ok = String(x);
+        dl.append(el('dt', { text: k }), dd);
+      }
+      return dl;
+    }
+    if (Array.isArray(v)) return v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(', ') || '—';
+    return String(v);
+  }
+
+  async function loadHealth() {
+    const body = $('health-body');
+    const badge = $('health-badge');
+    let h;
+    try {
+      // /healthz needs no token; a degraded vera may answer it with an
+      // error status and the document all the same.
+      const res = await fetch('/healthz', { cache: 'no-store', headers: { Accept: 'application/json' } });
+      h = await res.json();
+    } catch (err) {
+      badge.textContent = 'health: unreachable';
+      badge.dataset.status = 'down';
+      body.replaceChildren(el('p', { class: 'error', text: 'vera did not answer /healthz: ' + err.message }));
+      return;
+    }
+    const status = String(h.status || 'unknown');
+    badge.textContent = 'health: ' + status;
+    badge.dataset.status = status;
+    const rest = Object.assign({}, h);
+    delete rest.status;
+    body.replaceChildren(
+      el('p', { class: 'health-status', 'data-status': status, 'data-role': 'health-status', text: status }),
+      valueView(rest));
+  }
+  $('health-refresh').addEventListener('click', loadHealth);
+
+  // ---- start
+
+  loadHealth();
+  loadMemories(false);
+  loadCurator();
+})();

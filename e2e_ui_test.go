@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// chromiumPath finds a Chromium to drive, "" when there is none.
+func chromiumPath() string {
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser is one headless Chromium tab. Every step runs under its own
+// deadline, so a page that never gets where the test waits fails the test
+// instead of hanging it.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// watchProblems runs in the page before its own script: it records CSP
+// violations and uncaught errors, which the test then asserts are none.
+const watchProblems = `
+window.__veraProblems = [];
+document.addEventListener('securitypolicyviolation', (e) => window.__veraProblems.push('CSP ' + e.violatedDirective + ' ' + e.blockedURI));
+window.addEventListener('error', (e) => window.__veraProblems.push('error: ' + e.message));
+window.addEventListener('unhandledrejection', (e) => window.__veraProblems.push('unhandled rejection: ' + String(e.reason)));
+`
+
+func newBrowser(t *testing.T, bin string) *browser {
+	t.Helper()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(bin),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-gpu", true),
+		// This machine's network is closed: without these Chromium keeps
+		// trying to reach Google's hosts.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	// The browser lives as long as the context of its first Run: give the
+	// whole session a deadline, and each step a shorter one below.
+	life, stop := context.WithTimeout(context.Background(), 3*time.Minute)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(life, opts...)
+	ctx, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc() // waits for the browser to exit
+		stop()
+	})
+	require.NoError(t, chromedp.Do(ctx), "starting Chromium at %s", bin)
+	_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchProblems})
+	require.NoError(t, err)
+	return &browser{t: t, ctx: ctx}
+}
+
+// do runs steps with a deadline.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	require.NoError(b.t, chromedp.Do(ctx, steps...), what)
+}
+
+// until waits for a JavaScript condition to hold.
+func (b *browser) until(what, js string) {
+	b.t.Helper()
+	b.do(what, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(0)))
+}
+
+// evalJS evaluates a JavaScript expression into T.
+func evalJS[T any](b *browser, js string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	require.NoError(b.t, err, js)
+	return v
+}
+
+// set sets the value of a form field. (chromedp's SetValue cannot set
+// an empty value: it reads the value back and takes "" for a failure.)
+func (b *browser) set(sel, value string) {
+	b.t.Helper()
+	sj, _ := json.Marshal(sel)
+	vj, _ := json.Marshal(value)
+	require.True(b.t, evalJS[bool](b, fmt.Sprintf(`((e) => { e.value = %s; return e.value === %s; })(document.querySelector(%s))`, vj, vj, sj)), "set %s", sel)
+}
+
+// loads is how many times the memory list has finished loading.
+func (b *browser) loads() int {
+	n, _ := strconv.Atoi(evalJS[string](b, `document.getElementById('memory-list').dataset.loads || '0'`))
+	return n
+}
+
+// show submits the memory filter form with Enter in the search box and
+// waits for the list to load.
+func (b *browser) show(ns, q string) {
+	b.t.Helper()
+	n := b.loads()
+	b.set("#ns", ns)
+	b.set("#q", "")
+	b.do("filter "+ns+" "+q, chromedp.SendKeys(chromedp.ID("q"), q+"\r"))
+	b.until("the list loads", fmt.Sprintf(`+document.getElementById('memory-list').dataset.loads > %d`, n))
+}
+
+func memSel(id, rest string) string { return fmt.Sprintf(`#memory-list li[data-id=%q] %s`, id, rest) }
+
+func memJS(id string) string {
+	return fmt.Sprintf(`document.querySelector('#memory-list li[data-id=%q]')`, id)
+}
+
+// memText is the text the list shows for a memory, "" when it is not there.
+func (b *browser) memText(id string) string {
+	return evalJS[string](b, fmt.Sprintf(`(%s?.querySelector('[data-role=text]')?.textContent) ?? ''`, memJS(id)))
+}
+
+// uiCurate answers the curator: one curated memory per raw turn and a rule.
+func uiCurate(req api.ChatRequest) string {
+	var in struct {
+		Raw []struct{ ID, Text string } `json:"raw_turns"`
+	}
+	if len(req.Messages) > 1 {
+		_ = json.Unmarshal([]byte(req.Messages[1].Content), &in)
+	}
+	curated := []map[string]any{}
+	for _, r := range in.Raw {
+		curated = append(curated, map[string]any{"content": "User: Where does my sister live?\nAssistant: Ana lives in Porto.", "source_ids": []string{r.ID}})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"new_curated_turns": curated,
+		"permanent_rules":   []map[string]string{{"rule": "Keep answers short.", "target_file": "systemprompt.md"}},
+		"deletions":         []string{},
+		"summary":           fmt.Sprintf("%d turns curated", len(in.Raw)),
+	})
+	return string(b)
+}
+
+// The admin page in a real browser: it asks for the token, lists,
+// searches, edits, deletes and adds memories, and what it did is what the
+// next chat gets; a dry run shows its preview; health shows; the markup
+// of a memory stays text; no CSP violation; no horizontal scroll on a
+// phone.
+func TestUIInBrowser(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no Chromium (/usr/bin/chromium, or chromium, chromium-browser or google-chrome on PATH): .ci/run installs Debian's chromium package")
+	}
+	up := ollamatest.New(t)
+	up.Curate = uiCurate
+	const token = "ui-s3cret"
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN="+token)
+	auth := "Bearer " + token
+	var sister, cat adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, auth, "POST", "/memories", `{"namespace":"alice","text":"Alice's sister Ana lives in Lisbon."}`, &sister))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, auth, "POST", "/memories", `{"namespace":"alice","text":"Alice's cat <b>Miso</b> sleeps on the sofa."}`, &cat))
+
+	b := newBrowser(t, bin)
+	b.do("load the page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+p.addr+"/ui/"))
+
+	// The API answers 401: the page asks for the token, once, in its form.
+	b.do("the token form", chromedp.WaitVisible(chromedp.ID("token-input")))
+	b.do("give the token", chromedp.SendKeys(chromedp.ID("token-input"), token+"\r"))
+	b.do("the token form closes", chromedp.WaitNotVisible(chromedp.ID("token-section")))
+	b.until("the first list loads", `+document.getElementById('memory-list').dataset.loads >= 1`)
+	assert.Equal(t, token, evalJS[string](b, `sessionStorage.getItem('vera.adminToken')`))
+
+	// Browse: both memories, the markup in one shown as text.
+	b.show("alice", "")
+	assert.Equal(t, sister.Text, b.memText(sister.ID))
+	assert.Equal(t, cat.Text, b.memText(cat.ID), "the markup is shown as text")
+	assert.Zero(t, evalJS[int](b, `document.querySelectorAll('#memory-list b').length`), "no element made from a memory's text")
+
+	// Search.
+	b.show("alice", "sister")
+	assert.Equal(t, sister.Text, b.memText(sister.ID))
+	assert.Empty(t, b.memText(cat.ID), "the cat is not about a sister")
+
+	// Edit through the page.
+	const edited = "Alice's sister Ana lives in Porto now."
+	b.do("edit", chromedp.Click(chromedp.CSS(memSel(sister.ID, `button[data-action=edit]`))))
+	b.do("the edit form", chromedp.WaitVisible(chromedp.CSS(memSel(sister.ID, `textarea`))))
+	b.do("type the new text",
+		chromedp.SetValue(chromedp.CSS(memSel(sister.ID, `textarea`)), edited),
+		chromedp.Click(chromedp.CSS(memSel(sister.ID, `button[data-action=save]`))))
+	b.until("the edit shows", fmt.Sprintf(`%s?.querySelector('[data-role=text]')?.textContent === %q`, memJS(sister.ID), edited))
+
+	// Delete through the page, confirmed on the page.
+	b.show("alice", "")
+	b.do("delete", chromedp.Click(chromedp.CSS(memSel(cat.ID, `button[data-action=delete]`))))
+	b.do("confirm", chromedp.Click(chromedp.CSS(memSel(cat.ID, `button[data-action=confirm-delete]`))))
+	b.do("the memory goes", chromedp.WaitNotPresent(chromedp.CSS(memSel(cat.ID, ""))))
+
+	// Add a rule through the page.
+	const rule = "Answer in French."
+	b.do("add a rule",
+		chromedp.SetValue(chromedp.ID("add-type"), "rule"),
+		chromedp.SetValue(chromedp.ID("add-text"), rule),
+		chromedp.Click(chromedp.ID("add")))
+	b.until("the rule shows", fmt.Sprintf(`[...document.querySelectorAll('#memory-list li[data-type=rule] [data-role=text]')].some((e) => e.textContent === %q)`, rule))
+
+	// A fresh list from vera: the edit, the rule, and not the deleted one.
+	b.show("alice", "")
+	assert.Equal(t, edited, b.memText(sister.ID))
+	assert.Empty(t, b.memText(cat.ID), "the deleted memory is gone")
+	assert.Equal(t, 2, evalJS[int](b, `document.querySelectorAll('#memory-list li').length`))
+
+	// The next chat gets what the page did.
+	chat(t, p, "alice", false, user("Where does my sister live?"))
+	sys := systemOf(up.LastChat(t))
+	assert.Contains(t, sys, edited)
+	assert.Contains(t, sys, rule)
+	assert.NotContains(t, sys, "Lisbon")
+	assert.NotContains(t, sys, "Miso")
+
+	// A dry run from the page, once the chat's turn is in the store.
+	var raw struct{ Memories []adminMemory }
+	require.Eventually(t, func() bool {
+		return adminCall(t, p, auth, "GET", "/memories?namespace=alice&type=raw", "", &raw) == http.StatusOK && len(raw.Memories) > 0
+	}, 10*time.Second, 20*time.Millisecond)
+	b.do("dry run",
+		chromedp.SetValue(chromedp.ID("dry-ns"), "alice"),
+		chromedp.Click(chromedp.ID("dry-run")))
+	b.until("the preview shows", `document.getElementById('preview').dataset.state === 'ok'`)
+	assert.Contains(t, evalJS[string](b, `document.querySelector('[data-role=preview-curated]').textContent`), "Ana lives in Porto.")
+	assert.Contains(t, evalJS[string](b, `document.querySelector('[data-role=preview-rules]').textContent`), "Keep answers short.")
+	// The distilled raw turn: its id (a plain string) or an object with
+	// its id and text; either way the page shows the id.
+	assert.Contains(t, evalJS[string](b, `document.querySelector('[data-role=preview-deleted]').textContent`), raw.Memories[0].ID)
+	var curated struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, auth, "GET", "/memories?namespace=alice&type=curated", "", &curated))
+	assert.Len(t, curated.Memories, 1, "a dry run writes nothing")
+	b.do("refresh the curator", chromedp.Click(chromedp.ID("curator-refresh")))
+
+	// Health.
+	b.until("health shows", `!!document.querySelector('#health-body [data-role=health-status]')`)
+	assert.Equal(t, "ok", evalJS[string](b, `document.querySelector('#health-body [data-role=health-status]').textContent`))
+	assert.Equal(t, "health: ok", evalJS[string](b, `document.getElementById('health-badge').textContent`))
+
+	shot, err := func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+		defer cancel()
+		return chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	}()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "screenshot.png")
+	if os.Getenv("VERA_UI_SCREENSHOT") == "1" {
+		path = filepath.Join("admin", "ui", "screenshot.png")
+	}
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+
+	// A phone: no horizontal scroll, with an edit form open too.
+	noScroll := `document.documentElement.scrollWidth <= document.documentElement.clientWidth`
+	b.do("phone width", chromedp.EmulateViewport(375, 812))
+	assert.True(t, evalJS[bool](b, noScroll), "no horizontal scroll at 375 px: %d > %d",
+		evalJS[int](b, `document.documentElement.scrollWidth`), evalJS[int](b, `document.documentElement.clientWidth`))
+	b.do("edit on a phone", chromedp.Click(chromedp.CSS(memSel(sister.ID, `button[data-action=edit]`))))
+	b.do("the edit form", chromedp.WaitVisible(chromedp.CSS(memSel(sister.ID, `textarea`))))
+	assert.True(t, evalJS[bool](b, noScroll), "no horizontal scroll at 375 px with a form open")
+
+	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
+}
