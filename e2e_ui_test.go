@@ -254,9 +254,10 @@ func TestUIInBrowser(t *testing.T) {
 	b.until("the preview shows", `document.getElementById('preview').dataset.state === 'ok'`)
 	assert.Contains(t, evalJS[string](b, `document.querySelector('[data-role=preview-curated]').textContent`), "Ana lives in Porto.")
 	assert.Contains(t, evalJS[string](b, `document.querySelector('[data-role=preview-rules]').textContent`), "Keep answers short.")
-	// The distilled raw turn: its id (a plain string) or an object with
-	// its id and text; either way the page shows the id.
-	assert.Contains(t, evalJS[string](b, `document.querySelector('[data-role=preview-deleted]').textContent`), raw.Memories[0].ID)
+	// The distilled raw turn, with its id and its text.
+	deleted := evalJS[string](b, `document.querySelector('[data-role=preview-deleted]').textContent`)
+	assert.Contains(t, deleted, raw.Memories[0].ID)
+	assert.Contains(t, deleted, "Where does my sister live?")
 	var curated struct{ Memories []adminMemory }
 	require.Equal(t, http.StatusOK, adminCall(t, p, auth, "GET", "/memories?namespace=alice&type=curated", "", &curated))
 	assert.Len(t, curated.Memories, 1, "a dry run writes nothing")

@@ -119,9 +119,18 @@ type Result struct {
 
 // Preview is what a dry run would have changed.
 type Preview struct {
-	Curated []string `json:"curated"`
-	Deleted []string `json:"deleted"`
-	Rules   []string `json:"rules"`
+	Curated []string   `json:"curated"`
+	Deleted []Deletion `json:"deleted"`
+	Rules   []string   `json:"rules"`
+}
+
+// Deletion is a memory a dry run would delete, with what it says; Type
+// and Text are empty when the store has no such memory (a model may name
+// an id that is not there).
+type Deletion struct {
+	ID   string      `json:"id"`
+	Type memory.Type `json:"type,omitempty"`
+	Text string      `json:"text"`
 }
 
 func (c *Curator) now() time.Time {
@@ -193,7 +202,7 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 	start := c.now()
 	res := Result{Status: StatusOK, Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
 	if o.DryRun {
-		res.Preview = &Preview{Curated: []string{}, Deleted: []string{}, Rules: []string{}}
+		res.Preview = &Preview{Curated: []string{}, Deleted: []Deletion{}, Rules: []string{}}
 	}
 	spaces, err := c.namespaces(ctx, o)
 	if err != nil {

@@ -702,14 +702,16 @@ func TestDryRunPreviewIsWhatARunDoes(t *testing.T) {
 			rules = append(rules, m.Text)
 		}
 	}
-	for id := range before {
+	var deletedTexts []Deletion
+	for id, m := range before {
 		if _, ok := after[id]; !ok {
 			deleted = append(deleted, id)
+			deletedTexts = append(deletedTexts, Deletion{ID: id, Type: m.Type, Text: m.Text})
 		}
 	}
 	assert.ElementsMatch(t, []string{f.turns[2].ID, f.turns[1].ID, f.shownID, f.turns[3].ID}, deleted, "the case covers every kind of deletion")
 	assert.ElementsMatch(t, curated, dry.Preview.Curated)
-	assert.ElementsMatch(t, deleted, dry.Preview.Deleted)
+	assert.ElementsMatch(t, deletedTexts, dry.Preview.Deleted, "each deletion with its text")
 	assert.ElementsMatch(t, rules, dry.Preview.Rules)
 	assert.Equal(t, []string{"Always answer in French."}, dry.Preview.Rules, "once, and not Sam again")
 	assert.Equal(t, []any{len(curated), len(deleted), len(rules)}, []any{res.Curated, res.Deleted, res.Rules})

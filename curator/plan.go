@@ -120,19 +120,26 @@ func toAny(ss []string) []any {
 // carryOut previews p on a dry run and executes it otherwise.
 func (c *Curator) carryOut(ctx context.Context, p plan, res *Result) error {
 	if res.DryRun {
-		p.preview(res)
+		c.preview(ctx, p, res)
 		return nil
 	}
 	return c.execute(ctx, p, res)
 }
 
-// preview adds what p would change to res.Preview and to the counts.
-func (p plan) preview(res *Result) {
+// preview adds what p would change to res.Preview and to the counts. Each
+// deletion is shown with its text, so that a person can judge it.
+func (c *Curator) preview(ctx context.Context, p plan, res *Result) {
 	for _, m := range p.curated {
 		res.Preview.Curated = append(res.Preview.Curated, m.Text)
 	}
 	deleted := p.deleted()
-	res.Preview.Deleted = append(res.Preview.Deleted, deleted...)
+	for _, id := range deleted {
+		d := Deletion{ID: id}
+		if m, err := c.Store.Get(ctx, id); err == nil {
+			d.Type, d.Text = m.Type, m.Text
+		}
+		res.Preview.Deleted = append(res.Preview.Deleted, d)
+	}
 	for _, m := range p.rules {
 		res.Preview.Rules = append(res.Preview.Rules, m.Text)
 	}
