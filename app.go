@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/config"
@@ -46,6 +49,10 @@ type app struct {
 	cfg    config.Config
 	logger *slog.Logger
 
+	// metrics is the one registry /metrics serves; each part registers
+	// its own metrics on it.
+	metrics      *prometheus.Registry
+	memMetrics   *admin.Metrics // nil until memory is opened
 	transport    *http.Transport
 	ollama       *ollama.Client  // the one client for Ollama's own API
 	cloud        *cloud.Provider // nil unless [cloud] is enabled
@@ -75,7 +82,8 @@ type app struct {
 // newApp builds the parts opts asks for, in order. On error, what was
 // built is closed again.
 func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger, opts appOptions) (*app, error) {
-	a := &app{cfg: cfg, logger: logger}
+	a := &app{cfg: cfg, logger: logger, metrics: prometheus.NewRegistry()}
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.bg, a.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	a.transport = ollama.NewTransport(cfg.General.ResponseHeaderTimeout.Duration)
 	a.ollama = ollama.New(cfg.OllamaURL, a.transport)
@@ -180,6 +188,7 @@ func (a *app) openMemory(ctx context.Context) error {
 		space = a.qdrant
 	}
 	a.prompts = prompts.New(a.cfg.Prompts.Dir)
+	a.memMetrics = admin.NewMetrics(a.metrics, a.store, a.local)
 	a.gate = memory.NewGate(a.embedder, model, space, a.logger)
 	a.startWriter()
 	a.backfillTokens()
@@ -246,6 +255,7 @@ func (a *app) newCurator() *curator.Curator {
 	c := &curator.Curator{
 		Store: a.store, Model: model, Embedder: a.gate, Tokens: a.tok, Prompts: a.prompts,
 		ModelName: name, Location: a.cfg.CuratorLocation, Log: a.logger,
+		Observe: a.memMetrics.CuratorRun,
 	}
 	if q := a.qdrant; q != nil {
 		// Instances sharing the collection curate one at a time. A run

@@ -291,6 +291,11 @@ func TestCloudErrorsAndOllamaDown(t *testing.T) {
 	provider.fail.Store(http.StatusTooManyRequests)
 	provider.failures.Store(2)
 	require.NoError(t, ask(), "two 429s with Retry-After: 0, then an answer")
+	families, _ := scrape(t, p)
+	assert.EqualValues(t, 2, metricValue(families, "vera_cloud_requests_total", map[string]string{"status": "4xx"}))
+	assert.EqualValues(t, 1, metricValue(families, "vera_cloud_requests_total", map[string]string{"status": "2xx"}))
+	assert.EqualValues(t, 2, metricValue(families, "vera_cloud_retries_total", nil))
+	assert.EqualValues(t, 1, metricValue(families, "vera_upstream_duration_seconds", map[string]string{"upstream": "cloud", "status": "200"}))
 
 	for code, status := range map[int]int{http.StatusUnauthorized: 502, http.StatusForbidden: 502, http.StatusNotFound: 404, http.StatusInternalServerError: 502, http.StatusTooManyRequests: 429} {
 		provider.fail.Store(int64(code))

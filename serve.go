@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"io"
 	"log/slog"
 	"net"
@@ -118,14 +116,10 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 	}
 	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
 	srv.StripThink = cfg.Routing.StripThink
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv.Metrics = proxy.NewMetrics(reg)
-	adm.Metrics = reg
-	if a.writer != nil {
-		w := a.writer
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vera_queue_depth", Help: "Turns committed to the durable queue, not yet in the store."},
-			func() float64 { return float64(w.Status(context.Background()).Pending) }))
+	srv.Metrics = proxy.NewMetrics(a.metrics)
+	adm.Metrics = a.metrics
+	if a.cloud != nil {
+		a.cloud.Observe = srv.Metrics.CloudAttempt
 	}
 	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
 	if cfg.VRAM.Enabled {

@@ -54,6 +54,9 @@ type Provider struct {
 	Backoff func(n int) time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Observe, when set, hears of every request sent to the provider: its
+	// status (0 when none came) and whether it was a retry.
+	Observe func(status int, retry bool)
 
 	catalogMu sync.Mutex
 	catalog   map[string]Model
@@ -222,6 +225,13 @@ func (p *Provider) send(r *http.Request, path string, body []byte) (*http.Respon
 			req.Header.Set(k, v)
 		}
 		res, err := p.rt.RoundTrip(req)
+		if p.Observe != nil {
+			status := 0
+			if err == nil {
+				status = res.StatusCode
+			}
+			p.Observe(status, attempt > 0)
+		}
 		if err != nil {
 			return nil, err
 		}

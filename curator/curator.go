@@ -73,6 +73,8 @@ type Curator struct {
 	// several vera instances sharing a store run one curator at a time.
 	// ok false means another instance holds it.
 	Lock func(ctx context.Context) (release func(), ok bool, err error)
+	// Observe, when set, hears of every run's result (busy ones too).
+	Observe func(Result)
 
 	running sync.Mutex
 	mu      sync.Mutex
@@ -185,6 +187,14 @@ func (c *Curator) Running() bool {
 
 // Run curates once. It returns a busy result at once when a run is going.
 func (c *Curator) Run(ctx context.Context, o Options) Result {
+	res := c.run(ctx, o)
+	if c.Observe != nil {
+		c.Observe(res)
+	}
+	return res
+}
+
+func (c *Curator) run(ctx context.Context, o Options) Result {
 	if !c.running.TryLock() {
 		return Result{Status: StatusBusy, Error: "a curator run is already going"}
 	}

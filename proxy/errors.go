@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"syscall"
+	"time"
 
 	"github.com/vera-proxy/vera/config"
 )
@@ -131,7 +132,12 @@ func openAIErrorType(code int) string {
 
 // errorNote carries a request's error to its log line: the client is told
 // the message in its dialect's shape, the log line keeps the whole cause.
-type errorNote struct{ err error }
+// errorNote carries, in a request's context, its error for the log line
+// and its start, for the time to first byte.
+type errorNote struct {
+	err   error
+	start time.Time
+}
 
 type errorNoteKey struct{}
 

@@ -1,7 +1,12 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +23,11 @@ type Metrics struct {
 	tiers          *prometheus.CounterVec
 	vramFlushes    *prometheus.CounterVec
 	fallbacks      prometheus.Counter
+	upstream       *prometheus.HistogramVec
 	upstreamErrors *prometheus.CounterVec
+	firstByte      *prometheus.HistogramVec
+	cloudRequests  *prometheus.CounterVec
+	cloudRetries   prometheus.Counter
 }
 
 // NewMetrics registers the proxy's metrics on reg.
@@ -37,10 +46,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		vramFlushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_vram_flushes_total", Help: "VRAM flushes before large models, by outcome."},
 			[]string{"outcome"}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "vera_cloud_fallbacks_total", Help: "Chats for local models sent to the fallback cloud model."}),
-		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_upstream_errors_total", Help: "Chats the upstream could not answer, by dialect."},
-			[]string{"dialect"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vera_upstream_duration_seconds",
+			Help:    "Time from forwarding a request to the upstream's response headers, by upstream (ollama, cloud) and status.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 11)}, []string{"upstream", "status"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_upstream_errors_total",
+			Help: "Requests the upstream did not answer, by upstream and reason (unreachable, timeout, canceled, other)."},
+			[]string{"upstream", "reason"}),
+		firstByte: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vera_stream_first_byte_seconds",
+			Help:    "Time from a streamed request's arrival to the first byte of its answer, by dialect.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"dialect"}),
+		cloudRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_cloud_requests_total",
+			Help: "Requests sent to the cloud provider, retries included, by status class (2xx, 4xx, 5xx, error)."},
+			[]string{"status"}),
+		cloudRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "vera_cloud_retries_total", Help: "Cloud requests sent again after a 429 or 5xx."}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.recall, m.injected, m.tiers, m.vramFlushes, m.fallbacks, m.upstreamErrors)
+	reg.MustRegister(m.requests, m.duration, m.recall, m.injected, m.tiers, m.vramFlushes, m.fallbacks,
+		m.upstream, m.upstreamErrors, m.firstByte, m.cloudRequests, m.cloudRetries)
 	return m
 }
 
@@ -83,4 +104,66 @@ func (m *Metrics) fellBack() {
 	if m != nil {
 		m.fallbacks.Inc()
 	}
+}
+
+// CloudAttempt counts one request to the cloud provider (cloud.Provider's
+// Observe): its status, 0 when none came, and whether it was a retry.
+func (m *Metrics) CloudAttempt(status int, retry bool) {
+	if m == nil {
+		return
+	}
+	class := "error"
+	if status > 0 {
+		class = strconv.Itoa(status/100) + "xx"
+	}
+	m.cloudRequests.WithLabelValues(class).Inc()
+	if retry {
+		m.cloudRetries.Inc()
+	}
+}
+
+// streamStarted observes a stream's time to first byte.
+func (m *Metrics) streamStarted(d dialect, took time.Duration) {
+	if m != nil {
+		m.firstByte.WithLabelValues(d.String()).Observe(took.Seconds())
+	}
+}
+
+// timedTransport measures the upstream behind it: the time to response
+// headers by status, and the errors by reason. It reads s.Metrics at each
+// request, so the passthroughs built before Metrics is set measure too.
+type timedTransport struct {
+	s    *Server
+	name string // "ollama" or "cloud": a bounded label
+	next http.RoundTripper
+}
+
+func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	m := t.s.Metrics
+	if m == nil {
+		return t.next.RoundTrip(r)
+	}
+	start := time.Now()
+	res, err := t.next.RoundTrip(r)
+	if err != nil {
+		m.upstreamErrors.WithLabelValues(t.name, errorReason(r, err)).Inc()
+		return res, err
+	}
+	m.upstream.WithLabelValues(t.name, strconv.Itoa(res.StatusCode)).Observe(time.Since(start).Seconds())
+	return res, nil
+}
+
+// errorReason names why an upstream request failed, from a short list.
+func errorReason(r *http.Request, err error) string {
+	var ne net.Error
+	var op *net.OpError
+	switch {
+	case r.Context().Err() != nil || errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &op) && op.Op == "dial", errors.As(err, new(*net.DNSError)):
+		return "unreachable"
+	}
+	return "other"
 }

@@ -29,6 +29,7 @@ func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
 type upstream struct {
 	url       *url.URL
 	transport http.RoundTripper
+	name      string // for metrics: "ollama" (the default) or "cloud"
 }
 
 // newReverseProxy builds the httputil.ReverseProxy that forwards to up,
@@ -40,7 +41,7 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
 			pr.SetURL(up.url)
 		},
-		Transport:     up.transport,
+		Transport:     s.timed(up),
 		FlushInterval: -1, // every write reaches the client at once
 		BufferPool:    s.buffers,
 		ErrorLog:      slogAdapter(s.log),
@@ -62,6 +63,11 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 				body = tee.wrap(res, body)
 			}
 			res.Body = guardStream(res, d, body)
+			if g, ok := res.Body.(*guardedBody); ok && s.Metrics != nil {
+				if n, ok := res.Request.Context().Value(errorNoteKey{}).(*errorNote); ok {
+					g.started = func() { s.Metrics.streamStarted(d, time.Since(n.start)) }
+				}
+			}
 			if rename != nil {
 				// A routed chat: the answer names the model asked for.
 				res.Body = newRenamer(res.Body, rename[0], rename[1])
@@ -161,6 +167,8 @@ type guardedBody struct {
 	last    byte    // last byte passed on, to know whether a record is open
 	pending []byte  // the error record still to deliver
 	err     error   // the upstream's error, returned after pending
+	// started, when set, is called at the first byte of the answer.
+	started func()
 }
 
 func (g *guardedBody) Read(p []byte) (int, error) {
@@ -175,6 +183,10 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 	n, err := g.ReadCloser.Read(p)
 	if n > 0 {
 		g.last = p[n-1]
+		if g.started != nil {
+			g.started()
+			g.started = nil
+		}
 	}
 	if err == nil || err == io.EOF {
 		return n, err
@@ -234,3 +246,12 @@ func (p *bufferPool) Get() []byte {
 }
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
+// timed wraps up's transport with the upstream metrics.
+func (s *Server) timed(up upstream) http.RoundTripper {
+	name := up.name
+	if name == "" {
+		name = "ollama"
+	}
+	return &timedTransport{s: s, name: name, next: up.transport}
+}

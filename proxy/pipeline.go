@@ -189,7 +189,7 @@ func (s *Server) route(ch *chat) (upstream, error) {
 	if ch.d == anthropicMessages {
 		return upstream{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on /api/chat, /api/generate, /v1/chat/completions and /v1/responses, not on /v1/messages", ch.req.model()), nil)
 	}
-	return upstream{url: s.Cloud.URL(), transport: s.Cloud}, nil
+	return upstream{url: s.Cloud.URL(), transport: s.Cloud, name: "cloud"}, nil
 }
 
 // inject recalls the memory layers and writes them into the request in its

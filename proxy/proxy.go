@@ -284,6 +284,7 @@ func (s *Server) logRequests(c *gin.Context) {
 	id := newRequestID()
 	c.Set(requestIDKey, id)
 	ctx, note := withErrorNote(c.Request.Context())
+	note.start = start
 	c.Request = c.Request.WithContext(ctx)
 	r := c.Request
 	completed := false
