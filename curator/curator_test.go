@@ -541,6 +541,31 @@ func TestMonthlyAndDailyAcrossATimeZone(t *testing.T) {
 	}
 }
 
+// A turn deleted (by a person, through the admin API) while the curator
+// runs never comes back: its batch changes nothing, not even as a curated
+// memory or a rule, and the batch's other turns stay raw for the next run.
+func TestTurnDeletedDuringARunStaysDeleted(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(ctx context.Context, _, _ string) (string, error) {
+		// The model is thinking; meanwhile the sister turn is deleted.
+		require.NoError(t, f.store.Delete(ctx, f.turns[1].ID))
+		return f.valid(), nil
+	})
+	res := f.cur.Run(context.Background(), Options{})
+	assert.Equal(t, StatusOK, res.Status, res.Error)
+	assert.Zero(t, res.Curated)
+	assert.Zero(t, res.Rules)
+	for _, m := range f.all(t, memory.Curated) {
+		assert.NotContains(t, m.Text, "Lisbon", "the deleted turn's text is not carried on")
+	}
+	assert.Empty(t, f.rules(t))
+	var raws []string
+	for _, m := range f.all(t, memory.Raw) {
+		raws = append(raws, m.ID)
+	}
+	assert.ElementsMatch(t, []string{f.turns[0].ID, f.turns[2].ID, f.turns[3].ID}, raws, "the others stay raw for the next run")
+}
+
 func TestDryRunChangesNothing(t *testing.T) {
 	var f *fixture
 	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })

@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -26,6 +27,8 @@ type plan struct {
 	curatedGone []string
 	// rules are the answer's rules that the namespace does not have yet.
 	rules []memory.Memory
+	// batch are the ids of the raw turns the answer was given.
+	batch []string
 }
 
 // planLeftovers splits raws into the turns an interrupted run already
@@ -59,6 +62,9 @@ func (c *Curator) plan(ctx context.Context, ns string, batch []memory.Memory, a 
 		byID[m.ID] = m
 	}
 	var p plan
+	for _, m := range batch {
+		p.batch = append(p.batch, m.ID)
+	}
 	drop := map[string]bool{}
 	for _, ct := range a.NewCurated {
 		p.curated = append(p.curated, c.curatedMemory(ns, ct, byID, runAt))
@@ -167,6 +173,12 @@ func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
 	}
 	if len(p.curated) > 0 {
 		c.embed(ctx, p.curated)
+	}
+	p, err := c.withoutDeleted(ctx, p)
+	if err != nil {
+		return fmt.Errorf("reading the batch again: %w", err)
+	}
+	if len(p.curated) > 0 {
 		if err := c.Store.Upsert(ctx, p.curated...); err != nil {
 			return fmt.Errorf("writing curated memories: %w", err)
 		}
@@ -185,6 +197,29 @@ func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
 		res.Rules += len(p.rules)
 	}
 	return nil
+}
+
+// withoutDeleted empties p when a raw turn of its batch was deleted while
+// the run went on (through the admin API, by a person): the answer may
+// carry that turn's text on, in a curated memory or a rule, and a delete is
+// final. The batch's other turns stay raw, for the next run to curate.
+func (c *Curator) withoutDeleted(ctx context.Context, p plan) (plan, error) {
+	gone := 0
+	for _, id := range p.batch {
+		_, err := c.Store.Get(ctx, id)
+		switch {
+		case errors.Is(err, memory.ErrNotFound):
+			gone++
+		case err != nil:
+			return p, err
+		}
+	}
+	if gone == 0 {
+		return p, nil
+	}
+	c.log().Info("curator: a batch's turns were deleted during the run; the batch is left for the next run",
+		slog.Int("deleted_turns", gone), slog.Int("batch", len(p.batch)))
+	return plan{leftover: p.leftover}, nil
 }
 
 // embed gives curated memories their vectors when it can; otherwise the
