@@ -144,6 +144,12 @@ func checkListen(ctx context.Context, cfg config.Config, transport http.RoundTri
 	if getJSON(ctx, &http.Client{Transport: transport}, base.JoinPath("/healthz").String(), &health) == nil &&
 		health["status"] != nil && health["version"] != nil && health["ollama"] != nil {
 		r.ok("listen", "%s (a running vera answers there)", addr)
+		var access admin.AccessHealth
+		if json.Unmarshal(health["access"], &access) == nil && access.TrustLoopback && access.ForwardedLoopback > 0 {
+			r.warn("access", "%d requests came from loopback with X-Forwarded-For, Forwarded or X-Real-IP: a reverse proxy on this host "+
+				"makes every client look local. Set server.trust_loopback = false, and server.api_keys (VERA_API_KEYS) or memory.jwt_secret, "+
+				"so that its clients are not trusted as this machine's", access.ForwardedLoopback)
+		}
 		return
 	}
 	vctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -163,12 +163,38 @@ func TestAPIKeys(t *testing.T) {
 	_, err := c.List(context.Background())
 	require.NoError(t, err)
 
-	// trust_loopback on (the default): the local ollama CLI needs no key.
+	// trust_loopback on (the default): the local ollama CLI needs no key;
+	// a request a reverse proxy on this host forwarded does.
 	p2 := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_API_KEYS=k-one")
 	res, err := http.Get("http://" + p2.addr + "/api/tags")
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p2.addr+"/api/tags", nil)
+		req.Header.Set(h, "for=203.0.113.7")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, h)
+	}
+	var health struct {
+		Access struct {
+			ForwardedLoopbackRequests int64 `json:"forwarded_loopback_requests"`
+		}
+	}
+	require.Equal(t, http.StatusOK, adminCall(t, p2, "", "GET", "/healthz", "", &health))
+	assert.EqualValues(t, 3, health.Access.ForwardedLoopbackRequests)
+
+	// No admin token: admin routes answer loopback clients, never one a
+	// reverse proxy forwarded.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+p2.addr+"/memories?namespace=default", nil)
+	req.Header.Set("Authorization", "Bearer k-one")
+	req.Header.Set("X-Forwarded-For", "203.0.113.7")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
 }
 
 // /metrics: Prometheus text, parsed with its parser; no token needed; the

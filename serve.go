@@ -122,6 +122,10 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 		a.cloud.Observe = srv.Metrics.CloudAttempt
 	}
 	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
+	adm.AccessHealth = func() admin.AccessHealth {
+		return admin.AccessHealth{APIKeys: len(cfg.Server.APIKeys) > 0, VerifiedIdentity: cfg.Memory.JWTSecret != "",
+			TrustLoopback: cfg.Server.TrustLoopback, ForwardedLoopback: srv.ForwardedLoopback()}
+	}
 	if cfg.VRAM.Enabled {
 		var prewarm []string
 		if cfg.VRAM.Prewarm {

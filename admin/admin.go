@@ -47,6 +47,8 @@ type Server struct {
 	CuratorNext     func() time.Time
 	// CloudHealth describes the cloud for /healthz; nil: no cloud.
 	CloudHealth func() CloudHealth
+	// AccessHealth describes access for /healthz; nil: left out.
+	AccessHealth func() AccessHealth
 	// Memories serves /memories*; nil: memory is off.
 	Memories *Memories
 	// Metrics is the registry /metrics serves; nil: no /metrics.
@@ -90,12 +92,22 @@ func (s *Server) guard(c *gin.Context) {
 		return
 	}
 	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || Forwarded(c.Request) {
+		// A request a reverse proxy forwarded comes from elsewhere, even
+		// if the proxy runs on this host.
 		writeError(c.Writer, httpError(http.StatusForbidden, "admin routes are served only to loopback clients unless VERA_ADMIN_TOKEN is set"))
 		c.Abort()
 		return
 	}
 	c.Next()
+}
+
+// Forwarded reports whether a reverse proxy forwarded r: it carries
+// Forwarded, X-Forwarded-For or X-Real-IP. Such a request's client is not
+// the peer vera sees.
+func Forwarded(r *http.Request) bool {
+	h := r.Header
+	return h.Get("Forwarded") != "" || h.Get("X-Forwarded-For") != "" || h.Get("X-Real-Ip") != ""
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.

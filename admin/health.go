@@ -52,6 +52,17 @@ type Health struct {
 	Embedder *EmbedderHealth `json:"embedder,omitempty"`
 	Curator  *CuratorHealth  `json:"curator,omitempty"`
 	Cloud    *CloudHealth    `json:"cloud,omitempty"`
+	Access   *AccessHealth   `json:"access,omitempty"`
+}
+
+// AccessHealth is how clients are let in: whether loopback clients pass
+// without a key, and how many requests from loopback carried forwarding
+// headers (a reverse proxy on the same host), which `vera check` warns of.
+type AccessHealth struct {
+	APIKeys           bool  `json:"api_keys"`
+	VerifiedIdentity  bool  `json:"verified_identity"`
+	TrustLoopback     bool  `json:"trust_loopback"`
+	ForwardedLoopback int64 `json:"forwarded_loopback_requests"`
 }
 
 // CloudHealth is the cloud's part of /healthz: its provider and models,
@@ -94,6 +105,10 @@ func (s *Server) healthz(c *gin.Context) error {
 	}
 	if s.Curator != nil {
 		h.Curator = s.curatorHealth()
+	}
+	if s.AccessHealth != nil {
+		ah := s.AccessHealth()
+		h.Access = &ah
 	}
 	if s.CloudHealth != nil {
 		ch := s.CloudHealth()

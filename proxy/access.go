@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/subtle"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -14,8 +15,10 @@ import (
 // "x-api-key: <key>" (what Anthropic clients send); the admin token
 // passes too. /healthz, /metrics and the static page /ui/ need none, nor
 // loopback clients while TrustLoopback is on (the ollama CLI cannot send
-// a key), nor CORS preflights (browsers send no credentials with them).
+// a key) unless a reverse proxy forwarded them, nor CORS preflights
+// (browsers send no credentials with them).
 func (s *Server) requireKey(c *gin.Context) {
+	forwarded := s.forwardedFromLoopback(c.Request)
 	if len(s.APIKeys) == 0 || c.Request.Method == http.MethodOptions {
 		return
 	}
@@ -27,7 +30,9 @@ func (s *Server) requireKey(c *gin.Context) {
 		// cannot send a key); the API it calls is guarded.
 		return
 	}
-	if s.TrustLoopback && loopback(c.Request.RemoteAddr) {
+	if s.TrustLoopback && !forwarded && loopback(c.Request.RemoteAddr) {
+		// A request a reverse proxy on this host forwarded is not
+		// trusted: its client is elsewhere.
 		return
 	}
 	if s.validKey(presentedKey(c.Request)) {
@@ -64,6 +69,30 @@ func (s *Server) validKey(k string) bool {
 	}
 	return ok
 }
+
+// forwardedFromLoopback reports whether a reverse proxy on this host
+// forwarded r (it comes from loopback with Forwarded, X-Forwarded-For or
+// X-Real-IP). While TrustLoopback is on, it counts such requests and warns
+// once: behind a reverse proxy on the same host, server.trust_loopback
+// should be false.
+func (s *Server) forwardedFromLoopback(r *http.Request) bool {
+	h := r.Header
+	if h.Get("Forwarded") == "" && h.Get("X-Forwarded-For") == "" && h.Get("X-Real-Ip") == "" || !loopback(r.RemoteAddr) {
+		return false
+	}
+	if !s.TrustLoopback {
+		return true
+	}
+	if s.forwarded.Add(1) == 1 {
+		s.log.Warn("a loopback client sent forwarding headers: a reverse proxy on this host makes every client look local; "+
+			"vera does not trust these requests as local, and server.trust_loopback should be false (see vera check)", slog.String("path", r.URL.Path))
+	}
+	return true
+}
+
+// ForwardedLoopback counts the loopback requests that carried forwarding
+// headers while TrustLoopback was on.
+func (s *Server) ForwardedLoopback() int64 { return s.forwarded.Load() }
 
 func loopback(remoteAddr string) bool {
 	host, _, err := net.SplitHostPort(remoteAddr)

@@ -119,6 +119,8 @@ type Server struct {
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
 	memoryDown atomic.Bool
+	// forwarded counts loopback requests that carried forwarding headers.
+	forwarded atomic.Int64
 	// fallbackActive is set while chats go to the fallback model.
 	fallbackActive atomic.Bool
 	// started is when the names vera lists itself were "modified".

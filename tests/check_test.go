@@ -142,6 +142,21 @@ func TestCheckListenAddress(t *testing.T) {
 		assert.Contains(t, out, "ok   listen: "+p.addr+" (a running vera answers there)")
 	})
 
+	t.Run("a running vera behind a reverse proxy on this host", func(t *testing.T) {
+		p := startVera(t, "VERA_OLLAMA_URL="+up.URL, "VERA_API_KEYS=k1")
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/api/tags", nil)
+		req.Header.Set("X-Forwarded-For", "203.0.113.7")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, "forwarded: not trusted as local")
+		assert.Contains(t, p.logs(), "reverse proxy on this host")
+		code, out, _ := runVera(t, withListen(p.addr), "check")
+		assert.Equal(t, 0, code, out)
+		assert.Contains(t, out, "warn access: 1 requests came from loopback with X-Forwarded-For")
+		assert.Contains(t, out, "server.trust_loopback = false")
+	})
+
 	t.Run("Ollama itself", func(t *testing.T) {
 		// Ollama still on the address vera should take over.
 		addr := strings.TrimPrefix(up.URL, "http://")
@@ -193,10 +208,9 @@ func TestWarnsWhenListeningBeyondLoopbackWithoutIdentity(t *testing.T) {
 		{"[::1]:0", nil, false},
 		{"0.0.0.0:0", nil, true},
 		{":0", nil, true},
-		// API keys are enforced: no warning. A JWT secret is accepted,
-		// not enforced yet: no false comfort.
+		// API keys or a JWT secret: no warning.
 		{"0.0.0.0:0", []string{"VERA_API_KEYS=k1,k2"}, false},
-		{"0.0.0.0:0", []string{"VERA_JWT_SECRET=shh"}, true},
+		{"0.0.0.0:0", []string{"VERA_JWT_SECRET=shh"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.listen+strings.Join(tt.extra, ","), func(t *testing.T) {
@@ -213,6 +227,8 @@ func TestWarnsWhenListeningBeyondLoopbackWithoutIdentity(t *testing.T) {
 			if tt.warn {
 				assert.Contains(t, out, "warn listen: "+tt.listen+": vera listens beyond loopback")
 				assert.Contains(t, out, exposedWarning)
+				assert.Contains(t, out, "server.api_keys", "the remedies are named")
+				assert.Contains(t, out, "memory.jwt_secret")
 			} else {
 				assert.NotContains(t, out, exposedWarning)
 			}
