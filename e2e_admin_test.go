@@ -416,6 +416,22 @@ func TestAdminNamespaceIsolation(t *testing.T) {
 	res.Body.Close()
 	assert.NotContains(t, string(export), "X123")
 	assert.Contains(t, string(export), "drawer")
+	// Malformed input: a clear 400, and nothing changes.
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/memories", `{"namespace":"bob","text":`},
+		{"POST", "/memories", `{"namespace":"bob","text":"x","type":"raw"}`},
+		{"PATCH", "/memories/" + a.ID, `not json`},
+		{"PATCH", "/memories/" + a.ID, `{"type":"raw"}`},
+		{"PATCH", "/memories/" + a.ID, `{"text":"  "}`},
+		{"GET", "/memories?namespace=bob&type=bogus", ""},
+		{"GET", "/memories?namespace=bob&since=yesterday", ""},
+		{"GET", "/memories?namespace=bob&limit=0", ""},
+	} {
+		assert.Equal(t, http.StatusBadRequest, adminCall(t, p, "", c.method, c.path, c.body, nil), "%s %s %s", c.method, c.path, c.body)
+	}
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+a.ID, "", &got))
+	assert.Equal(t, "Alice's passport number is X123.", got.Text)
+
 	var forgot struct{ Forgotten int }
 	require.Equal(t, http.StatusOK, adminCall(t, p, "", "DELETE", "/memories?namespace=bob&confirm=true", "", &forgot))
 	assert.Equal(t, 1, forgot.Forgotten)
