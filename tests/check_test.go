@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -150,7 +151,8 @@ func TestCheckListenAddress(t *testing.T) {
 		require.NoError(t, err)
 		res.Body.Close()
 		assert.Equal(t, http.StatusUnauthorized, res.StatusCode, "forwarded: not trusted as local")
-		assert.Contains(t, p.logs(), "reverse proxy on this host")
+		require.Eventually(t, func() bool { return strings.Contains(p.logs(), "reverse proxy on this host") }, 10*time.Second, 10*time.Millisecond,
+			"the warning reaches the log (read by another goroutine)")
 		code, out, _ := runVera(t, withListen(p.addr), "check")
 		assert.Equal(t, 0, code, out)
 		assert.Contains(t, out, "warn access: 1 requests came from loopback with X-Forwarded-For")
