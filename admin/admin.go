@@ -8,8 +8,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/ollama"
 )
@@ -78,8 +81,16 @@ func (s *Server) Mount(e *gin.Engine) {
 
 // guard guards the admin routes (SPEC §6): with a token set, a request
 // needs "Authorization: Bearer <token>"; without one, only loopback
-// clients are served.
+// clients are served. Either way, a browser request from another site is
+// refused, and without a token the Host must name this machine: a web
+// page cannot then use a browser on this machine to reach the admin
+// routes (a cross-site POST, or DNS rebinding).
 func (s *Server) guard(c *gin.Context) {
+	if err := sameSite(c.Request); err != nil {
+		writeError(c.Writer, err)
+		c.Abort()
+		return
+	}
 	if s.Token != "" {
 		got, ok := bearer(c.GetHeader("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.Token)) != 1 {
@@ -99,7 +110,31 @@ func (s *Server) guard(c *gin.Context) {
 		c.Abort()
 		return
 	}
+	if !config.LoopbackHost(c.Request.Host) {
+		writeError(c.Writer, httpError(http.StatusForbidden, fmt.Sprintf(
+			"admin routes without VERA_ADMIN_TOKEN are served only at localhost or 127.0.0.1, not at %q; set VERA_ADMIN_TOKEN to use another name", c.Request.Host)))
+		c.Abort()
+		return
+	}
 	c.Next()
+}
+
+// sameSite refuses a browser's request that another site made: its
+// Sec-Fetch-Site says cross-site, or its Origin is not the host it was
+// sent to. Clients that are not browsers send neither header.
+func sameSite(r *http.Request) error {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return httpError(http.StatusForbidden, "admin routes refuse requests another web site makes from a browser")
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || !strings.EqualFold(u.Host, r.Host) {
+		return httpError(http.StatusForbidden, fmt.Sprintf("admin routes refuse requests from another origin (%q)", origin))
+	}
+	return nil
 }
 
 // Forwarded reports whether a reverse proxy forwarded r: it carries

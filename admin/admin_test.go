@@ -63,6 +63,9 @@ func TestAdminAccess(t *testing.T) {
 		{"no token, loopback", "", "127.0.0.1:5000", "", http.StatusOK},
 		{"no token, IPv6 loopback", "", "[::1]:5000", "", http.StatusOK},
 		{"no token, from the network", "", "192.168.1.20:5000", "", http.StatusForbidden},
+		{"no token, loopback, a rebound name", "", "127.0.0.1:5000", "host=evil.example", http.StatusForbidden},
+		{"no token, loopback, another site's page", "", "127.0.0.1:5000", "origin=https://evil.example", http.StatusForbidden},
+		{"token, another site's page", "s3cret", "192.168.1.20:5000", "origin=https://evil.example", http.StatusForbidden},
 		{"token, none sent", "s3cret", "127.0.0.1:5000", "", http.StatusUnauthorized},
 		{"token, wrong one", "s3cret", "127.0.0.1:5000", "Bearer nope", http.StatusUnauthorized},
 		{"token, right one from the network", "s3cret", "192.168.1.20:5000", "Bearer s3cret", http.StatusOK},
@@ -78,7 +81,14 @@ func TestAdminAccess(t *testing.T) {
 			s.Curator, s.Token = fc, tt.token
 			req := httptest.NewRequest(http.MethodPost, "/curator/run", nil)
 			req.RemoteAddr = tt.remote
-			if tt.auth != "" {
+			req.Host = "127.0.0.1:11434" // a loopback client names this machine
+			switch {
+			case strings.HasPrefix(tt.auth, "host="):
+				req.Host = strings.TrimPrefix(tt.auth, "host=")
+			case strings.HasPrefix(tt.auth, "origin="):
+				req.Header.Set("Origin", strings.TrimPrefix(tt.auth, "origin="))
+				req.Header.Set("Authorization", "Bearer s3cret")
+			case tt.auth != "":
 				req.Header.Set("Authorization", tt.auth)
 			}
 			w := httptest.NewRecorder()
@@ -94,6 +104,7 @@ func TestCuratorRunBadQuery(t *testing.T) {
 	s.Curator = &fakeCurator{}
 	req := httptest.NewRequest(http.MethodPost, "/curator/run?dry_run=perhaps", nil)
 	req.RemoteAddr = "127.0.0.1:5000"
+	req.Host = "127.0.0.1:11434" // a loopback client names this machine
 	w := httptest.NewRecorder()
 	handler(s).ServeHTTP(w, req)
 	assert.Equal(t, http.StatusBadRequest, w.Code)
@@ -129,6 +140,7 @@ func TestAdminErrorsInOllamasShape(t *testing.T) {
 			}
 			req := httptest.NewRequest(method, tt.path, nil)
 			req.RemoteAddr = tt.remote
+			req.Host = "127.0.0.1:11434" // a loopback client names this machine
 			w := httptest.NewRecorder()
 			handler(s).ServeHTTP(w, req)
 			assert.Equal(t, tt.code, w.Code)

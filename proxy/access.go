@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/config"
 )
 
 // requireKey enforces server.api_keys (SPEC §6): with keys set, every
@@ -30,9 +32,11 @@ func (s *Server) requireKey(c *gin.Context) {
 		// cannot send a key); the API it calls is guarded.
 		return
 	}
-	if s.TrustLoopback && !forwarded && loopback(c.Request.RemoteAddr) {
+	if s.TrustLoopback && !forwarded && loopback(c.Request.RemoteAddr) && config.LoopbackHost(c.Request.Host) {
 		// A request a reverse proxy on this host forwarded is not
-		// trusted: its client is elsewhere.
+		// trusted: its client is elsewhere. Nor is one whose Host is not
+		// this machine's name: a web page that rebinds its own name to
+		// 127.0.0.1 would otherwise reach vera through the browser.
 		return
 	}
 	if s.validKey(presentedKey(c.Request)) {

@@ -130,10 +130,9 @@ func openAIErrorType(code int) string {
 	}
 }
 
-// errorNote carries a request's error to its log line: the client is told
-// the message in its dialect's shape, the log line keeps the whole cause.
-// errorNote carries, in a request's context, its error for the log line
-// and its start, for the time to first byte.
+// errorNote carries, in a request's context, its error to its log line
+// (the client is told the message in its dialect's shape, the log line
+// keeps the whole cause) and its start, for the time to first byte.
 type errorNote struct {
 	err   error
 	start time.Time

@@ -1,0 +1,22 @@
+package config
+
+import (
+	"net"
+	"strings"
+)
+
+// LoopbackHost reports whether a Host header names this machine:
+// localhost (or a name under it), or a loopback address. A name that
+// resolves here only by DNS rebinding is none of these.
+func LoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
