@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,55 @@ func (cv *conversation) holds(ids map[string]bool, all bool) bool {
 	return false
 }
 
+// withdrawal is one call of withdraw, kept so that a recall that was under
+// way meanwhile is not kept as a plan (stale).
+type withdrawal struct {
+	gen uint64
+	ns  string
+	ids map[string]bool
+}
+
+// maxWithdrawals bounds the withdrawals kept: a recall older than all of
+// them is taken as stale.
+const maxWithdrawals = 256
+
+// generation is the withdrawal count now: a recall notes it when it
+// begins.
+func (cs *conversations) generation() uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.gen
+}
+
+// stale reports whether a withdrawal since generation since touches
+// what the contexts carry (a memory of ids, or any memory of a forgotten
+// namespace ns): a recall under way when a memory was deleted must not
+// become a plan that replays it. cs.mu is held.
+func (cs *conversations) stale(since uint64, ns string, mcs ...*memory.Context) bool {
+	if since == cs.gen {
+		return false
+	}
+	if since < cs.floor {
+		return true
+	}
+	for _, w := range cs.withdrawals {
+		if w.gen <= since {
+			continue
+		}
+		for _, mc := range mcs {
+			if mc == nil {
+				continue
+			}
+			for _, id := range mc.IDs() {
+				if w.ids[id] || w.ns != "" && w.ns == ns {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // withdraw drops the plan of every conversation whose prompt carries one
 // of ids, or, with ns set, any memory of that namespace: its next turn
 // chooses its layers afresh, without them. A deleted memory is never sent
@@ -76,6 +126,12 @@ func (cv *conversation) holds(ids map[string]bool, all bool) bool {
 func (cs *conversations) withdraw(ns string, ids map[string]bool) int {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.gen++
+	cs.withdrawals = append(cs.withdrawals, withdrawal{gen: cs.gen, ns: ns, ids: ids})
+	if len(cs.withdrawals) > maxWithdrawals {
+		cs.floor = cs.withdrawals[0].gen
+		cs.withdrawals = slices.Delete(cs.withdrawals, 0, 1)
+	}
 	n := 0
 	for e := cs.order.Front(); e != nil; e = e.Next() {
 		cv := e.Value.(*conversation)
@@ -140,9 +196,14 @@ type conversations struct {
 	maxBytes int
 
 	mu    sync.Mutex
-	bytes int                      // the conversations' footprints, summed
-	order *list.List               // *conversation, most recently used first
-	keys  map[string]*list.Element // key → element of order
+	bytes int // the conversations' footprints, summed
+	// gen counts withdrawals; withdrawals holds the latest (at most
+	// maxWithdrawals), and floor is the count before the oldest kept.
+	gen         uint64
+	floor       uint64
+	withdrawals []withdrawal
+	order       *list.List               // *conversation, most recently used first
+	keys        map[string]*list.Element // key → element of order
 }
 
 // defaultConversations is how many conversations are remembered when

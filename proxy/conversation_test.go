@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,4 +401,54 @@ func answerSteps(up *fakeOllama, path string, answer func(n int) string) *[]stri
 		io.WriteString(w, answer(len(bodies)))
 	})
 	return &bodies
+}
+
+// gatedMemory holds its first recall until released, and recalls the
+// secret only until it is withdrawn (as the store would, once deleted).
+type gatedMemory struct {
+	started, release chan struct{}
+	once             sync.Once
+	gone             atomic.Bool
+}
+
+func (m *gatedMemory) Recall(_ context.Context, req memory.Request) *memory.Context {
+	found := !req.Later && !m.gone.Load() // read, then the delete lands
+	m.once.Do(func() {
+		close(m.started)
+		<-m.release
+	})
+	if !found {
+		return &memory.Context{}
+	}
+	return &memory.Context{System: "SECRET-4417", Semantic: []memory.Hit{{Memory: memory.Memory{ID: "secret"}}}}
+}
+
+// A memory deleted while a recall that found it is under way never
+// becomes part of the conversation's kept plan: the next turn rebuilds
+// without it.
+func TestWithdrawDuringARecall(t *testing.T) {
+	up := newFakeOllama(t)
+	bodies := answerSteps(up, "/api/chat", func(int) string {
+		return `{"message":{"role":"assistant","content":"Noted."},"done":true}`
+	})
+	mem := &gatedMemory{started: make(chan struct{}), release: make(chan struct{})}
+	var srv *Server
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, srv = mem, s })
+	hdr := []string{"X-OpenWebUI-User-Id", "alice", "X-OpenWebUI-Chat-Id", "chat-1"}
+	done := make(chan int)
+	go func() {
+		res, _ := postChat(t, base, "/api/chat", `{"model":"m","stream":false,"messages":[{"role":"user","content":"my code?"}]}`, hdr...)
+		done <- res.StatusCode
+	}()
+	<-mem.started
+	mem.gone.Store(true)
+	srv.Withdraw("", "secret") // the admin API deletes it now
+	close(mem.release)
+	require.Equal(t, http.StatusOK, <-done)
+	require.Contains(t, (*bodies)[0], "SECRET-4417", "the turn under way had found it")
+
+	res, _ := postChat(t, base, "/api/chat", `{"model":"m","stream":false,"messages":[{"role":"user","content":"my code?"},{"role":"assistant","content":"Noted."},{"role":"user","content":"again?"}]}`, hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Len(t, *bodies, 2)
+	assert.NotContains(t, (*bodies)[1], "SECRET-4417", "the stale plan is not replayed")
 }

@@ -26,7 +26,7 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		return s.recall(c, mreq)
 	}
 	at := placeOf(ch.ns, threadOf(c.Request, ch.req), ch.msgs)
-	ch.at = at
+	ch.at, ch.gen = at, s.convs.generation()
 	var cv *conversation
 	if !at.first {
 		cv = s.convs.get(at.key)
@@ -103,6 +103,10 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	ch.conv = cv
 	s.convs.update(cv, func() {
 		cv.blocks, cv.last, cv.point, cv.user, cv.advanced = blocks, out, at.point, keptUser(ch), true
+		if s.convs.stale(ch.gen, ch.ns, out) {
+			// A memory it carries was deleted during this recall.
+			cv.plan, cv.blocks, cv.last = nil, nil, nil
+		}
 	})
 	return out
 }
@@ -127,6 +131,10 @@ func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq me
 		}
 		cv.last, cv.point, cv.user, cv.ns = mc, ch.at.point, keptUser(ch), ch.ns
 		cv.advanced = cv.advanced || !ch.at.first
+		if s.convs.stale(ch.gen, ch.ns, mc) {
+			// A memory it carries was deleted during this recall.
+			cv.plan, cv.last = nil, nil
+		}
 	})
 	return mc
 }

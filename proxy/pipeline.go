@@ -74,6 +74,9 @@ type chat struct {
 	// it; nil for a chat outside any (memory off, generate).
 	conv *conversation
 	at   place
+	// gen is the conversations' withdrawal count when the chat's recall
+	// began (conversations.stale).
+	gen uint64
 	// route is the tier decision, for the debug log; nil: not routed.
 	route map[string]any
 	// unrouted is the body as it came, before a tier model was put in.
