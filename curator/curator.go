@@ -376,8 +376,16 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, sample []m
 		if err != nil {
 			return err
 		}
+		for _, m := range sample {
+			p.shown = append(p.shown, m.ID)
+		}
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
+		}
+		if len(p.curatedGone) > 0 && !res.DryRun {
+			// What this run replaced is not shown again, nor taken for a
+			// change made by someone else.
+			sample = slices.DeleteFunc(slices.Clone(sample), func(m memory.Memory) bool { return slices.Contains(p.curatedGone, m.ID) })
 		}
 		if s := strings.TrimSpace(ans.Summary); s != "" {
 			res.Summary = strings.TrimSpace(res.Summary + " " + s)

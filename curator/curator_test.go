@@ -566,6 +566,39 @@ func TestTurnDeletedDuringARunStaysDeleted(t *testing.T) {
 	assert.ElementsMatch(t, []string{f.turns[0].ID, f.turns[2].ID, f.turns[3].ID}, raws, "the others stay raw for the next run")
 }
 
+// A memory hidden (type forgotten) while the curator runs stays hidden and
+// restorable: neither copied on nor deleted. Both a raw turn of the batch
+// and a curated memory the model was shown and asked to replace.
+func TestMemoryHiddenDuringARunStaysHidden(t *testing.T) {
+	for _, which := range []string{"raw turn", "shown curated memory"} {
+		t.Run(which, func(t *testing.T) {
+			var f *fixture
+			var hidden string
+			f = newFixture(t, func(ctx context.Context, _, _ string) (string, error) {
+				hidden = f.turns[1].ID
+				if which != "raw turn" {
+					hidden = f.shownID
+				}
+				m, err := f.store.Get(ctx, hidden)
+				require.NoError(t, err)
+				m.Hide(now)
+				require.NoError(t, f.store.Upsert(ctx, m))
+				return f.valid(), nil
+			})
+			res := f.cur.Run(context.Background(), Options{})
+			assert.Equal(t, StatusOK, res.Status, res.Error)
+			assert.Zero(t, res.Curated)
+			assert.Zero(t, res.Deleted)
+			m, err := f.store.Get(context.Background(), hidden)
+			require.NoError(t, err, "not deleted")
+			assert.Equal(t, memory.Forgotten, m.Type)
+			for _, c := range f.all(t, memory.Curated) {
+				assert.NotContains(t, c.Text, "Lisbon")
+			}
+		})
+	}
+}
+
 func TestDryRunChangesNothing(t *testing.T) {
 	var f *fixture
 	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
@@ -27,8 +28,9 @@ type plan struct {
 	curatedGone []string
 	// rules are the answer's rules that the namespace does not have yet.
 	rules []memory.Memory
-	// batch are the ids of the raw turns the answer was given.
-	batch []string
+	// batch are the ids of the raw turns the answer was given, and shown
+	// those of the curated memories it was shown.
+	batch, shown []string
 }
 
 // planLeftovers splits raws into the turns an interrupted run already
@@ -199,26 +201,38 @@ func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
 	return nil
 }
 
-// withoutDeleted empties p when a raw turn of its batch was deleted while
-// the run went on (through the admin API, by a person): the answer may
-// carry that turn's text on, in a curated memory or a rule, and a delete is
-// final. The batch's other turns stay raw, for the next run to curate.
+// withoutDeleted empties p when a memory the model was given was deleted
+// or hidden while the run went on (through the admin API, by a person): a
+// raw turn of the batch, a curated memory it was shown, or one it
+// replaces. The answer may carry that text on, in a curated memory or a
+// rule, or delete a memory that was hidden to be restorable; a delete is
+// final and a hide keeps the memory. The batch's turns stay as they are,
+// for the next run.
 func (c *Curator) withoutDeleted(ctx context.Context, p plan) (plan, error) {
 	gone := 0
-	for _, id := range p.batch {
-		_, err := c.Store.Get(ctx, id)
-		switch {
-		case errors.Is(err, memory.ErrNotFound):
-			gone++
-		case err != nil:
-			return p, err
+	for _, set := range []struct {
+		ids []string
+		was memory.Type
+	}{{p.batch, memory.Raw}, {p.shown, memory.Curated}, {p.curatedGone, memory.Curated}} {
+		for _, id := range set.ids {
+			m, err := c.Store.Get(ctx, id)
+			switch {
+			case errors.Is(err, memory.ErrNotFound):
+				if set.was == memory.Raw || slices.Contains(p.shown, id) {
+					gone++ // a model's made-up id is no change
+				}
+			case err != nil:
+				return p, err
+			case m.Type != set.was:
+				gone++
+			}
 		}
 	}
 	if gone == 0 {
 		return p, nil
 	}
-	c.log().Info("curator: a batch's turns were deleted during the run; the batch is left for the next run",
-		slog.Int("deleted_turns", gone), slog.Int("batch", len(p.batch)))
+	c.log().Info("curator: memories of a batch were deleted or hidden during the run; the batch is left for the next run",
+		slog.Int("changed", gone), slog.Int("batch", len(p.batch)))
 	return plan{leftover: p.leftover}, nil
 }
 
