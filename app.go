@@ -315,7 +315,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 // adminMemories is what the memory routes work on: the store, the queue
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
-	m := &admin.Memories{Store: a.store, Tokens: a.tok, Embed: a.embedder.Embed}
+	m := &admin.Memories{Store: a.store, Tokens: a.tok, Embed: a.embedder.Embed, Threshold: a.cfg.Layers.SemanticScoreThreshold}
 	if a.local != nil {
 		m.Queue = a.local
 	}

@@ -416,6 +416,15 @@ func TestAdminNamespaceIsolation(t *testing.T) {
 	res.Body.Close()
 	assert.NotContains(t, string(export), "X123")
 	assert.Contains(t, string(export), "drawer")
+	// An import never moves a memory to another namespace.
+	var imp struct {
+		Imported int
+		Errors   []struct{ Line int }
+	}
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/memories/import", `{"id":"`+a.ID+`","namespace":"bob","type":"curated","text":"moved"}`+"\n", &imp))
+	assert.Zero(t, imp.Imported)
+	require.Len(t, imp.Errors, 1)
+
 	// Malformed input: a clear 400, and nothing changes.
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/memories", `{"namespace":"bob","text":`},

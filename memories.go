@@ -79,11 +79,11 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if !ok {
 		return usageError{fmt.Sprintf("memories: unknown command %q\n%s", sub, memoriesUsage)}
 	}
+	o.ns = strings.TrimSpace(o.ns)
+	fs.Visit(func(f *flag.Flag) { o.nsSet = o.nsSet || f.Name == "namespace" })
 	if err := run.check(pos, &o); err != nil {
 		return usageError{fmt.Sprintf("memories %s: %v", sub, err)}
 	}
-	o.ns = strings.TrimSpace(o.ns)
-	fs.Visit(func(f *flag.Flag) { o.nsSet = o.nsSet || f.Name == "namespace" })
 	cfg, err := config.Load(flags, getenv)
 	if err != nil {
 		return err
@@ -93,6 +93,9 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer done()
+	if o.nsSet {
+		client.Scope = o.ns // show, edit, delete ID: within that namespace only
+	}
 	return run.do(ctx, client, pos, o, stdout)
 }
 
@@ -131,6 +134,8 @@ var memoriesCommands = map[string]memoriesCommand{
 
 func checkDelete(pos []string, o *memoriesOptions) error {
 	switch {
+	case o.confirm && !o.nsSet:
+		return errors.New("forgetting a namespace needs it named: --namespace NS --confirm")
 	case len(pos) == 0 && !o.confirm:
 		return errors.New("want memory ids, or --namespace NS --confirm to forget a whole namespace")
 	case len(pos) > 0 && o.confirm:

@@ -152,3 +152,26 @@ func TestAdminErrorsInOllamasShape(t *testing.T) {
 		})
 	}
 }
+
+// Bodies that are not what a route takes get a message about the request,
+// never about Go's types.
+func TestJSONProblemsSpeakOfTheRequest(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"text":5}`:                           `field "text": want a string`,
+		`{"namespace":"a","text":`:             "the JSON ends too early",
+		`{"namespace":"a",}`:                   "not valid JSON (at byte 18)",
+		`[1]`:                                  "want a JSON object",
+		`{"timestamp":5,"text":"x"}`:           `field "timestamp": want an RFC 3339 time`,
+		`{"timestamp":"yesterday","text":"x"}`: `field "timestamp": want an RFC 3339 time`,
+		``:                                     "it is empty",
+	} {
+		var m memoryJSON
+		err := json.NewDecoder(strings.NewReader(body)).Decode(&m)
+		require.Error(t, err, body)
+		got := jsonProblem(err)
+		assert.Contains(t, got, want, body)
+		assert.NotContains(t, got, "Go ", body)
+		assert.NotContains(t, got, "memoryJSON", body)
+		assert.NotContains(t, got, "2006-01-02T15:04:05", body)
+	}
+}

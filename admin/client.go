@@ -21,6 +21,18 @@ type Client struct {
 	Token string
 	// HTTP sends the requests; nil: http.DefaultClient.
 	HTTP *http.Client
+	// Scope, when set, scopes the calls on one memory (Get, Edit,
+	// Delete) to that namespace: a memory of another is not found.
+	Scope string
+}
+
+// one is the path of a memory, scoped when Scope is set.
+func (c *Client) one(id string) string {
+	p := "/memories/" + url.PathEscape(id)
+	if c.Scope != "" {
+		p += "?" + url.Values{"namespace": {c.Scope}}.Encode()
+	}
+	return p
 }
 
 // Memory is a MEMORY of SPEC §6, as the API answers it.
@@ -84,7 +96,7 @@ func (c *Client) List(ctx context.Context, q ListQuery) (Page, error) {
 // Get answers GET /memories/{id}.
 func (c *Client) Get(ctx context.Context, id string) (Memory, error) {
 	var m Memory
-	return m, c.do(ctx, http.MethodGet, "/memories/"+url.PathEscape(id), nil, "", &m)
+	return m, c.do(ctx, http.MethodGet, c.one(id), nil, "", &m)
 }
 
 // Add adds a curated memory or a rule by hand.
@@ -98,12 +110,12 @@ func (c *Client) Add(ctx context.Context, ns, typ, text string) (Memory, error) 
 func (c *Client) Edit(ctx context.Context, id, text string) (Memory, error) {
 	body, _ := json.Marshal(map[string]string{"text": text})
 	var m Memory
-	return m, c.do(ctx, http.MethodPatch, "/memories/"+url.PathEscape(id), strings.NewReader(string(body)), "application/json", &m)
+	return m, c.do(ctx, http.MethodPatch, c.one(id), strings.NewReader(string(body)), "application/json", &m)
 }
 
 // Delete forgets a memory for good.
 func (c *Client) Delete(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodDelete, "/memories/"+url.PathEscape(id), nil, "", nil)
+	return c.do(ctx, http.MethodDelete, c.one(id), nil, "", nil)
 }
 
 // ForgetNamespace forgets a whole namespace and reports how many memories

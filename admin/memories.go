@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,6 +34,9 @@ type Memories struct {
 	// conversations whose kept prompt carries them (proxy.Server.Withdraw);
 	// with ns and no ids, a whole namespace; nil: nothing does.
 	Withdraw func(ns string, ids ...string)
+	// Threshold is the vector score a search hit needs, as in chats
+	// (layers.semantic_score_threshold); 0 means 0.5.
+	Threshold float64
 }
 
 // withdraw calls Withdraw when it is set.
@@ -112,7 +117,11 @@ func (s *Server) listMemories(c *gin.Context) error {
 	out := []memoryJSON{}
 	if q := strings.TrimSpace(c.Query("q")); q != "" {
 		// The same hybrid search chats use, scored.
-		query := memory.Query{Filter: f, Text: q, Limit: limit, Threshold: 0.5}
+		thr := s.Memories.Threshold
+		if thr <= 0 {
+			thr = 0.5
+		}
+		query := memory.Query{Filter: f, Text: q, Limit: limit, Threshold: thr}
 		if s.Memories.Embed != nil {
 			if v, err := s.Memories.Embed(ctx, []string{q}); err == nil && len(v) == 1 {
 				query.Vector = v[0]
@@ -194,7 +203,7 @@ func (s *Server) prepare(ctx context.Context, ms []memory.Memory) {
 func (s *Server) addMemory(c *gin.Context) error {
 	var in memoryJSON
 	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
-		return httpError(http.StatusBadRequest, "the body is not a MEMORY: "+err.Error())
+		return httpError(http.StatusBadRequest, "the body is not a MEMORY: "+jsonProblem(err))
 	}
 	if in.Type == "" {
 		in.Type = memory.Curated
@@ -229,7 +238,7 @@ func (s *Server) editMemory(c *gin.Context) error {
 		Metadata map[string]any `json:"metadata"`
 	}
 	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
-		return httpError(http.StatusBadRequest, "the body is not JSON: "+err.Error())
+		return httpError(http.StatusBadRequest, "the body is not what PATCH takes: "+jsonProblem(err))
 	}
 	switch in.Type {
 	case "", m.Type:
@@ -428,6 +437,11 @@ func (s *Server) importMemories(c *gin.Context) error {
 		if err := s.Memories.Store.Upsert(ctx, batch...); err != nil {
 			return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 		}
+		ids := make([]string, len(batch))
+		for i, m := range batch {
+			ids[i] = m.ID
+		}
+		s.Memories.withdraw("", ids...) // a memory replaced: its old text leaves conversations
 		imported += len(batch)
 		batch = batch[:0]
 		return nil
@@ -439,7 +453,7 @@ func (s *Server) importMemories(c *gin.Context) error {
 		}
 		var in memoryJSON
 		if err := json.Unmarshal([]byte(line), &in); err != nil {
-			errs = append(errs, lineError{n, "not a MEMORY: " + err.Error()})
+			errs = append(errs, lineError{n, "not a MEMORY: " + jsonProblem(err)})
 			continue
 		}
 		if in.ID == "" {
@@ -457,6 +471,10 @@ func (s *Server) importMemories(c *gin.Context) error {
 			errs = append(errs, lineError{n, "text is empty"})
 			continue
 		}
+		if old, err := s.Memories.Store.Get(ctx, m.ID); err == nil && old.Namespace != m.Namespace {
+			errs = append(errs, lineError{n, fmt.Sprintf("id %s is a memory of another namespace: an import never moves one", m.ID)})
+			continue
+		}
 		batch = append(batch, m)
 		if len(batch) == 200 {
 			if err := flush(); err != nil {
@@ -472,4 +490,40 @@ func (s *Server) importMemories(c *gin.Context) error {
 	}
 	c.JSON(http.StatusOK, gin.H{"imported": imported, "errors": errs})
 	return nil
+}
+
+// jsonProblem says what is wrong with a JSON body in the request's own
+// terms (a field and what it should be), never in Go's.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "it is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends too early"
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("field %q: want %s", te.Field, jsonKind(te.Type.Kind()))
+	case errors.As(err, &te):
+		return "want a JSON object"
+	case errors.As(err, new(*time.ParseError)), strings.Contains(err.Error(), "Time"):
+		return `field "timestamp": want an RFC 3339 time such as 2026-11-22T10:00:00Z`
+	}
+	return "not valid JSON"
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a number"
 }

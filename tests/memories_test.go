@@ -70,8 +70,14 @@ func memoriesRoundTrip(t *testing.T, env []string, via ...string) {
 	assert.Contains(t, string(b), "Porto")
 	assert.Contains(t, string(b), "Oslo", "without --namespace, every namespace")
 
-	assert.Contains(t, vera("delete", sister.ID), "deleted "+sister.ID)
-	code, _, stderr := runVera(t, env, append([]string{"memories", "show", sister.ID}, via...)...)
+	// Scoped by --namespace: bob cannot reach alice's memory.
+	code, _, stderr := runVera(t, env, append([]string{"memories", "delete", sister.ID, "--namespace", "bob"}, via...)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "no memory")
+	code, _, _ = runVera(t, env, append([]string{"memories", "delete", "--confirm"}, via...)...)
+	assert.Equal(t, 2, code, "forgetting a namespace needs it named")
+	assert.Contains(t, vera("delete", sister.ID, "--namespace", "alice"), "deleted "+sister.ID)
+	code, _, stderr = runVera(t, env, append([]string{"memories", "show", sister.ID}, via...)...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "no memory")
 

@@ -23,6 +23,14 @@ type gpu struct {
 	loadGate chan struct{}   // when set, loads wait for it to close
 }
 
+// stick makes model refuse (or accept) to unload, under the lock: unloads
+// of a flush that timed out may still be running.
+func (g *gpu) stick(model string, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sticky[model] = on
+}
+
 func newGPU(sizes map[string]int64, loaded ...string) *gpu {
 	g := &gpu{loaded: map[string]int64{}, sizes: sizes, sticky: map[string]bool{}}
 	for _, m := range loaded {
@@ -130,7 +138,7 @@ func TestLargeBySize(t *testing.T) {
 
 func TestFlushTimeout(t *testing.T) {
 	g := newGPU(sizes, "qwen3:4b")
-	g.sticky["qwen3:4b"] = true
+	g.stick("qwen3:4b", true)
 	c := cfg()
 	c.FlushTimeout = 50 * time.Millisecond
 	m := New(g, c, nil)
@@ -138,7 +146,7 @@ func TestFlushTimeout(t *testing.T) {
 	assert.ErrorIs(t, err, ErrFlushTimeout)
 	after()
 	// The turn was given back: the next large request is not stuck.
-	g.sticky["qwen3:4b"] = false
+	g.stick("qwen3:4b", false)
 	after, err = m.Before(context.Background(), "qwen3:8b")
 	require.NoError(t, err)
 	after()
@@ -149,7 +157,7 @@ func TestFlushTimeout(t *testing.T) {
 // serialised; a client that leaves while waiting leaves the queue.
 func TestWaiting(t *testing.T) {
 	g := newGPU(sizes, "qwen3:4b", "qwen2.5:1.5b")
-	g.sticky["qwen3:4b"] = true // the flush lasts until we let it go
+	g.stick("qwen3:4b", true) // the flush lasts until we let it go
 	c := cfg()
 	c.FlushTimeout = 5 * time.Second
 	m := New(g, c, nil)
@@ -182,9 +190,7 @@ func TestWaiting(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, <-left, context.Canceled, "a client that leaves, leaves the queue")
 
-	g.mu.Lock()
-	g.sticky["qwen3:4b"] = false
-	g.mu.Unlock()
+	g.stick("qwen3:4b", false)
 	after := <-large
 	<-light
 	assert.NotContains(t, g.history(), "load qwen2.5:1.5b", "nothing reloaded during the flush")
@@ -246,7 +252,7 @@ func TestLargeModelsDoNotEvictEachOther(t *testing.T) {
 	m.Close()
 
 	g = newGPU(sizes, "qwen3:4b")
-	g.sticky["qwen3:4b"] = true
+	g.stick("qwen3:4b", true)
 	c = cfg()
 	c.FlushTimeout = 30 * time.Millisecond
 	m = New(g, c, nil)
