@@ -219,17 +219,31 @@ func (a *app) startWriter() {
 // backfillTokens counts, in the background, the tokens of turns stored by
 // earlier versions, whose queue lost their counts.
 func (a *app) backfillTokens() {
-	tc, ok := a.store.(memory.TokenCounter)
-	if !ok {
+	ti, terms := a.store.(memory.TermsIndexer)
+	tc, tokens := a.store.(memory.TokenCounter)
+	if !terms && !tokens {
 		return
 	}
 	a.bgWork.Go(func() {
-		n, err := memory.BackfillTokens(a.bg, tc, a.tok.Count)
-		switch {
-		case err != nil && a.bg.Err() == nil:
-			a.logger.Warn("counting the tokens of stored memories", slog.Int("counted", n), slog.Any("error", err))
-		case n > 0:
-			a.logger.Info("counted the tokens of stored memories", slog.Int("counted", n))
+		// One after the other: re-indexing writes memories whole, and
+		// must not race with the counts being set.
+		if terms {
+			n, err := memory.BackfillTerms(a.bg, ti)
+			switch {
+			case err != nil && a.bg.Err() == nil:
+				a.logger.Warn("indexing stored memories for this version's lexical search", slog.Int("indexed", n), slog.Any("error", err))
+			case n > 0:
+				a.logger.Info("indexed stored memories for this version's lexical search", slog.Int("indexed", n))
+			}
+		}
+		if tokens {
+			n, err := memory.BackfillTokens(a.bg, tc, a.tok.Count)
+			switch {
+			case err != nil && a.bg.Err() == nil:
+				a.logger.Warn("counting the tokens of stored memories", slog.Int("counted", n), slog.Any("error", err))
+			case n > 0:
+				a.logger.Info("counted the tokens of stored memories", slog.Int("counted", n))
+			}
 		}
 	})
 }

@@ -66,3 +66,46 @@ func BackfillTokens(ctx context.Context, s TokenCounter, count func(string) int)
 		cursor = next
 	}
 }
+
+// TermsIndexer is a store that keeps the terms of lexical search with each
+// memory (Qdrant's sparse vectors), built by Terms: it lists the memories
+// whose terms an older version of Terms built, and indexes them again.
+// The embedded store builds its index at start and needs neither.
+type TermsIndexer interface {
+	// StaleTerms pages through the memories indexed by another
+	// TermsVersion, whole (vector included), across every namespace.
+	StaleTerms(ctx context.Context, cursor string, limit int) (page []Memory, next string, err error)
+	// Reindex indexes memories again with this version of Terms.
+	Reindex(ctx context.Context, ms ...Memory) error
+}
+
+// BackfillTerms indexes again, a page at a time, every memory a former
+// version of Terms indexed, until none is left or ctx ends. Meanwhile
+// lexical search still finds those memories by the words both versions
+// share. It returns how many it indexed.
+func BackfillTerms(ctx context.Context, s TermsIndexer) (int, error) {
+	done := 0
+	cursor := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return done, err
+		}
+		page, next, err := s.StaleTerms(ctx, cursor, backfillPage)
+		if err != nil {
+			return done, fmt.Errorf("terms backfill: %w", err)
+		}
+		if len(page) > 0 {
+			if err := s.Reindex(ctx, page...); err != nil {
+				return done, fmt.Errorf("terms backfill: %w", err)
+			}
+			done += len(page)
+		}
+		if next == "" {
+			return done, nil
+		}
+		if next == cursor {
+			return done, fmt.Errorf("terms backfill: the store returned cursor %q again", next)
+		}
+		cursor = next
+	}
+}

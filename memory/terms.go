@@ -3,13 +3,24 @@ package memory
 import (
 	"strings"
 	"unicode"
+
+	"github.com/kljensen/snowball/english"
+	"github.com/kljensen/snowball/russian"
 )
 
+// TermsVersion numbers what Terms does. A store that keeps terms (Qdrant's
+// sparse vectors) records it with each memory, and re-indexes memories
+// written with another version.
+const TermsVersion = 2
+
 // Terms splits text into the terms of lexical (BM25) search: lower-cased
-// words and numbers, English stop words dropped, plurals and common verb
-// endings folded so "paints", "painted" and "painting" meet. Both backends
-// use it (Qdrant's sparse vectors are built from it too), so lexical
-// matching behaves the same everywhere.
+// words and numbers, stop words dropped (English and Russian), each word
+// stemmed by the Snowball stemmer of its script (Porter2 for Latin
+// letters, Russian for Cyrillic) so "paints", "painted" and "painting", or
+// "переехала" and "переехать", meet. Numbers and words in other scripts
+// are kept whole, so names and numbers match exactly. Both backends use it
+// (Qdrant's sparse vectors are built from it too), so lexical matching
+// behaves the same everywhere.
 func Terms(text string) []string {
 	var out []string
 	start := -1
@@ -43,33 +54,25 @@ func Terms(text string) []string {
 	return out
 }
 
-// stem folds the most common English inflections. It is deliberately
-// light: over-stemming merges unrelated words and costs more than it wins
-// on short chat messages.
+// stem stems a lower-cased word by the Snowball stemmer of its script; a
+// word mixing scripts, or of another script, is kept as it is.
 func stem(w string) string {
-	n := len(w)
-	switch {
-	case n > 4 && strings.HasSuffix(w, "ies"):
-		return w[:n-3] + "y"
-	case n > 5 && strings.HasSuffix(w, "ing"):
-		return undouble(w[:n-3])
-	case n > 4 && strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed"):
-		return undouble(w[:n-2])
-	case n > 4 && (strings.HasSuffix(w, "sses") || strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes")):
-		return w[:n-2]
-	case n > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		return w[:n-1]
+	latin, cyrillic, other := 0, 0, 0
+	for _, r := range w {
+		switch {
+		case r < 0x80 && unicode.IsLetter(r):
+			latin++
+		case unicode.Is(unicode.Cyrillic, r):
+			cyrillic++
+		case unicode.IsLetter(r):
+			other++
+		}
 	}
-	return w
-}
-
-// undouble turns "runn" (from running) into "run"; an "e" dropped by the
-// suffix (making → mak) is left dropped on both sides, which is enough for
-// matching.
-func undouble(w string) string {
-	n := len(w)
-	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouls", rune(w[n-1])) {
-		return w[:n-1]
+	switch {
+	case latin > 0 && cyrillic == 0 && other == 0:
+		return english.Stem(w, true)
+	case cyrillic > 0 && latin == 0 && other == 0:
+		return russian.Stem(w, true)
 	}
 	return w
 }
@@ -85,7 +88,15 @@ re s same shan she should shouldn so some such t than that the their theirs them
 there these they this those through to too under until up ve very was wasn we were weren what when
 where which while who whom why will with won would wouldn you your yours yourself yourselves d m o
 y also get got oh yeah yes hey hi hello really just like well thanks thank okay ok much many lot
-one`) {
+one
+и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее её мне
+было вот от меня еще ещё нет о из ему теперь когда даже ну вдруг ли если уже или ни быть был него до
+вас нибудь опять уж вам ведь там потом себя ничего ей может они тут где есть надо ней для мы тебя их
+чем была сам чтоб без будто чего раз тоже себе под будет ж тогда кто этот того потому этого какой
+совсем ним здесь этом один почти мой тем чтобы нее неё сейчас были куда зачем всех никогда можно при
+наконец два об другой хоть после над больше тот через эти нас про всего них какая много разве три
+эту моя впрочем хорошо свою этой перед иногда лучше чуть том нельзя такой им более всегда конечно
+всю между это мой моё мои моего привет спасибо пожалуйста`) {
 		m[w] = true
 	}
 	return m

@@ -22,6 +22,7 @@ func point(m memory.Memory) (*qdrant.PointStruct, error) {
 		fieldTS:        m.Time.UnixMicro(),
 		fieldModel:     m.Model,
 		fieldTokens:    m.Tokens,
+		fieldTermsV:    memory.TermsVersion,
 	}
 	if len(m.Metadata) > 0 {
 		payload[fieldMetadata] = m.Metadata

@@ -45,6 +45,7 @@ const (
 	fieldTS        = "ts"
 	fieldModel     = "model"
 	fieldTokens    = "tokens"
+	fieldTermsV    = "terms_v" // the memory.TermsVersion its sparse vector was built with
 	fieldMetadata  = "metadata"
 
 	// metaModel is the collection metadata key naming the embedding model.

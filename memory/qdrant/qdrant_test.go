@@ -197,3 +197,47 @@ func TestLockAcrossInstances(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok, "an expired lock is taken over")
 }
+
+// Points indexed by an older memory.Terms are found and indexed again,
+// their dense vectors and payload kept; then none is stale.
+func TestTermsBackfill(t *testing.T) {
+	ctx := context.Background()
+	s := openFresh(t, server(t))
+	_, err := s.VectorSpace(ctx, "test-model", 4)
+	require.NoError(t, err)
+	vec := []float32{0, 1, 0, 0}
+	m := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Curated, Text: "Ana works at an adoption agency", Time: time.Now().UTC(), Tokens: 7, Vector: vec}
+	fresh := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Curated, Text: "fresh", Time: time.Now().UTC(), Tokens: 1}
+	require.NoError(t, s.Upsert(ctx, m, fresh))
+	page, _, err := s.StaleTerms(ctx, "", 10)
+	require.NoError(t, err)
+	assert.Empty(t, page, "written by this version")
+
+	// As an older vera wrote it.
+	_, err = s.client.UpdateBatch(ctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true),
+		Operations: []*qdrant.PointsUpdateOperation{qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
+			Payload: qdrant.NewValueMap(map[string]any{fieldTermsV: 1}), PointsSelector: qdrant.NewPointsSelector(qdrant.NewID(m.ID)),
+		})}})
+	require.NoError(t, err)
+	page, _, err = s.StaleTerms(ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	assert.Equal(t, m.ID, page[0].ID)
+	assert.Equal(t, vec, page[0].Vector, "the dense vector comes along")
+
+	n, err := memory.BackfillTerms(ctx, s)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	page, _, err = s.StaleTerms(ctx, "", 10)
+	require.NoError(t, err)
+	assert.Empty(t, page)
+	got, err := s.Get(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, m.Text, got.Text)
+	assert.Equal(t, vec, got.Vector)
+	assert.Equal(t, 7, got.Tokens)
+	hits, err := s.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "adopted", Limit: 5})
+	require.NoError(t, err)
+	require.NotEmpty(t, hits)
+	assert.Equal(t, m.ID, hits[0].ID, "found by the stem this version makes")
+}

@@ -116,3 +116,54 @@ func idString(id *qdrant.PointId) string {
 	}
 	return strconv.FormatUint(id.GetNum(), 10)
 }
+
+var _ memory.TermsIndexer = (*Store)(nil)
+
+// StaleTerms implements memory.TermsIndexer: the points whose sparse
+// vector was built by another version of memory.Terms (or before versions
+// were recorded), with their dense vectors, in point id order.
+func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]memory.Memory, string, error) {
+	ok, err := s.exists(ctx)
+	if err != nil || !ok {
+		return nil, "", err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	v := float64(memory.TermsVersion)
+	req := &qdrant.ScrollPoints{CollectionName: s.collection, Limit: ptr(uint32(limit)),
+		Filter:      &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})}},
+		WithPayload: qdrant.NewWithPayload(true), WithVectors: qdrant.NewWithVectorsInclude(denseVector)}
+	if cursor != "" {
+		id := pointID(cursor)
+		if id == nil {
+			return nil, "", fmt.Errorf("qdrant %s: stale terms: bad cursor %q", s.addr, cursor)
+		}
+		req.Offset = id
+	}
+	cctx, cancel := withTimeout(ctx)
+	defer cancel()
+	got, next, err := s.client.ScrollAndOffset(cctx, req)
+	if err != nil {
+		return nil, "", s.wrap("stale terms", err)
+	}
+	out := make([]memory.Memory, 0, len(got))
+	for _, p := range got {
+		m, err := memoryOf(p.GetId(), p.GetPayload(), p.GetVectors().GetVectors().GetVectors()[denseVector].GetDense().GetData())
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, m)
+	}
+	nextID := ""
+	if next != nil {
+		nextID = idString(next)
+	}
+	return out, nextID, nil
+}
+
+// Reindex implements memory.TermsIndexer: the points are written again,
+// as they are, so their sparse vectors are built by this version.
+func (s *Store) Reindex(ctx context.Context, ms ...memory.Memory) error {
+	return s.Upsert(ctx, ms...)
+}
