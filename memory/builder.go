@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,7 +28,7 @@ type Message struct {
 const DefaultContextLength = ollama.DefaultContextLength
 
 // semanticIntro heads the semantic layer.
-const semanticIntro = "Memories from earlier conversations with this user, most relevant first. Use them when they help; they may be out of date."
+const semanticIntro = "Memories from earlier conversations with this user, by date. Use them when they help; they may be out of date."
 
 // Builder assembles the four layers of SPEC §4 for one chat.
 type Builder struct {
@@ -403,41 +404,156 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	} else {
 		c.LexicalOnly = true
 	}
-	hits, err := b.store.Search(ctx, Query{
+	q := Query{
 		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Vector: qvec, Threshold: thr,
 		Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
-	})
+	}
+	hits, err := b.store.Search(ctx, q)
+	if err == nil && len(hits) >= 2 {
+		// Pseudo-relevance feedback: the words the best hits share widen
+		// the query (RM3).
+		if exp := feedback(lexical, hits); exp != "" {
+			q.Text = lexical + "\n" + lexical + "\n" + exp
+			hits, err = b.store.Search(ctx, q)
+		}
+	}
 	if err != nil {
 		c.Err = fmt.Errorf("semantic layer: %w", err)
 		return nil
 	}
 	intro := b.count(semanticIntro) + 2
 	left := c.SemanticBudget - intro
-	// Every date header has the same shape, and so the same count.
+	// Every date header has the same shape, and so the same count. The
+	// memories are rendered in time order under one header per day, so a
+	// memory costs a header only when its day is new to the block.
 	header := b.count("[2006-01-02]\n")
-	var block []string
-	for _, h := range hits {
+	days := map[string]bool{}
+	take := func(h Hit) {
 		key := normalize(h.Text)
 		if seen[key] || req.Exclude[h.ID] || hist.has(h.Text) {
-			continue
+			return
 		}
-		n := h.Tokens + header + 2
+		day := h.Time.Format(time.DateOnly)
+		n := h.Tokens + 2
 		if h.Tokens <= 0 {
-			n = b.countAtMost(h.Text, left) + header + 2
+			n = b.countAtMost(h.Text, left) + 2
+		}
+		if !days[day] {
+			n += header
 		}
 		if n > left {
-			continue
+			return
 		}
-		seen[key] = true
+		seen[key], days[day] = true, true
 		left -= n
 		c.SemanticTokens += n
 		c.Semantic = append(c.Semantic, h)
-		block = append(block, "["+h.Time.Format("2006-01-02")+"]\n"+h.Text)
 	}
-	if len(block) > 0 {
-		c.SemanticTokens += intro
+	for i, h := range hits {
+		take(h)
+		if i < contextHits && h.Type == Raw {
+			// The turns around one of the best hits: the question it
+			// answers, or what it goes on to say, often lies there.
+			for _, n := range b.around(ctx, h) {
+				take(n)
+			}
+		}
+	}
+	if len(c.Semantic) == 0 {
+		return nil
+	}
+	c.SemanticTokens += intro
+	return renderDays(c.Semantic)
+}
+
+// contextHits is how many of the best hits bring the turns around them;
+// contextWindow is how far apart in time two turns of one exchange can be.
+const (
+	contextHits   = 8
+	contextWindow = 30 * time.Minute
+)
+
+// around returns the raw turns just before and just after h in its
+// namespace, within contextWindow: the context of a hit.
+func (b *Builder) around(ctx context.Context, h Hit) []Hit {
+	f := Filter{Namespace: h.Namespace, Types: []Type{Raw}}
+	var out []Hit
+	before := f
+	before.Since, before.Until = h.Time.Add(-contextWindow), h.Time
+	if prev, err := b.store.Latest(ctx, before, 1); err == nil && len(prev) == 1 && prev[0].ID != h.ID {
+		out = append(out, Hit{Memory: prev[0]})
+	}
+	after := f
+	after.Since, after.Until = h.Time.Add(time.Nanosecond), h.Time.Add(contextWindow)
+	if next, err := b.store.Latest(ctx, after, 16); err == nil && len(next) > 0 {
+		// Newest first: the turn right after h is the last.
+		out = append(out, Hit{Memory: next[len(next)-1]})
+	}
+	return out
+}
+
+// renderDays puts hits in time order (in place) and renders them, one
+// "[YYYY-MM-DD]" header for each day's run of memories.
+func renderDays(hits []Hit) []string {
+	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Time.Compare(b.Time) })
+	var block []string
+	var day string
+	for _, h := range hits {
+		if d := h.Time.Format(time.DateOnly); d != day || len(block) == 0 {
+			day = d
+			block = append(block, "["+d+"]\n"+h.Text)
+			continue
+		}
+		block[len(block)-1] += "\n\n" + h.Text
 	}
 	return block
+}
+
+// Pseudo-relevance feedback (RM3, as Anserini runs it): the terms most
+// present in the feedbackDocs best hits, feedbackTerms of them, not in
+// the query, are added at a third of the query's weight.
+const (
+	feedbackDocs  = 10
+	feedbackTerms = 10
+)
+
+// feedback returns the expansion terms of query from its hits: each hit
+// weighs in by its rank, each term by its share of the hit's terms; a term
+// must occur in two hits or more.
+func feedback(query string, hits []Hit) string {
+	in := map[string]bool{}
+	for _, t := range Terms(query) {
+		in[t] = true
+	}
+	weight := map[string]float64{}
+	docs := map[string]int{}
+	for rank, h := range hits[:min(feedbackDocs, len(hits))] {
+		ts := Terms(h.Text)
+		seen := map[string]bool{}
+		for _, t := range ts {
+			if in[t] {
+				continue
+			}
+			weight[t] += 1 / float64(rank+1) / float64(len(ts))
+			if !seen[t] {
+				seen[t] = true
+				docs[t]++
+			}
+		}
+	}
+	var terms []string
+	for t := range weight {
+		if docs[t] >= 2 {
+			terms = append(terms, t)
+		}
+	}
+	slices.SortFunc(terms, func(a, b string) int {
+		if c := cmp.Compare(weight[b], weight[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return strings.Join(terms[:min(feedbackTerms, len(terms))], " ")
 }
 
 // recent fills the recent layer: newest first until the budget runs out,
