@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -244,7 +245,10 @@ func (ix *index) latest(f *memory.Filter, limit int) []memory.Memory {
 	sf := compile(f)
 	var slots []int32
 	if !ix.unordered {
-		for s := len(ix.meta) - 1; s >= 0 && len(slots) < limit; s-- {
+		// Slots are in time order: start at the last one before until,
+		// and stop at since (the turns around a hit are looked up so).
+		end := sort.Search(len(ix.meta), func(i int) bool { return ix.meta[i].ts >= sf.until })
+		for s := end - 1; s >= 0 && len(slots) < limit && ix.meta[s].ts >= sf.since; s-- {
 			if sf.ok(&ix.meta[s]) {
 				slots = append(slots, int32(s))
 			}
