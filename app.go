@@ -69,8 +69,10 @@ type app struct {
 	gate    *memory.Gate
 	writer  *memory.Writer
 	builder *memory.Builder
-	curator *curator.Curator
-	sched   *curator.Scheduler
+	// commands carries out "remember that" and "forget that".
+	commands *memory.Commands
+	curator  *curator.Curator
+	sched    *curator.Scheduler
 
 	// bg lives until Close: the background work (gate probes, the token
 	// backfill, scheduled curator runs) stops with it.
@@ -193,6 +195,7 @@ func (a *app) openMemory(ctx context.Context) error {
 	a.startWriter()
 	a.backfillTokens()
 	a.builder = a.newBuilder()
+	a.commands = &memory.Commands{Store: a.store, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands}
 	a.curator = a.newCurator()
 	if a.qdrant != nil {
 		a.logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", a.qdrant.Addr()),
@@ -316,6 +319,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	}
 	srv.Recorder = a.writer
 	srv.Memory = a.builder
+	srv.Commands = a.commands
 	adm.MemoryHealth = a.health
 	adm.Memories = a.adminMemories()
 	adm.Memories.Withdraw = srv.Withdraw

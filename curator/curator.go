@@ -336,10 +336,36 @@ func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time,
 		return err
 	}
 	leftovers, todo := planLeftovers(curated, raws)
+	expired, err := c.expiredForgotten(ctx, ns)
+	if err != nil {
+		return err
+	}
+	leftovers.leftover = append(leftovers.leftover, expired...)
 	if err := c.carryOut(ctx, leftovers, res); err != nil {
 		return err
 	}
 	return c.curateBatches(ctx, ns, todo, c.sample(curated), until, res)
+}
+
+// ForgottenFor is how long a forgotten memory stays restorable; the
+// curator deletes it after that.
+const ForgottenFor = 30 * 24 * time.Hour
+
+// expiredForgotten lists the namespace's forgotten memories hidden more
+// than ForgottenFor ago.
+func (c *Curator) expiredForgotten(ctx context.Context, ns string) ([]string, error) {
+	forgotten, err := c.scrollAll(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Forgotten}})
+	if err != nil {
+		return nil, fmt.Errorf("reading forgotten memories: %w", err)
+	}
+	var ids []string
+	for _, m := range forgotten {
+		at, _ := m.Metadata["forgotten_at"].(string)
+		if t, err := time.Parse(time.RFC3339, at); err == nil && c.now().Sub(t) > ForgottenFor {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids, nil
 }
 
 // read returns a namespace's curated memories and its raw turns between

@@ -785,3 +785,27 @@ func TestStatusJSON(t *testing.T) {
 		assert.True(t, strings.HasPrefix(string(b), `{"status":"`+want+`",`), string(b))
 	}
 }
+
+// A forgotten memory stays restorable for ForgottenFor; the next run after
+// that deletes it (a dry run previews it).
+func TestForgottenMemoriesExpire(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, func(context.Context, string, string) (string, error) { return f.valid(), nil })
+	ctx := context.Background()
+	old := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "an old secret", Time: now.Add(-40 * 24 * time.Hour)}
+	recent := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "a recent secret", Time: now.Add(-40 * 24 * time.Hour)}
+	old.Hide(now.Add(-31 * 24 * time.Hour))
+	recent.Hide(now.Add(-29 * 24 * time.Hour))
+	require.NoError(t, f.store.Upsert(ctx, old, recent))
+
+	dry := f.cur.Run(ctx, Options{DryRun: true})
+	require.Equal(t, StatusOK, dry.Status, dry.Error)
+	assert.Contains(t, dry.Preview.Deleted, Deletion{ID: old.ID, Type: memory.Forgotten, Text: "an old secret"})
+	res := f.cur.Run(ctx, Options{})
+	require.Equal(t, StatusOK, res.Status, res.Error)
+	_, err := f.store.Get(ctx, old.ID)
+	assert.ErrorIs(t, err, memory.ErrNotFound)
+	got, err := f.store.Get(ctx, recent.ID)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Forgotten, got.Type)
+}

@@ -19,6 +19,10 @@ const SystemPrompt = "systemprompt.md"
 // CuratorPrompt is the curator's instructions; {CURRENT_DATE} is filled in.
 const CuratorPrompt = "curator_prompt.md"
 
+// MemoryCommands lists the phrases that ask vera to remember or forget at
+// once; a file in the directory adds to the built-in ones.
+const MemoryCommands = "memory_commands.md"
+
 //go:embed defaults/*.md defaults/tiers/*.txt
 var defaults embed.FS
 
@@ -96,4 +100,15 @@ func (d *Dir) Tiers() map[string][]string {
 		}
 	}
 	return out
+}
+
+// Commands returns the memory command phrases: the built-in ones, then
+// the operator's file's, if there is one.
+func (d *Dir) Commands() string {
+	own := d.Read(MemoryCommands)
+	def := Default(MemoryCommands)
+	if own == def {
+		return def
+	}
+	return def + "\n" + own
 }

@@ -74,6 +74,9 @@ type chat struct {
 	// it; nil for a chat outside any (memory off, generate).
 	conv *conversation
 	at   place
+	// forgetting: the chat asked to forget; it is not stored, or what it
+	// hid would come straight back.
+	forgetting bool
 	// gen is the conversations' withdrawal count when the chat's recall
 	// began (conversations.stale).
 	gen uint64
@@ -106,6 +109,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	}
 	defer after()
 	var mc *memory.Context
+	s.command(c, ch)
 	if !ch.untouched && !s.keepsMemoryLocal(ch.req.model()) {
 		if mc, err = s.inject(c, ch); err != nil {
 			return err
@@ -216,7 +220,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // teeFor returns the tee that reads the answer, with the commit of the
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
-	record := s.Recorder != nil && !ch.off && !ch.untouched
+	record := s.Recorder != nil && !ch.off && !ch.untouched && !ch.forgetting
 	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate || ch.d == openAIChat)
 	if !record && !strip && (s.Debug == nil || ch.untouched) {
 		return nil
@@ -368,5 +372,41 @@ func memoryOff(r *http.Request) (bool, error) {
 		return false, nil
 	default:
 		return false, httpError(http.StatusBadRequest, fmt.Sprintf("header X-Vera-Memory: %q is not one of on, off, true, false, 1, 0, yes, no", v), nil)
+	}
+}
+
+// command carries out a memory command at the start of the user's own
+// message (SPEC §4): "remember that ..." stores the statement as a curated
+// memory now; "forget that ..." hides the memories that hold all its
+// content words, names them in X-Vera-Forgot, takes them out of running
+// conversations, and keeps the request from being stored. The answer
+// comes from the model as usual. A failure is logged: the chat goes on.
+func (s *Server) command(c *gin.Context, ch *chat) {
+	n := len(ch.msgs)
+	if s.Commands == nil || ch.untouched || ch.off || n == 0 || ch.msgs[n-1].Role != "user" {
+		return // not a turn of the user's (a tool loop's step, a task)
+	}
+	kind, statement := s.Commands.Parse(ch.user)
+	ctx, id := c.Request.Context(), slog.String("request_id", c.GetString(requestIDKey))
+	switch kind {
+	case memory.Remember:
+		mid, err := s.Commands.Remember(ctx, ch.ns, statement)
+		if err != nil {
+			s.log.Warn("remembering at the user's request", slog.Any("error", err), id)
+			return
+		}
+		s.log.Debug("remembered at the user's request", slog.String("memory", mid), id)
+	case memory.Forget:
+		ch.forgetting = true
+		ids, err := s.Commands.Forget(ctx, ch.ns, statement)
+		if err != nil {
+			s.log.Warn("forgetting at the user's request", slog.Any("error", err), id)
+			return
+		}
+		if len(ids) > 0 {
+			s.Withdraw("", ids...)
+			c.Writer.Header().Set("X-Vera-Forgot", strings.Join(ids, ","))
+		}
+		s.log.Debug("forgot at the user's request", slog.Int("memories", len(ids)), id)
 	}
 }

@@ -58,6 +58,9 @@ type Server struct {
 	// NamespaceHeader names the request header that scopes memory; empty
 	// means X-OpenWebUI-User-Id.
 	NamespaceHeader string
+	// Commands carries out "remember that ..." and "forget that ..." at
+	// the start of a user's message; nil: none.
+	Commands *memory.Commands
 	// Identity, when it has a secret, verifies Open WebUI's signed user
 	// token and takes the namespace from it alone (memory.jwt_secret).
 	Identity *Identity

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// "Remember that ..." stores the statement at once; "forget that ..."
+// hides strong matches (named in X-Vera-Forgot), is never stored itself,
+// and the next chat no longer gets them; a restore brings one back; a
+// negated or embedded phrase asks nothing.
+func TestRememberAndForgetInAChat(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	var code, gym adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's locker code is 4417."}`, &code))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's locker is in the gym."}`, &gym))
+
+	// Remember: a curated memory now, without the nightly curator.
+	chat(t, p, "alice", false, user("Remember that my bike is blue."))
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=curated&q=bike", "", &list))
+	require.NotEmpty(t, list.Memories)
+	assert.Equal(t, "My bike is blue.", list.Memories[0].Text)
+	chat(t, p, "alice", false, user("What colour is my bike?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "My bike is blue.")
+	chat(t, p, "alice", false, user("Запомни, что я живу в Лиссабоне"))
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=curated&q=Лиссабон", "", &list))
+	require.NotEmpty(t, list.Memories)
+	assert.Equal(t, "Я живу в Лиссабоне", list.Memories[0].Text)
+
+	// Forget: the strong match only, named in the header.
+	forgot := post(t, p, "alice", "Forget that my locker code is 4417")
+	assert.Equal(t, code.ID, forgot)
+	settled(t, p)
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=forgotten", "", &list))
+	require.Len(t, list.Memories, 1)
+	assert.Equal(t, code.ID, list.Memories[0].ID)
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=raw", "", &list))
+	for _, m := range list.Memories {
+		assert.NotContains(t, m.Text, "Forget that", "the forget request is never stored")
+	}
+	chat(t, p, "alice", false, user("What is my locker code?"))
+	sys := systemOf(up.LastChat(t))
+	assert.NotContains(t, sys, "Alice's locker code is 4417.", "hidden: never injected")
+	assert.Contains(t, sys, "gym", "a weak match is kept")
+
+	// Restored, it comes back.
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/memories/"+code.ID+"/restore", "", nil))
+	chat(t, p, "alice", false, user("Tell me my locker code again"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Alice's locker code is 4417.")
+
+	// Negated, or not at the start: nothing hidden.
+	for _, msg := range []string{"Don't forget that my locker code is 4417.", "I told him: forget that my locker code is 4417.", "Не забудь, что мой код 4417"} {
+		assert.Empty(t, post(t, p, "alice", msg), msg)
+	}
+	var got adminMemory
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+code.ID, "", &got))
+	assert.Equal(t, "curated", got.Type)
+}
+
+// post sends one chat and returns its X-Vera-Forgot header.
+func post(t *testing.T, p *inProcess, ns, msg string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.addr+"/api/chat",
+		strings.NewReader(`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":`+jsonString(msg)+`}]}`))
+	require.NoError(t, err)
+	req.Header.Set("X-OpenWebUI-User-Id", ns)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Contains(t, res.Header.Get("Access-Control-Expose-Headers"), "X-Vera-Forgot")
+	return res.Header.Get("X-Vera-Forgot")
+}
+
+func jsonString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,177 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Command is what a user's message asks of memory at once (SPEC §4): to
+// remember a statement, or to forget what matches it.
+type Command int
+
+const (
+	// NoCommand: the message asks nothing of memory.
+	NoCommand Command = iota
+	// Remember stores the statement as a curated memory now.
+	Remember
+	// Forget hides the memories that hold every content term of the
+	// statement.
+	Forget
+)
+
+// Commands carries out memory commands on a store. Phrases are read at
+// each message, so an edit of the prompts file applies at once.
+type Commands struct {
+	Store  Store
+	Embed  Embedder // nil: stored without a vector (the backfill adds it)
+	Tokens *Tokenizer
+	// Phrases returns the command phrases, "remember: PHRASE" and
+	// "forget: PHRASE" lines (prompts.Dir.Commands).
+	Phrases func() string
+	Now     func() time.Time
+}
+
+func (c *Commands) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Parse tells whether the user's own text begins with a command phrase,
+// and returns the statement that follows it. A phrase counts only at the
+// very start, whole, and followed by a statement.
+func (c *Commands) Parse(text string) (Command, string) {
+	if c == nil || c.Phrases == nil {
+		return NoCommand, ""
+	}
+	text = strings.TrimSpace(text)
+	lower := strings.ToLower(text)
+	best, kind := 0, NoCommand
+	for _, line := range strings.Split(c.Phrases(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, phrase, ok := strings.Cut(line, ":")
+		phrase = strings.ToLower(strings.TrimSpace(phrase))
+		if !ok || phrase == "" || !strings.HasPrefix(lower, phrase) || len(phrase) <= best {
+			continue
+		}
+		if rest := lower[len(phrase):]; rest != "" && !strings.HasSuffix(phrase, ":") {
+			// A whole phrase: "forget that" is not "forget thatcher".
+			if r := []rune(rest)[0]; unicode.IsLetter(r) || unicode.IsDigit(r) {
+				continue
+			}
+		}
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "remember":
+			best, kind = len(phrase), Remember
+		case "forget":
+			best, kind = len(phrase), Forget
+		}
+	}
+	if kind == NoCommand {
+		return NoCommand, ""
+	}
+	// The phrase matched lower-cased; lower-casing keeps byte lengths for
+	// the scripts phrases are written in, so the statement is cut from the
+	// original text.
+	statement := text[min(best, len(text)):]
+	statement = strings.TrimFunc(statement, func(r rune) bool { return unicode.IsSpace(r) || r == ':' || r == ',' || r == '-' || r == '—' })
+	if statement == "" {
+		return NoCommand, ""
+	}
+	return kind, statement
+}
+
+// Remember stores statement as a curated memory of ns now, unless the
+// namespace holds it already; it returns the memory's id.
+func (c *Commands) Remember(ctx context.Context, ns, statement string) (string, error) {
+	statement = strings.TrimSpace(statement)
+	if r := []rune(statement); len(r) > 0 {
+		statement = string(unicode.ToUpper(r[0])) + string(r[1:])
+	}
+	key := normalize(statement)
+	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Curated}}, Text: statement, Limit: 20})
+	if err != nil {
+		return "", fmt.Errorf("remember: %w", err)
+	}
+	for _, h := range hits {
+		if normalize(h.Text) == key {
+			return h.ID, nil // asked again (a regenerate): once
+		}
+	}
+	m := Memory{ID: NewID(), Namespace: ns, Type: Curated, Text: statement, Time: c.now().UTC(),
+		Metadata: map[string]any{"source": "remember"}}
+	if c.Tokens != nil {
+		m.Tokens = c.Tokens.Count(m.Text)
+	}
+	if c.Embed != nil {
+		if v, err := c.Embed.Embed(ctx, []string{m.Text}); err == nil && len(v) == 1 {
+			m.Vector = v[0]
+		}
+	}
+	if err := c.Store.Upsert(ctx, m); err != nil {
+		return "", fmt.Errorf("remember: %w", err)
+	}
+	return m.ID, nil
+}
+
+// Forget hides the memories of ns (raw turns, curated memories, rules)
+// that hold every content term of statement (Terms: stemmed, stop words
+// left out): a soft delete, restorable. A statement without content terms
+// hides nothing. It returns the ids it hid.
+func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, error) {
+	want := Terms(statement)
+	if len(want) == 0 {
+		return nil, nil
+	}
+	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Raw, Curated, Rule}}, Text: statement, Limit: 500})
+	if err != nil {
+		return nil, fmt.Errorf("forget: %w", err)
+	}
+	var hidden []Memory
+	for _, h := range hits {
+		if holdsAll(h.Text, want) {
+			m, err := c.Store.Get(ctx, h.ID) // whole, vector included
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("forget: %w", err)
+			}
+			m.Hide(c.now())
+			hidden = append(hidden, m)
+		}
+	}
+	if len(hidden) == 0 {
+		return nil, nil
+	}
+	if err := c.Store.Upsert(ctx, hidden...); err != nil {
+		return nil, fmt.Errorf("forget: %w", err)
+	}
+	ids := make([]string, len(hidden))
+	for i, m := range hidden {
+		ids[i] = m.ID
+	}
+	return ids, nil
+}
+
+// holdsAll reports whether every term of want is among text's terms.
+func holdsAll(text string, want []string) bool {
+	have := map[string]bool{}
+	for _, t := range Terms(text) {
+		have[t] = true
+	}
+	for _, t := range want {
+		if !have[t] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,80 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/prompts"
+)
+
+func TestCommandParse(t *testing.T) {
+	c := &memory.Commands{Phrases: func() string { return prompts.Default(prompts.MemoryCommands) + "\nremember: note to self:" }}
+	for text, want := range map[string]struct {
+		kind      memory.Command
+		statement string
+	}{
+		"Remember that my bike is blue.":         {memory.Remember, "my bike is blue."},
+		"remember: Ana's birthday is 3 May":      {memory.Remember, "Ana's birthday is 3 May"},
+		"Please remember that I'm vegetarian":    {memory.Remember, "I'm vegetarian"},
+		"Запомни, что я живу в Лиссабоне":        {memory.Remember, "я живу в Лиссабоне"},
+		"Forget that my locker code is 4417":     {memory.Forget, "my locker code is 4417"},
+		"забудь про мой старый адрес":            {memory.Forget, "мой старый адрес"},
+		"Note to self: buy milk":                 {memory.Remember, "buy milk"},
+		"Don't forget that my exam is on Friday": {},
+		"Не забудь, что у меня экзамен":          {},
+		"I said: forget that my code is 4417":    {},
+		"Forget thatcher, tell me about Blair":   {},
+		"Remember that":                          {},
+		"What do you remember that I said?":      {},
+	} {
+		kind, statement := c.Parse(text)
+		assert.Equal(t, want.kind, kind, text)
+		assert.Equal(t, want.statement, statement, text)
+	}
+	kind, _ := (*memory.Commands)(nil).Parse("remember that x")
+	assert.Equal(t, memory.NoCommand, kind, "no commands configured")
+}
+
+// Forget hides strong matches only (every content word), restorably;
+// Remember stores the statement once.
+func TestCommandRememberAndForget(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(ctx, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	c := &memory.Commands{Store: db, Now: func() time.Time { return now }}
+	code := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Curated, Text: "Alice's locker code is 4417.", Time: now}
+	gym := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Curated, Text: "Alice's locker is in the gym.", Time: now}
+	other := memory.Memory{ID: memory.NewID(), Namespace: "b", Type: memory.Curated, Text: "Bob's locker code is 4417.", Time: now}
+	require.NoError(t, db.Upsert(ctx, code, gym, other))
+
+	ids, err := c.Forget(ctx, "a", "my locker code is 4417")
+	require.NoError(t, err)
+	assert.Equal(t, []string{code.ID}, ids, "the gym memory lacks 'code' and '4417': a weak match is kept")
+	got, err := db.Get(ctx, code.ID)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Forgotten, got.Type)
+	got, err = db.Get(ctx, other.ID)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Curated, got.Type, "another namespace is untouched")
+	ids, err = c.Forget(ctx, "a", "that")
+	require.NoError(t, err)
+	assert.Empty(t, ids, "no content word, nothing hidden")
+
+	id, err := c.Remember(ctx, "a", "my bike is blue")
+	require.NoError(t, err)
+	m, err := db.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "My bike is blue", m.Text)
+	assert.Equal(t, memory.Curated, m.Type)
+	again, err := c.Remember(ctx, "a", "My bike is blue")
+	require.NoError(t, err)
+	assert.Equal(t, id, again, "asked twice, stored once")
+}
