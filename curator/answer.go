@@ -24,6 +24,11 @@ type Answer struct {
 type CuratedTurn struct {
 	Content   string   `json:"content"`
 	SourceIDs []string `json:"source_ids"`
+	// Key names what the memory is about ("home city", "employer"): a
+	// newer memory with the key of an older one of the namespace
+	// supersedes it. Supersedes names that older memory outright.
+	Key        string `json:"key,omitempty"`
+	Supersedes string `json:"supersedes,omitempty"`
 }
 
 // Rule is a permanent rule, stored as a rule memory of the namespace whose
@@ -44,7 +49,9 @@ var Schema = json.RawMessage(`{
   "properties": {
     "new_curated_turns": {"type": "array", "items": {"type": "object", "properties": {
       "content": {"type": "string"},
-      "source_ids": {"type": "array", "items": {"type": "string"}}
+      "source_ids": {"type": "array", "items": {"type": "string"}},
+      "key": {"type": "string"},
+      "supersedes": {"type": "string"}
     }, "required": ["content", "source_ids"]}},
     "permanent_rules": {"type": "array", "items": {"type": "object", "properties": {
       "rule": {"type": "string"},
@@ -160,6 +167,9 @@ func (a *Answer) validate(batch, shown map[string]bool) error {
 			if !batch[id] {
 				return fmt.Errorf("new_curated_turns[%d]: source id %q is not a raw turn of this batch", i, id)
 			}
+		}
+		if c.Supersedes != "" && !shown[c.Supersedes] {
+			return fmt.Errorf("new_curated_turns[%d]: supersedes %q, which is not a curated memory shown to the curator", i, c.Supersedes)
 		}
 	}
 	for _, id := range a.Deletions {

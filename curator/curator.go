@@ -117,13 +117,17 @@ type Result struct {
 	Finished      time.Time `json:"finished"`
 	// Preview lists, on a dry run, what the run would have written.
 	Preview *Preview `json:"preview,omitempty"`
+	// Superseded lists the curated memories a newer one superseded (kept
+	// as the past, no longer injected as current).
+	Superseded []string `json:"superseded,omitempty"`
 }
 
 // Preview is what a dry run would have changed.
 type Preview struct {
-	Curated []string   `json:"curated"`
-	Deleted []Deletion `json:"deleted"`
-	Rules   []string   `json:"rules"`
+	Curated    []string   `json:"curated"`
+	Deleted    []Deletion `json:"deleted"`
+	Rules      []string   `json:"rules"`
+	Superseded []Deletion `json:"superseded"`
 }
 
 // Deletion is a memory a dry run would delete, with what it says; Type
@@ -212,7 +216,7 @@ func (c *Curator) run(ctx context.Context, o Options) Result {
 	start := c.now()
 	res := Result{Status: StatusOK, Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
 	if o.DryRun {
-		res.Preview = &Preview{Curated: []string{}, Deleted: []Deletion{}, Rules: []string{}}
+		res.Preview = &Preview{Curated: []string{}, Deleted: []Deletion{}, Rules: []string{}, Superseded: []Deletion{}}
 	}
 	spaces, err := c.namespaces(ctx, o)
 	if err != nil {
@@ -266,6 +270,7 @@ func (r *Result) add(ns string, nr Result) {
 	r.Deleted += nr.Deleted
 	r.Rules += nr.Rules
 	r.FailedBatches += nr.FailedBatches
+	r.Superseded = append(r.Superseded, nr.Superseded...)
 	r.Summary = join(r.Summary, " ", nr.Summary)
 	if nr.Status == StatusError {
 		r.Status, r.Error = StatusError, join(r.Error, "; ", ns+": "+nr.Error)
@@ -344,7 +349,7 @@ func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time,
 	if err := c.carryOut(ctx, leftovers, res); err != nil {
 		return err
 	}
-	return c.curateBatches(ctx, ns, todo, c.sample(curated), until, res)
+	return c.curateBatches(ctx, ns, todo, curated, until, res)
 }
 
 // ForgottenFor is how long a forgotten memory stays restorable; the
@@ -386,7 +391,8 @@ func (c *Curator) read(ctx context.Context, ns string, since, until time.Time) (
 // curateBatches asks the model about todo batch by batch and carries out
 // each valid answer's plan. A batch without a valid answer is left as it
 // was and reported.
-func (c *Curator) curateBatches(ctx context.Context, ns string, todo, sample []memory.Memory, runAt time.Time, res *Result) error {
+func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []memory.Memory, runAt time.Time, res *Result) error {
+	sample := c.sample(curated)
 	var rules ruleSet
 	var failures []string
 	for _, batch := range c.batches(todo) {
@@ -405,8 +411,13 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, sample []m
 		for _, m := range sample {
 			p.shown = append(p.shown, m.ID)
 		}
+		p.supersede(ans, curated)
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
+		}
+		if !res.DryRun {
+			// Later batches supersede what this one wrote.
+			curated = append(slices.Clone(curated), p.curated...)
 		}
 		if len(p.curatedGone) > 0 && !res.DryRun {
 			// What this run replaced is not shown again, nor taken for a
@@ -467,6 +478,7 @@ type promptTurn struct {
 	ID        string `json:"id"`
 	Timestamp string `json:"timestamp"`
 	Text      string `json:"text"`
+	Key       string `json:"key,omitempty"`
 }
 
 // ask sends one batch, retrying an answer that is not valid.
@@ -529,7 +541,8 @@ func (c *Curator) prompt(batch, sample []memory.Memory) (system, user string, er
 func (c *Curator) promptTurns(ms []memory.Memory) []promptTurn {
 	out := make([]promptTurn, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text})
+		key, _ := m.Metadata["key"].(string)
+		out = append(out, promptTurn{m.ID, m.Time.In(c.loc()).Format(time.RFC3339), m.Text, key})
 	}
 	return out
 }

@@ -809,3 +809,95 @@ func TestForgottenMemoriesExpire(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, memory.Forgotten, got.Type)
 }
+
+// A new curated memory supersedes an older one of the namespace with the
+// same key, or the one it names: the older is kept, marked, listed in the
+// run's result, and injected only as the past. A preference that comes
+// back is the newest again.
+func TestSupersession(t *testing.T) {
+	ctx := context.Background()
+	var answer func(batch []string) string
+	var f *fixture
+	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
+		var in struct {
+			Raw []struct{ ID string } `json:"raw_turns"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(user), &in))
+		var ids []string
+		for _, r := range in.Raw {
+			ids = append(ids, r.ID)
+		}
+		return answer(ids), nil
+	})
+	curated := func(id, text, key string, age time.Duration) memory.Memory {
+		m := memory.Memory{ID: id, Namespace: "alice", Type: memory.Curated, Text: text, Time: now.Add(-age)}
+		if key != "" {
+			m.Metadata = map[string]any{"key": key}
+		}
+		return m
+	}
+	home := curated(memory.NewID(), "User: Where do I live?\nAssistant: In Porto.", "home city", 100*time.Hour)
+	job := curated(memory.NewID(), "User: Where do I work?\nAssistant: At Acme.", "", 90*time.Hour)
+	require.NoError(t, f.store.Upsert(ctx, home, job))
+	answer = func(ids []string) string {
+		b, _ := json.Marshal(map[string]any{
+			"new_curated_turns": []map[string]any{
+				{"content": "User: Where do I live?\nAssistant: In Lisbon, since November 2026.", "source_ids": ids[:1], "key": "Home City"},
+				{"content": "User: Where do I work?\nAssistant: At Globex, since November 2026.", "source_ids": ids[:1], "supersedes": job.ID},
+			},
+			"permanent_rules": []any{}, "deletions": []any{}, "summary": "moved and changed jobs",
+		})
+		return string(b)
+	}
+	dry := f.cur.Run(ctx, Options{DryRun: true})
+	require.Equal(t, StatusOK, dry.Status, dry.Error)
+	assert.ElementsMatch(t, []Deletion{{ID: home.ID, Type: memory.Curated, Text: home.Text}, {ID: job.ID, Type: memory.Curated, Text: job.Text}}, dry.Preview.Superseded)
+	res := f.cur.Run(ctx, Options{})
+	require.Equal(t, StatusOK, res.Status, res.Error)
+	assert.ElementsMatch(t, []string{home.ID, job.ID}, res.Superseded)
+	for _, id := range []string{home.ID, job.ID} {
+		m, err := f.store.Get(ctx, id)
+		require.NoError(t, err, "kept, as the past")
+		assert.NotNil(t, m.Metadata["superseded_by"])
+	}
+
+	// Recall: Lisbon is current, Porto is the past.
+	b := memory.NewBuilder(f.store, nil, nil)
+	mc := b.Recall(ctx, memory.Request{Namespace: "alice", SemanticOnly: true, Messages: []memory.Message{{Role: "user", Content: "Where do I live?"}}})
+	require.NoError(t, mc.Err)
+	assert.Contains(t, mc.System, "Assistant: In Lisbon")
+	assert.Contains(t, mc.System, "(past, superseded on 2026-11-22) User: Where do I live?\nAssistant: In Porto.")
+	assert.NotContains(t, mc.System, "\nUser: Where do I live?\nAssistant: In Porto.", "never as current")
+
+	// A preference, changed and then changed back: the newest is current.
+	var drinks []string
+	for _, drink := range []string{"tea", "coffee", "tea again"} {
+		raw := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw, Text: "User: I drink " + drink + " now\nAssistant: Noted.", Time: now.Add(-time.Hour)}
+		require.NoError(t, f.store.Upsert(ctx, raw))
+		answer = func(ids []string) string {
+			b, _ := json.Marshal(map[string]any{
+				"new_curated_turns": []map[string]any{{"content": "User: What do I drink?\nAssistant: " + drink + ".", "source_ids": ids, "key": "drink"}},
+				"permanent_rules":   []any{}, "deletions": ids, "summary": "drink",
+			})
+			return string(b)
+		}
+		res := f.cur.Run(ctx, Options{})
+		require.Equal(t, StatusOK, res.Status, res.Error)
+		for _, m := range f.all(t, memory.Curated) {
+			if strings.HasSuffix(m.Text, "Assistant: "+drink+".") {
+				drinks = append(drinks, m.ID)
+			}
+		}
+	}
+	require.Len(t, drinks, 3)
+	current := 0
+	for _, id := range drinks {
+		m, err := f.store.Get(ctx, id)
+		require.NoError(t, err)
+		if m.Metadata["superseded_by"] == nil {
+			current++
+			assert.Equal(t, drinks[2], id, "the reverted preference is the newest, and current")
+		}
+	}
+	assert.Equal(t, 1, current)
+}

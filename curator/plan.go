@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -31,6 +34,42 @@ type plan struct {
 	// batch are the ids of the raw turns the answer was given, and shown
 	// those of the curated memories it was shown.
 	batch, shown []string
+	// superseded are the older curated memories the new ones supersede.
+	superseded []supersession
+}
+
+// supersession: the curated memory old is superseded by the new one by.
+type supersession struct{ old, by string }
+
+// Key normalises a subject key: case, spacing and punctuation aside,
+// "Home city" and "home-city" are one key.
+func Key(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), " ")
+}
+
+// supersede decides which curated memories of the namespace the answer's
+// new ones supersede: the one each names in "supersedes", and every
+// current one with its key (SPEC §5). Only the newest memory per key
+// stays current; the older ones are kept, as the past.
+func (p *plan) supersede(a *Answer, curated []memory.Memory) {
+	for i, ct := range a.NewCurated {
+		if i >= len(p.curated) {
+			break
+		}
+		by := p.curated[i].ID
+		key := Key(ct.Key)
+		for _, m := range curated {
+			if m.ID == by || m.Metadata["superseded_by"] != nil || slices.Contains(p.curatedGone, m.ID) {
+				continue
+			}
+			mk, _ := m.Metadata["key"].(string)
+			if m.ID == ct.Supersedes || key != "" && Key(mk) == key {
+				p.superseded = append(p.superseded, supersession{old: m.ID, by: by})
+			}
+		}
+	}
 }
 
 // planLeftovers splits raws into the turns an interrupted run already
@@ -102,6 +141,9 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 		Time: runAt.UTC(), Model: c.ModelName,
 		Metadata: map[string]any{"source_ids": toAny(ct.SourceIDs), "curated_at": runAt.UTC().Format(time.RFC3339)},
 	}
+	if k := Key(ct.Key); k != "" {
+		m.Metadata["key"] = k
+	}
 	var newest time.Time
 	for _, id := range ct.SourceIDs {
 		if t := byID[id].Time; t.After(newest) {
@@ -151,6 +193,13 @@ func (c *Curator) preview(ctx context.Context, p plan, res *Result) {
 	for _, m := range p.rules {
 		res.Preview.Rules = append(res.Preview.Rules, m.Text)
 	}
+	for _, sp := range p.superseded {
+		d := Deletion{ID: sp.old}
+		if m, err := c.Store.Get(ctx, sp.old); err == nil {
+			d.Type, d.Text = m.Type, m.Text
+		}
+		res.Preview.Superseded = append(res.Preview.Superseded, d)
+	}
 	res.Curated += len(p.curated)
 	res.Deleted += len(deleted)
 	res.Rules += len(p.rules)
@@ -185,6 +234,9 @@ func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
 			return fmt.Errorf("writing curated memories: %w", err)
 		}
 		res.Curated += len(p.curated)
+	}
+	if err := c.markSuperseded(ctx, p.superseded, res); err != nil {
+		return fmt.Errorf("marking superseded memories: %w", err)
 	}
 	if err := c.delete(ctx, p.rawGone, res); err != nil {
 		return fmt.Errorf("deleting curated raw turns: %w", err)
@@ -256,6 +308,33 @@ func (c *Curator) embed(ctx context.Context, ms []memory.Memory) {
 	for i := range ms {
 		ms[i].Vector = vecs[i]
 	}
+}
+
+// markSuperseded records on each older memory what superseded it and
+// when; the memory keeps its text and dates.
+func (c *Curator) markSuperseded(ctx context.Context, sps []supersession, res *Result) error {
+	if len(sps) == 0 {
+		return nil
+	}
+	var ms []memory.Memory
+	for _, sp := range sps {
+		m, err := c.Store.Get(ctx, sp.old)
+		if errors.Is(err, memory.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		md := maps.Clone(m.Metadata)
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["superseded_by"], md["superseded_at"] = sp.by, c.now().UTC().Format(time.RFC3339)
+		m.Metadata = md
+		ms = append(ms, m)
+		res.Superseded = append(res.Superseded, m.ID)
+	}
+	return c.Store.Upsert(ctx, ms...)
 }
 
 // delete deletes ids from the store and counts them.

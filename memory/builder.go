@@ -441,6 +441,12 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		if !days[day] {
 			n += header
 		}
+		if past := pastMark(h.Memory); past != "" {
+			// Superseded by a newer memory of the same key: kept for
+			// questions about the past, never given as current.
+			h.Text = past + h.Text
+			n += b.count(past)
+		}
 		if n > left {
 			return
 		}
@@ -490,6 +496,19 @@ func (b *Builder) around(ctx context.Context, h Hit) []Hit {
 		out = append(out, Hit{Memory: next[len(next)-1]})
 	}
 	return out
+}
+
+// pastMark is what a superseded memory is rendered after: "(past,
+// superseded on 2026-11-20) ", or "" for a current memory.
+func pastMark(m Memory) string {
+	if m.Metadata["superseded_by"] == nil {
+		return ""
+	}
+	at, _ := m.Metadata["superseded_at"].(string)
+	if len(at) >= len(time.DateOnly) {
+		return "(past, superseded on " + at[:len(time.DateOnly)] + ") "
+	}
+	return "(past, superseded) "
 }
 
 // renderDays puts hits in time order (in place) and renders them, one
