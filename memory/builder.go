@@ -421,6 +421,14 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		c.Err = fmt.Errorf("semantic layer: %w", err)
 		return nil
 	}
+	// Recency breaks ties: of two memories that match as well, the newer
+	// is likelier true now.
+	slices.SortStableFunc(hits, func(x, y Hit) int {
+		if c := cmp.Compare(y.Score, x.Score); c != 0 {
+			return c
+		}
+		return y.Time.Compare(x.Time)
+	})
 	intro := b.count(semanticIntro) + 2
 	left := c.SemanticBudget - intro
 	// Every date header has the same shape, and so the same count. The

@@ -317,3 +317,33 @@ func TestBuilderGolden(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(want), out.String())
 }
+
+// The turns just before and after one of the best hits come with it, as
+// its context, when they are part of the same exchange (minutes apart):
+// here the answer to a question lies in the turn after the one that
+// matches. One date header serves a day's memories.
+func TestBuilderContextAroundAHit(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	b := memory.NewBuilder(db, nil, tok)
+	at := func(m time.Duration, user, assistant string) memory.Memory {
+		text := memory.FormatExchange(user, assistant)
+		return memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: text, Time: day.Add(m), Tokens: tok.Count(text)}
+	}
+	question := at(0, "My son had an accident on the bike yesterday.", "Oh no! How is he?")
+	answer := at(2*time.Minute, "He has a broken arm, but he is brave.", "Glad it is not worse.")
+	later := at(3*time.Hour, "We watched a film tonight.", "Nice.")
+	require.NoError(t, db.Upsert(context.Background(), question, answer, later))
+
+	mc := b.Recall(context.Background(), memory.Request{Namespace: "a", SemanticOnly: true, Messages: msgs("user", "What happened in the accident?")})
+	require.NoError(t, mc.Err)
+	var ids []string
+	for _, h := range mc.Semantic {
+		ids = append(ids, h.ID)
+	}
+	assert.Equal(t, []string{question.ID, answer.ID}, ids, "the matching turn and the one after it, in time order; not a turn hours away")
+	assert.Equal(t, 1, strings.Count(mc.System, "["+day.Format(time.DateOnly)+"]"), "one header for the day")
+	assert.Contains(t, mc.System, "broken arm")
+}
