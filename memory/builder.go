@@ -409,14 +409,6 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
 	}
 	hits, err := b.store.Search(ctx, q)
-	if err == nil && len(hits) >= 2 {
-		// Pseudo-relevance feedback: the words the best hits share widen
-		// the query (RM3).
-		if exp := feedback(lexical, hits); exp != "" {
-			q.Text = lexical + "\n" + lexical + "\n" + exp
-			hits, err = b.store.Search(ctx, q)
-		}
-	}
 	if err != nil {
 		c.Err = fmt.Errorf("semantic layer: %w", err)
 		return nil
@@ -534,53 +526,6 @@ func renderDays(hits []Hit) []string {
 		block[len(block)-1] += "\n\n" + h.Text
 	}
 	return block
-}
-
-// Pseudo-relevance feedback (RM3, as Anserini runs it): the terms most
-// present in the feedbackDocs best hits, feedbackTerms of them, not in
-// the query, are added at a third of the query's weight.
-const (
-	feedbackDocs  = 10
-	feedbackTerms = 10
-)
-
-// feedback returns the expansion terms of query from its hits: each hit
-// weighs in by its rank, each term by its share of the hit's terms; a term
-// must occur in two hits or more.
-func feedback(query string, hits []Hit) string {
-	in := map[string]bool{}
-	for _, t := range Terms(query) {
-		in[t] = true
-	}
-	weight := map[string]float64{}
-	docs := map[string]int{}
-	for rank, h := range hits[:min(feedbackDocs, len(hits))] {
-		ts := Terms(h.Text)
-		seen := map[string]bool{}
-		for _, t := range ts {
-			if in[t] {
-				continue
-			}
-			weight[t] += 1 / float64(rank+1) / float64(len(ts))
-			if !seen[t] {
-				seen[t] = true
-				docs[t]++
-			}
-		}
-	}
-	var terms []string
-	for t := range weight {
-		if docs[t] >= 2 {
-			terms = append(terms, t)
-		}
-	}
-	slices.SortFunc(terms, func(a, b string) int {
-		if c := cmp.Compare(weight[b], weight[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	return strings.Join(terms[:min(feedbackTerms, len(terms))], " ")
 }
 
 // recent fills the recent layer: newest first until the budget runs out,
