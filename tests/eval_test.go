@@ -70,3 +70,50 @@ func TestEvalRouting(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "line 2")
 }
+
+// locomoDir finds the shared LoCoMo files (CC BY-NC: never in this
+// repository): VERA_LOCOMO_DIR, else shared/bench/locomo beside the
+// checkout or one of its parents.
+func locomoDir(t *testing.T) string {
+	if d := os.Getenv("VERA_LOCOMO_DIR"); d != "" {
+		return d
+	}
+	dir, err := filepath.Abs("..")
+	require.NoError(t, err)
+	for range 3 {
+		dir = filepath.Dir(dir)
+		if d := filepath.Join(dir, "shared", "bench", "locomo"); exists(d) {
+			return d
+		}
+	}
+	return ""
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Recall on the shared LoCoMo files cannot silently fall below what this
+// version reached (0.8505 at 2000 tokens, lexical only), nor spend more
+// than the budget.
+func TestLocomoRecallFloor(t *testing.T) {
+	dir := locomoDir(t)
+	if dir == "" {
+		t.Skip("the LoCoMo files are not on this machine (set VERA_LOCOMO_DIR, or put them in shared/bench/locomo beside the checkout)")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, dir)
+	code, out, errOut := runVera(t, nil, append([]string{"eval", "locomo", "--budget", "2000", "--embedder", "none"}, files...)...)
+	require.Equal(t, 0, code, errOut)
+	var res struct {
+		Questions      int     `json:"questions"`
+		EvidenceRecall float64 `json:"evidence_recall"`
+		TokensMean     float64 `json:"tokens_mean"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	t.Logf("LoCoMo at 2000 tokens: %s", out)
+	assert.GreaterOrEqual(t, res.EvidenceRecall, 0.85, "evidence recall fell below the floor this version reached")
+	assert.LessOrEqual(t, res.TokensMean, 2000.0)
+}
