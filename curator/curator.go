@@ -411,7 +411,8 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 		for _, m := range sample {
 			p.shown = append(p.shown, m.ID)
 		}
-		p.supersede(ans, curated)
+		p.dropRepeats(curated)
+		p.supersede(curated)
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
 		}

@@ -901,3 +901,71 @@ func TestSupersession(t *testing.T) {
 	}
 	assert.Equal(t, 1, current)
 }
+
+// A fact told ten times is one memory after a run, and a turn whose answer
+// quotes an injected memory does not make that memory a second time; the
+// raw turns go either way.
+func TestRepetitionIsOneMemory(t *testing.T) {
+	ctx := context.Background()
+	var answer func(ids []string) string
+	var f *fixture
+	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
+		var in struct {
+			Raw []struct{ ID string } `json:"raw_turns"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(user), &in))
+		var ids []string
+		for _, r := range in.Raw {
+			ids = append(ids, r.ID)
+		}
+		return answer(ids), nil
+	})
+	require.NoError(t, f.store.Delete(ctx, f.turns[1].ID, f.turns[2].ID, f.turns[3].ID))
+	var raws []memory.Memory
+	for i := range 10 {
+		raws = append(raws, memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw,
+			Text: "User: My locker code is 4417, remember it.\nAssistant: Got it.", Time: now.Add(-time.Duration(10-i) * time.Minute)})
+	}
+	require.NoError(t, f.store.Upsert(ctx, raws...))
+	answer = func(ids []string) string {
+		var turns []map[string]any
+		for _, id := range ids {
+			turns = append(turns, map[string]any{"content": "User: What is my locker code?\nAssistant: Your locker code is 4417.", "source_ids": []string{id}})
+		}
+		b, _ := json.Marshal(map[string]any{"new_curated_turns": turns, "permanent_rules": []any{}, "deletions": []any{}, "summary": "code"})
+		return string(b)
+	}
+	res := f.cur.Run(ctx, Options{})
+	require.Equal(t, StatusOK, res.Status, res.Error)
+	var codes []memory.Memory
+	for _, m := range f.all(t, memory.Curated) {
+		if strings.Contains(m.Text, "4417") {
+			codes = append(codes, m)
+		}
+	}
+	require.Len(t, codes, 1, "ten tellings, one memory")
+	for _, r := range raws {
+		_, err := f.store.Get(ctx, r.ID)
+		assert.ErrorIs(t, err, memory.ErrNotFound, "distilled: the raw turn goes")
+	}
+
+	// Next day: the answer quoted the injected memory.
+	quote := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw,
+		Text: "User: What's my locker code again?\nAssistant: Your locker code is 4417.", Time: now.Add(-time.Minute)}
+	require.NoError(t, f.store.Upsert(ctx, quote))
+	answer = func(ids []string) string {
+		b, _ := json.Marshal(map[string]any{"new_curated_turns": []map[string]any{{"content": "User: What is my locker code?\nAssistant: Your locker code is 4417.", "source_ids": ids}},
+			"permanent_rules": []any{}, "deletions": []any{}, "summary": "code again"})
+		return string(b)
+	}
+	res = f.cur.Run(ctx, Options{})
+	require.Equal(t, StatusOK, res.Status, res.Error)
+	assert.Zero(t, res.Curated)
+	n := 0
+	for _, m := range f.all(t, memory.Curated) {
+		if strings.Contains(m.Text, "4417") {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "not a second time")
+}

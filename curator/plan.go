@@ -49,27 +49,50 @@ func Key(s string) string {
 	}), " ")
 }
 
-// supersede decides which curated memories of the namespace the answer's
-// new ones supersede: the one each names in "supersedes", and every
-// current one with its key (SPEC §5). Only the newest memory per key
-// stays current; the older ones are kept, as the past.
-func (p *plan) supersede(a *Answer, curated []memory.Memory) {
-	for i, ct := range a.NewCurated {
-		if i >= len(p.curated) {
-			break
-		}
-		by := p.curated[i].ID
-		key := Key(ct.Key)
+// supersede decides which curated memories of the namespace the new ones
+// supersede: the one each names in "supersedes", and every current one
+// with its key (SPEC §5). Only the newest memory per key stays current;
+// the older ones are kept, as the past.
+func (p *plan) supersede(curated []memory.Memory) {
+	for _, n := range p.curated {
+		key, _ := n.Metadata["key"].(string)
+		names, _ := n.Metadata["supersedes"].(string)
 		for _, m := range curated {
-			if m.ID == by || m.Metadata["superseded_by"] != nil || slices.Contains(p.curatedGone, m.ID) {
+			if !current(m) || slices.Contains(p.curatedGone, m.ID) {
 				continue
 			}
 			mk, _ := m.Metadata["key"].(string)
-			if m.ID == ct.Supersedes || key != "" && Key(mk) == key {
-				p.superseded = append(p.superseded, supersession{old: m.ID, by: by})
+			if m.ID == names || key != "" && Key(mk) == key {
+				p.superseded = append(p.superseded, supersession{old: m.ID, by: n.ID})
 			}
 		}
 	}
+}
+
+// current reports whether a curated memory is current: not superseded.
+func current(m memory.Memory) bool { return m.Metadata["superseded_by"] == nil }
+
+// dropRepeats leaves out the new curated memories that say nothing a
+// current curated memory of the namespace, or an earlier new one, does
+// not already say: every content word of theirs is in it. A fact told ten
+// times is one memory, and an answer that quoted an injected memory does
+// not make it a second time. Their raw turns still go: they are
+// accounted for.
+func (p *plan) dropRepeats(curated []memory.Memory) {
+	var kept []memory.Memory
+	for _, n := range p.curated {
+		repeat := false
+		for _, m := range slices.Concat(curated, kept) {
+			if m.Type == memory.Curated && current(m) && !slices.Contains(p.curatedGone, m.ID) && memory.Repeats(n.Text, m.Text) {
+				repeat = true
+				break
+			}
+		}
+		if !repeat {
+			kept = append(kept, n)
+		}
+	}
+	p.curated = kept
 }
 
 // planLeftovers splits raws into the turns an interrupted run already
@@ -143,6 +166,9 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 	}
 	if k := Key(ct.Key); k != "" {
 		m.Metadata["key"] = k
+	}
+	if ct.Supersedes != "" {
+		m.Metadata["supersedes"] = ct.Supersedes
 	}
 	var newest time.Time
 	for _, id := range ct.SourceIDs {

@@ -162,6 +162,14 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	return ids, nil
 }
 
+// Repeats reports whether text says nothing that other does not: every
+// content term of text (Terms) is in other. A text without content terms
+// repeats nothing.
+func Repeats(text, other string) bool {
+	want := Terms(text)
+	return len(want) > 0 && holdsAll(other, want)
+}
+
 // holdsAll reports whether every term of want is among text's terms.
 func holdsAll(text string, want []string) bool {
 	have := map[string]bool{}
