@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The harness at its tiny size, so that it cannot rot: every measurement
+// runs and the JSON holds every section. The figures mean nothing here.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds vera and runs it")
+	}
+	out := filepath.Join(t.TempDir(), "bench.json")
+	// The harness builds vera from the checkout: run from its root.
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.NoError(t, os.Chdir(".."))
+	t.Cleanup(func() { os.Chdir(wd) })
+	require.NoError(t, run(context.Background(), []string{"--quick", "--json", out}, io.Discard, logWriter{t}))
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var r Results
+	require.NoError(t, json.Unmarshal(b, &r))
+	assert.True(t, r.Quick)
+	assert.Len(t, r.Overhead, 6, "three routes at concurrency 1 and 32")
+	for _, o := range r.Overhead {
+		assert.Positive(t, o.Direct.P50, o.Route)
+		assert.Positive(t, o.Vera.P50, o.Route)
+	}
+	require.Len(t, r.Streaming, 3)
+	assert.Positive(t, r.Streaming[2].TTFBP50)
+	require.Len(t, r.Memory, 1)
+	assert.Positive(t, r.Memory[0].OnP50)
+	assert.Positive(t, r.Resources.IdleRSSMB)
+}
+
+// logWriter sends the harness's progress to the test log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

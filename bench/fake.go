@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// fakeOllama answers Ollama's API at once, so that what is measured is
+// the path to it: version, tags, show, embed (constant time, reported
+// apart), and chat, whole or streamed. A streamed chat sends `chunks`
+// records `gap` apart; each carries the time it was sent (ns), so the
+// client can tell what the path added to each.
+type fakeOllama struct {
+	chunks int
+	gap    time.Duration
+	embed  time.Duration // how long an embedding takes
+}
+
+func (f *fakeOllama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/api/version":
+		writeJSON(w, map[string]string{"version": "0.24.0"})
+	case "/api/tags":
+		writeJSON(w, map[string]any{"models": []map[string]any{
+			{"name": "llama3.2:latest", "model": "llama3.2:latest", "size": 2019393189, "digest": "a80c4f17acd5", "details": map[string]any{"family": "llama", "parameter_size": "3.2B"}},
+			{"name": "nomic-embed-text:latest", "model": "nomic-embed-text:latest", "size": 274302450, "digest": "0a109f422b47", "details": map[string]any{"family": "nomic-bert"}},
+		}})
+	case "/api/show":
+		io.Copy(io.Discard, r.Body)
+		writeJSON(w, map[string]any{"modelfile": "FROM llama3.2", "template": "{{ .Prompt }}", "details": map[string]any{"family": "llama"},
+			"model_info": map[string]any{"llama.context_length": 131072}, "capabilities": []string{"completion", "tools"}})
+	case "/api/embed":
+		var req struct {
+			Input any `json:"input"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		n := 1
+		if in, ok := req.Input.([]any); ok {
+			n = len(in)
+		}
+		time.Sleep(f.embed)
+		vecs := make([][]float32, n)
+		for i := range vecs {
+			vecs[i] = make([]float32, 64)
+			vecs[i][i%64] = 1
+		}
+		writeJSON(w, map[string]any{"model": "nomic-embed-text", "embeddings": vecs})
+	case "/api/chat":
+		var req struct {
+			Stream *bool `json:"stream"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.Stream != nil && !*req.Stream {
+			writeJSON(w, map[string]any{"model": "llama3.2", "created_at": time.Now().UTC(), "message": map[string]string{"role": "assistant", "content": "Fine, thanks."},
+				"done": true, "done_reason": "stop", "eval_count": 3, "prompt_eval_count": 20})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fl, _ := w.(http.Flusher)
+		for i := range f.chunks {
+			if i > 0 && f.gap > 0 {
+				time.Sleep(f.gap)
+			}
+			fmt.Fprintf(w, `{"model":"llama3.2","message":{"role":"assistant","content":"t%d "},"done":false,"sent":%s}`+"\n", i, strconv.FormatInt(time.Now().UnixNano(), 10))
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		fmt.Fprintf(w, `{"model":"llama3.2","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","eval_count":%d,"sent":%d}`+"\n", f.chunks, time.Now().UnixNano())
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,125 @@
+// Command bench measures vera side by side with Ollama reached directly
+// and through a bare httputil.ReverseProxy, in one interleaved run, against
+// a fake Ollama that answers at once (SPEC §8). It prints a table and
+// writes the figures as JSON.
+//
+//	go run ./bench [--quick] [--json FILE]
+//
+// --quick runs every measurement at a tiny size (CI runs it, so the
+// harness cannot rot); figures from it mean nothing.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// sizes are how much each measurement does.
+type sizes struct {
+	requests int   // per path and route
+	chunks   int   // records of the streamed chat
+	streams  int   // streamed chats per path
+	stores   []int // memories in the store, for the memory figures
+	chats    int   // chats per store size
+}
+
+func sizesFor(quick bool) sizes {
+	if quick {
+		return sizes{requests: 8, chunks: 10, streams: 2, stores: []int{100}, chats: 4}
+	}
+	return sizes{requests: 2000, chunks: 200, streams: 50, stores: []int{1000, 10000, 100000}, chats: 200}
+}
+
+// Results is the harness's JSON.
+type Results struct {
+	Machine   string          `json:"machine"`
+	Quick     bool            `json:"quick"`
+	Overhead  []OverheadRow   `json:"overhead"`
+	Streaming []StreamRow     `json:"streaming"`
+	Memory    []MemoryRow     `json:"memory"`
+	Resources Resources       `json:"resources"`
+	Took      float64         `json:"took_s"`
+	Notes     []string        `json:"notes,omitempty"`
+	Extra     json.RawMessage `json:"extra,omitempty"`
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "tiny sizes, for CI")
+	jsonOut := fs.String("json", "", "write the figures as JSON to this file")
+	veraBin := fs.String("vera", "", "the vera binary (default: built from this checkout)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	start := time.Now()
+	work, err := os.MkdirTemp("", "vera-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	bin := *veraBin
+	if bin == "" {
+		if bin, err = buildVera(work); err != nil {
+			return err
+		}
+	}
+	sz := sizesFor(*quick)
+	res := Results{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Quick: *quick}
+	fmt.Fprintf(stderr, "bench: %s\n", res.Machine)
+
+	if res.Overhead, res.Streaming, res.Resources, err = measureProxy(ctx, bin, work, sz, stderr); err != nil {
+		return err
+	}
+	if res.Memory, err = measureMemory(ctx, bin, work, sz, &res.Resources, stderr); err != nil {
+		return err
+	}
+	res.Took = time.Since(start).Seconds()
+	printTable(stdout, res)
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if *jsonOut != "" {
+		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, string(b))
+	return nil
+}
+
+func printTable(w io.Writer, r Results) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "PROXY OVERHEAD\troute\tconc\tdirect p50/p99 ms\tbare proxy p50/p99\tvera p50/p99\tvera added / bare added (p50)\tvera rps\n")
+	for _, o := range r.Overhead {
+		fmt.Fprintf(tw, "\t%s\t%d\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f ms\t%.0f\n", o.Route, o.Concurrency,
+			o.Direct.P50, o.Direct.P99, o.Bare.P50, o.Bare.P99, o.Vera.P50, o.Vera.P99, o.VeraAddedP50, o.BareAddedP50, o.VeraRPS)
+	}
+	fmt.Fprintf(tw, "STREAMING\tpath\tttfb p50 ms\tper-record lag p50/p99 ms\tto last record p50 ms\n")
+	for _, s := range r.Streaming {
+		fmt.Fprintf(tw, "\t%s\t%.3f\t%.3f / %.3f\t%.3f\n", s.Path, s.TTFBP50, s.LagP50, s.LagP99, s.LastP50)
+	}
+	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tmemories\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tstart-up s\tRSS MiB\n")
+	for _, m := range r.Memory {
+		fmt.Fprintf(tw, "\t%d\t%.3f\t%.3f (%.3f)\t%.3f\t%.2f\t%.0f\n", m.Memories, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.StartupS, m.RSSMB)
+	}
+	fmt.Fprintf(tw, "RESOURCES\tRSS idle %.0f MiB\tRSS under %d streams %.0f MiB\tstart-up %.2f s\n", r.Resources.IdleRSSMB, r.Resources.Streams, r.Resources.StreamsRSSMB, r.Resources.StartupS)
+	tw.Flush()
+	fmt.Fprintf(w, "took %.0f s\n", r.Took)
+	_ = filepath.Join
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Latency is a distribution's p50 and p99, in ms.
+type Latency struct {
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+}
+
+func latency(ds []time.Duration) Latency { return Latency{ms(ds, 0.50), ms(ds, 0.99)} }
+
+// OverheadRow is one route at one concurrency, on the three paths.
+type OverheadRow struct {
+	Route        string  `json:"route"`
+	Concurrency  int     `json:"concurrency"`
+	Direct       Latency `json:"direct"`
+	Bare         Latency `json:"bare_proxy"`
+	Vera         Latency `json:"vera"`
+	VeraAddedP50 float64 `json:"vera_added_p50_ms"`
+	BareAddedP50 float64 `json:"bare_added_p50_ms"`
+	VeraRPS      float64 `json:"vera_rps"`
+}
+
+// StreamRow is one path's streamed chat.
+type StreamRow struct {
+	Path    string  `json:"path"`
+	TTFBP50 float64 `json:"ttfb_p50_ms"`
+	LagP50  float64 `json:"lag_p50_ms"`
+	LagP99  float64 `json:"lag_p99_ms"`
+	LastP50 float64 `json:"last_p50_ms"`
+}
+
+// Resources are vera's footprint.
+type Resources struct {
+	IdleRSSMB    float64 `json:"idle_rss_mb"`
+	Streams      int     `json:"streams"`
+	StreamsRSSMB float64 `json:"streams_rss_mb"`
+	StartupS     float64 `json:"startup_s"`
+}
+
+// measureProxy measures overhead and streaming with memory off, on the
+// three paths interleaved.
+func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer) ([]OverheadRow, []StreamRow, Resources, error) {
+	var rs Resources
+	fake := &fakeOllama{chunks: sz.chunks, gap: time.Millisecond}
+	up, err := serve(ctx, fake)
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	bare, err := bareProxy(ctx, up)
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	dir := filepath.Join(work, "proxy")
+	os.MkdirAll(dir, 0o755)
+	v, err := startVera(bin, up, dir)
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	defer v.stop()
+	rs.StartupS = v.startup.Seconds()
+	time.Sleep(200 * time.Millisecond) // let start-up work settle before the idle figure
+	rs.IdleRSSMB = v.rssMB()
+	paths := []path{{"direct", up}, {"bare", bare}, {"vera", v.base}}
+
+	chat := `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"How are you?"}]}`
+	routes := []struct {
+		name, method, path, body string
+	}{
+		{"/api/tags", http.MethodGet, "/api/tags", ""},
+		{"/api/show", http.MethodPost, "/api/show", `{"model":"llama3.2"}`},
+		{"/api/chat stream:false, memory off", http.MethodPost, "/api/chat", chat},
+	}
+	var rows []OverheadRow
+	for _, rt := range routes {
+		for _, conc := range []int{1, 32} {
+			fmt.Fprintf(log, "bench: overhead %s at %d\n", rt.name, conc)
+			got, _, err := interleave(paths, sz.requests, conc, func(p path) (time.Duration, error) {
+				return call(rt.method, p.base+rt.path, rt.body, "X-Vera-Memory", "off")
+			})
+			if err != nil {
+				return nil, nil, rs, err
+			}
+			row := OverheadRow{Route: rt.name, Concurrency: conc, Direct: latency(got["direct"]), Bare: latency(got["bare"]), Vera: latency(got["vera"])}
+			row.VeraAddedP50, row.BareAddedP50 = row.Vera.P50-row.Direct.P50, row.Bare.P50-row.Direct.P50
+			// Throughput: vera alone, at 32.
+			if conc == 32 {
+				_, wall, err := interleave(paths[2:], sz.requests, conc, func(p path) (time.Duration, error) {
+					return call(rt.method, p.base+rt.path, rt.body, "X-Vera-Memory", "off")
+				})
+				if err != nil {
+					return nil, nil, rs, err
+				}
+				row.VeraRPS = float64(max(sz.requests/conc, 1)*conc) / wall.Seconds()
+			}
+			rows = append(rows, row)
+		}
+	}
+
+	fmt.Fprintf(log, "bench: streaming, %d records\n", sz.chunks)
+	streamBody := `{"model":"llama3.2","messages":[{"role":"user","content":"Tell me a story."}]}`
+	stats := map[string]*struct{ ttfb, last, lag []time.Duration }{}
+	var mu sync.Mutex
+	_, _, err = interleave(paths, sz.streams, 1, func(p path) (time.Duration, error) {
+		s, err := stream(p.base+"/api/chat", streamBody, "X-Vera-Memory", "off")
+		mu.Lock()
+		defer mu.Unlock()
+		st := stats[p.name]
+		if st == nil {
+			st = &struct{ ttfb, last, lag []time.Duration }{}
+			stats[p.name] = st
+		}
+		st.ttfb, st.last, st.lag = append(st.ttfb, s.ttfb), append(st.last, s.last), append(st.lag, s.lag...)
+		return s.last, err
+	})
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	var streams []StreamRow
+	for _, p := range paths {
+		st := stats[p.name]
+		streams = append(streams, StreamRow{Path: p.name, TTFBP50: ms(st.ttfb, 0.5), LagP50: ms(st.lag, 0.5), LagP99: ms(st.lag, 0.99), LastP50: ms(st.last, 0.5)})
+	}
+
+	// RSS under 32 concurrent streams.
+	rs.Streams = 32
+	peak := 0.0
+	var wg sync.WaitGroup
+	slow := &fakeOllama{chunks: max(sz.chunks, 50), gap: 5 * time.Millisecond}
+	slowUp, err := serve(ctx, slow)
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	v2, err := startVera(bin, slowUp, filepath.Join(work, "streams"))
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	defer v2.stop()
+	for range rs.Streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); stream(v2.base+"/api/chat", streamBody, "X-Vera-Memory", "off") }()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for loop := true; loop; {
+		select {
+		case <-done:
+			loop = false
+		case <-time.After(20 * time.Millisecond):
+			peak = max(peak, v2.rssMB())
+		}
+	}
+	rs.StreamsRSSMB = peak
+	return rows, streams, rs, nil
+}
