@@ -64,6 +64,25 @@ func TestRememberAndForgetInAChat(t *testing.T) {
 	for _, msg := range []string{"Don't forget that my locker code is 4417.", "I told him: forget that my locker code is 4417.", "Не забудь, что мой код 4417"} {
 		assert.Empty(t, post(t, p, "alice", msg), msg)
 	}
+	// A step of a tool loop whose turn began with "forget that", and a
+	// prefill continuing one: neither is stored.
+	for _, body := range []string{
+		`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"Forget that my locker code is 4417"},` +
+			`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"lookup","arguments":{}}}]},{"role":"tool","content":"done"}]}`,
+		`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"Forget that my locker code is 4417"},{"role":"assistant","content":"Sure, I"}]}`,
+	} {
+		res, err := http.Post("http://"+p.addr+"/api/chat", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+	}
+	settled(t, p)
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=default&type=raw", "", &list))
+	for _, m := range list.Memories {
+		assert.NotContains(t, m.Text, "Forget that", "never stored, in no step")
+	}
+
 	// Open WebUI's RAG template: a retrieved document that says "forget
 	// that ..." is not the user asking.
 	rag, err := os.ReadFile(filepath.Join("proxy", "testdata", "tasks", "rag_v4_prepend.txt"))

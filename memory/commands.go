@@ -83,7 +83,10 @@ func (c *Commands) Parse(text string) (Command, string) {
 	// original text.
 	statement := text[min(best, len(text)):]
 	statement = strings.TrimFunc(statement, func(r rune) bool { return unicode.IsSpace(r) || r == ':' || r == ',' || r == '-' || r == '—' })
-	if statement == "" {
+	switch {
+	case statement == "",
+		strings.ContainsRune(".!?…", []rune(statement)[0]), // "Forget that. What's the weather?"
+		strings.HasSuffix(statement, "?"):                  // "Remember that film we saw?"
 		return NoCommand, ""
 	}
 	return kind, statement
@@ -124,30 +127,39 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string) (string, 
 
 // Forget hides the memories of ns (raw turns, curated memories, rules)
 // that hold every content term of statement (Terms: stemmed, stop words
-// left out): a soft delete, restorable. A statement without content terms
-// hides nothing. It returns the ids it hid.
+// left out): a soft delete, restorable. A statement of fewer than two
+// content terms ("forget about work") hides nothing, and one that matches
+// more than maxForget memories is taken for too broad (ErrTooBroad): a
+// request to forget names a fact, not a topic. It returns the ids it hid.
 func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, error) {
 	want := Terms(statement)
-	if len(want) == 0 {
+	if len(want) < 2 {
 		return nil, nil
 	}
 	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Raw, Curated, Rule}}, Text: statement, Limit: 500})
 	if err != nil {
 		return nil, fmt.Errorf("forget: %w", err)
 	}
-	var hidden []Memory
+	var strong []Hit
 	for _, h := range hits {
 		if holdsAll(h.Text, want) {
-			m, err := c.Store.Get(ctx, h.ID) // whole, vector included
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("forget: %w", err)
-			}
-			m.Hide(c.now())
-			hidden = append(hidden, m)
+			strong = append(strong, h)
 		}
+	}
+	if len(strong) > maxForget {
+		return nil, fmt.Errorf("%w: %d memories hold every word of %q", ErrTooBroad, len(strong), statement)
+	}
+	var hidden []Memory
+	for _, h := range strong {
+		m, err := c.Store.Get(ctx, h.ID) // whole, vector included
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("forget: %w", err)
+		}
+		m.Hide(c.now())
+		hidden = append(hidden, m)
 	}
 	if len(hidden) == 0 {
 		return nil, nil
@@ -169,6 +181,13 @@ func Repeats(text, other string) bool {
 	want := Terms(text)
 	return len(want) > 0 && holdsAll(other, want)
 }
+
+// maxForget is the most memories one request to forget hides.
+const maxForget = 20
+
+// ErrTooBroad: a request to forget matched too many memories to be about
+// one fact; nothing was hidden.
+var ErrTooBroad = errors.New("forget: too broad, nothing hidden")
 
 // holdsAll reports whether every term of want is among text's terms.
 func holdsAll(text string, want []string) bool {

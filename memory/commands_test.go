@@ -32,6 +32,8 @@ func TestCommandParse(t *testing.T) {
 		"Forget thatcher, tell me about Blair":   {},
 		"Remember that":                          {},
 		"What do you remember that I said?":      {},
+		"Forget that. What's the weather?":       {},
+		"Remember that movie we saw in Paris?":   {},
 	} {
 		kind, statement := c.Parse(text)
 		assert.Equal(t, want.kind, kind, text)
@@ -67,6 +69,22 @@ func TestCommandRememberAndForget(t *testing.T) {
 	ids, err = c.Forget(ctx, "a", "that")
 	require.NoError(t, err)
 	assert.Empty(t, ids, "no content word, nothing hidden")
+	ids, err = c.Forget(ctx, "a", "the gym")
+	require.NoError(t, err)
+	assert.Empty(t, ids, "one content word names a topic, not a fact: nothing hidden")
+
+	// A request that matches more than a fact's worth hides nothing.
+	var many []memory.Memory
+	for range 25 {
+		many = append(many, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: work meeting today\nAssistant: ok", Time: now})
+	}
+	require.NoError(t, db.Upsert(ctx, many...))
+	ids, err = c.Forget(ctx, "a", "work meeting")
+	assert.ErrorIs(t, err, memory.ErrTooBroad)
+	assert.Empty(t, ids)
+	got, err = db.Get(ctx, many[0].ID)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Raw, got.Type)
 
 	id, err := c.Remember(ctx, "a", "my bike is blue")
 	require.NoError(t, err)

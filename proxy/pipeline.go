@@ -220,6 +220,12 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // teeFor returns the tee that reads the answer, with the commit of the
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
+	if !ch.forgetting && s.Commands != nil {
+		// The user text may have come from the conversation since (a
+		// Responses loop chained by id).
+		kind, _ := s.Commands.Parse(ch.user)
+		ch.forgetting = kind == memory.Forget
+	}
 	record := s.Recorder != nil && !ch.off && !ch.untouched && !ch.forgetting
 	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate || ch.d == openAIChat)
 	if !record && !strip && (s.Debug == nil || ch.untouched) {
@@ -382,11 +388,18 @@ func memoryOff(r *http.Request) (bool, error) {
 // conversations, and keeps the request from being stored. The answer
 // comes from the model as usual. A failure is logged: the chat goes on.
 func (s *Server) command(c *gin.Context, ch *chat) {
-	n := len(ch.msgs)
-	if s.Commands == nil || ch.untouched || ch.off || n == 0 || ch.msgs[n-1].Role != "user" {
-		return // not a turn of the user's (a tool loop's step, a task)
+	if s.Commands == nil || ch.untouched || ch.off {
+		return
 	}
 	kind, statement := s.Commands.Parse(ch.user)
+	if kind == memory.Forget {
+		// Never stored, in any step of its turn (a tool loop's, one
+		// continuing a prefill): the fact would come straight back.
+		ch.forgetting = true
+	}
+	if n := len(ch.msgs); n == 0 || ch.msgs[n-1].Role != "user" || ch.req.toolLoop() {
+		return // the command ran at its turn's first step
+	}
 	ctx, id := c.Request.Context(), slog.String("request_id", c.GetString(requestIDKey))
 	switch kind {
 	case memory.Remember:
@@ -399,6 +412,10 @@ func (s *Server) command(c *gin.Context, ch *chat) {
 	case memory.Forget:
 		ch.forgetting = true
 		ids, err := s.Commands.Forget(ctx, ch.ns, statement)
+		if errors.Is(err, memory.ErrTooBroad) {
+			s.log.Info("a request to forget named no single fact", slog.Any("error", err), id)
+			return
+		}
 		if err != nil {
 			s.log.Warn("forgetting at the user's request", slog.Any("error", err), id)
 			return
