@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -455,12 +456,21 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		c.SemanticTokens += n
 		c.Semantic = append(c.Semantic, h)
 	}
+	// The turns around the best hits: the question a hit answers, or
+	// what it goes on to say, often lies there. Looked up at once (a
+	// round trip each on Qdrant).
+	context := make([][]Hit, min(contextHits, len(hits)))
+	var wg sync.WaitGroup
+	for i := range context {
+		if hits[i].Type == Raw {
+			wg.Go(func() { context[i] = b.around(ctx, hits[i].Memory) })
+		}
+	}
+	wg.Wait()
 	for i, h := range hits {
 		take(h)
-		if i < contextHits && h.Type == Raw {
-			// The turns around one of the best hits: the question it
-			// answers, or what it goes on to say, often lies there.
-			for _, n := range b.around(ctx, h) {
+		if i < len(context) {
+			for _, n := range context[i] {
 				take(n)
 			}
 		}
@@ -481,22 +491,40 @@ const (
 
 // around returns the raw turns just before and just after h in its
 // namespace, within contextWindow: the context of a hit.
-func (b *Builder) around(ctx context.Context, h Hit) []Hit {
+func (b *Builder) around(ctx context.Context, h Memory) []Hit {
 	f := Filter{Namespace: h.Namespace, Types: []Type{Raw}}
 	var out []Hit
 	before := f
 	before.Since, before.Until = h.Time.Add(-contextWindow), h.Time
-	if prev, err := b.store.Latest(ctx, before, 1); err == nil && len(prev) == 1 && prev[0].ID != h.ID {
-		out = append(out, Hit{Memory: prev[0]})
+	// Two: a store that keeps time in microseconds (Qdrant) rounds until
+	// up, and finds h itself.
+	if prev, err := b.store.Latest(ctx, before, 2); err == nil {
+		for _, m := range prev {
+			if m.ID != h.ID && !m.Time.After(h.Time) {
+				out = append(out, Hit{Memory: m})
+				break
+			}
+		}
 	}
-	after := f
-	after.Since, after.Until = h.Time.Add(time.Nanosecond), h.Time.Add(contextWindow)
-	if next, err := b.store.Latest(ctx, after, 16); err == nil && len(next) > 0 {
-		// Newest first: the turn right after h is the last.
-		out = append(out, Hit{Memory: next[len(next)-1]})
+	// Newest first: the turn right after h is the last of a window that
+	// holds few enough of them; the narrow window first.
+	for _, w := range []time.Duration{2 * time.Minute, contextWindow} {
+		after := f
+		after.Since, after.Until = h.Time.Add(time.Microsecond), h.Time.Add(w)
+		next, err := b.store.Latest(ctx, after, aroundLimit)
+		if err != nil || len(next) == 0 {
+			continue
+		}
+		if m := next[len(next)-1]; m.ID != h.ID {
+			out = append(out, Hit{Memory: m})
+		}
+		break
 	}
 	return out
 }
+
+// aroundLimit bounds one look for the turn after a hit.
+const aroundLimit = 32
 
 // pastMark is what a superseded memory is rendered after: "(past,
 // superseded on 2026-11-20) ", or "" for a current memory.

@@ -197,7 +197,9 @@ func (ix *index) remove(id string) {
 		ix.nvec--
 	}
 	*d = doc{}
-	ix.meta[s] = slotMeta{}
+	// The time stays: slots stay in time order for latest's binary
+	// search; type 0 marks the slot removed.
+	ix.meta[s] = slotMeta{ts: ix.meta[s].ts}
 	delete(ix.slot, id)
 	if dead := len(ix.docs) - ix.live; dead > 1024 && dead > ix.live {
 		ix.compact()

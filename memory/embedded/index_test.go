@@ -141,3 +141,21 @@ func TestLatestFromIndex(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, a.ID, got[0].ID)
 }
+
+// A time range over a namespace in time order, with a memory removed in
+// the middle: the memories on both sides of it are found.
+func TestLatestRangePastARemovedSlot(t *testing.T) {
+	ms := storetest.TextCorpus(5)
+	ix := newIndex()
+	for _, m := range ms {
+		ix.add(m, nil)
+	}
+	ix.remove(ms[2].ID)
+	f := memory.Filter{Namespace: "bench", Since: ms[1].Time, Until: ms[4].Time}
+	got := ix.latest(&f, 10)
+	ids := make([]string, len(got))
+	for i, m := range got {
+		ids[i] = m.ID
+	}
+	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, ids)
+}
