@@ -169,7 +169,8 @@ func (a *Answer) validate(batch, shown map[string]bool) error {
 			}
 		}
 		if c.Supersedes != "" && !shown[c.Supersedes] {
-			return fmt.Errorf("new_curated_turns[%d]: supersedes %q, which is not a curated memory shown to the curator", i, c.Supersedes)
+			// "none", or a made-up id: the key still decides.
+			a.NewCurated[i].Supersedes = ""
 		}
 	}
 	for _, id := range a.Deletions {

@@ -416,15 +416,12 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
 		}
-		if !res.DryRun {
-			// Later batches supersede what this one wrote.
-			curated = append(slices.Clone(curated), p.curated...)
-		}
-		if len(p.curatedGone) > 0 && !res.DryRun {
-			// What this run replaced is not shown again, nor taken for a
-			// change made by someone else.
-			sample = slices.DeleteFunc(slices.Clone(sample), func(m memory.Memory) bool { return slices.Contains(p.curatedGone, m.ID) })
-		}
+		// Later batches see what this one did, on a dry run as on a run,
+		// so that both take the same decisions: what it wrote, replaced
+		// and superseded. What it replaced is not shown again, nor taken
+		// for a change made by someone else.
+		curated = p.applied(curated)
+		sample = slices.DeleteFunc(slices.Clone(sample), func(m memory.Memory) bool { return slices.Contains(p.curatedGone, m.ID) })
 		if s := strings.TrimSpace(ans.Summary); s != "" {
 			res.Summary = strings.TrimSpace(res.Summary + " " + s)
 		}

@@ -969,3 +969,67 @@ func TestRepetitionIsOneMemory(t *testing.T) {
 	}
 	assert.Equal(t, 1, n, "not a second time")
 }
+
+// Over several batches of one run, each batch sees what the earlier ones
+// did, on a dry run as on a run: a preference changed in one batch and
+// changed back in the next is current again, and the dry run previews
+// exactly what the run then writes. A changed fact ("not") is never taken
+// for a repeat.
+func TestBatchesSeeEachOther(t *testing.T) {
+	ctx := context.Background()
+	var f *fixture
+	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
+		var in struct {
+			Raw []struct{ ID, Text string } `json:"raw_turns"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(user), &in))
+		var turns []map[string]any
+		var ids []string
+		for _, r := range in.Raw {
+			ids = append(ids, r.ID)
+			switch {
+			case strings.Contains(r.Text, "drink coffee"):
+				turns = append(turns, map[string]any{"content": "User: What do I drink?\nAssistant: Coffee.", "source_ids": []string{r.ID}, "key": "drink"})
+			case strings.Contains(r.Text, "drink tea"):
+				turns = append(turns, map[string]any{"content": "User: What do I drink?\nAssistant: Tea.", "source_ids": []string{r.ID}, "key": "drink"})
+			case strings.Contains(r.Text, "no meat"):
+				turns = append(turns, map[string]any{"content": "User: Do I eat meat?\nAssistant: You do not eat meat.", "source_ids": []string{r.ID}, "key": "diet"})
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"new_curated_turns": turns, "permanent_rules": []any{}, "deletions": ids, "summary": "batch"})
+		return string(b), nil
+	})
+	require.NoError(t, f.store.Delete(ctx, f.turns[1].ID, f.turns[2].ID, f.turns[3].ID))
+	tea := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "User: What do I drink?\nAssistant: Tea.", Time: now.Add(-50 * time.Hour), Metadata: map[string]any{"key": "drink"}}
+	meat := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "User: Do I eat meat?\nAssistant: You eat meat.", Time: now.Add(-50 * time.Hour), Metadata: map[string]any{"key": "diet"}}
+	require.NoError(t, f.store.Upsert(ctx, tea, meat))
+	var raws []memory.Memory
+	for i, text := range []string{"User: I drink coffee now\nAssistant: Noted.", "User: I drink tea again\nAssistant: Noted.", "User: no meat for me any more\nAssistant: Noted."} {
+		raws = append(raws, memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Raw, Text: text, Time: now.Add(time.Duration(i-3) * time.Hour), Tokens: 3000})
+	}
+	require.NoError(t, f.store.Upsert(ctx, raws...))
+	f.cur.BatchTokens = 100 // one turn a batch
+
+	dry := f.cur.Run(ctx, Options{DryRun: true})
+	require.Equal(t, StatusOK, dry.Status, dry.Error)
+	res := f.cur.Run(ctx, Options{})
+	require.Equal(t, StatusOK, res.Status, res.Error)
+	assert.Equal(t, dry.Curated, res.Curated, "the dry run previews what the run does")
+	assert.ElementsMatch(t, dry.Preview.Curated, []string{"User: What do I drink?\nAssistant: Coffee.", "User: What do I drink?\nAssistant: Tea.", "User: Do I eat meat?\nAssistant: You do not eat meat."})
+	assert.Equal(t, 3, res.Curated, "the returning tea is not a repeat of the superseded one; 'not' is a change")
+
+	var currentDrink, currentDiet []string
+	for _, m := range f.all(t, memory.Curated) {
+		if m.Metadata["superseded_by"] != nil {
+			continue
+		}
+		switch m.Metadata["key"] {
+		case "drink":
+			currentDrink = append(currentDrink, m.Text)
+		case "diet":
+			currentDiet = append(currentDiet, m.Text)
+		}
+	}
+	assert.Equal(t, []string{"User: What do I drink?\nAssistant: Tea."}, currentDrink, "one current memory per key: the newest")
+	assert.Equal(t, []string{"User: Do I eat meat?\nAssistant: You do not eat meat."}, currentDiet)
+}

@@ -54,36 +54,76 @@ func Key(s string) string {
 // with its key (SPEC §5). Only the newest memory per key stays current;
 // the older ones are kept, as the past.
 func (p *plan) supersede(curated []memory.Memory) {
-	for _, n := range p.curated {
+	gone := map[string]bool{}
+	for i, n := range p.curated {
 		key, _ := n.Metadata["key"].(string)
 		names, _ := n.Metadata["supersedes"].(string)
-		for _, m := range curated {
-			if !current(m) || slices.Contains(p.curatedGone, m.ID) {
-				continue
+		// The namespace's memories, then this answer's earlier ones: of
+		// two new memories with one key, the later is current.
+		for _, m := range slices.Concat(curated, p.curated[:i]) {
+			if !current(m) || gone[m.ID] || slices.Contains(p.curatedGone, m.ID) || m.Time.After(n.Time) {
+				continue // only an older, current memory is superseded
 			}
 			mk, _ := m.Metadata["key"].(string)
 			if m.ID == names || key != "" && Key(mk) == key {
+				gone[m.ID] = true
 				p.superseded = append(p.superseded, supersession{old: m.ID, by: n.ID})
 			}
 		}
 	}
 }
 
+// applied returns curated as it stands once p is carried out: without
+// what p replaces, with what it supersedes marked, and with what it
+// writes.
+func (p *plan) applied(curated []memory.Memory) []memory.Memory {
+	by := map[string]string{}
+	for _, sp := range p.superseded {
+		by[sp.old] = sp.by
+	}
+	out := make([]memory.Memory, 0, len(curated)+len(p.curated))
+	for _, m := range curated {
+		if slices.Contains(p.curatedGone, m.ID) {
+			continue
+		}
+		if b, ok := by[m.ID]; ok {
+			md := maps.Clone(m.Metadata)
+			if md == nil {
+				md = map[string]any{}
+			}
+			md["superseded_by"] = b
+			m.Metadata = md
+		}
+		out = append(out, m)
+	}
+	for _, m := range p.curated {
+		if b, ok := by[m.ID]; ok {
+			md := maps.Clone(m.Metadata)
+			md["superseded_by"] = b
+			m.Metadata = md
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // current reports whether a curated memory is current: not superseded.
 func current(m memory.Memory) bool { return m.Metadata["superseded_by"] == nil }
 
-// dropRepeats leaves out the new curated memories that say nothing a
-// current curated memory of the namespace, or an earlier new one, does
-// not already say: every content word of theirs is in it. A fact told ten
-// times is one memory, and an answer that quoted an injected memory does
-// not make it a second time. Their raw turns still go: they are
-// accounted for.
+// dropRepeats leaves out the new curated memories that repeat a current
+// curated memory of the namespace, or an earlier new one: the same content
+// words, no more and no fewer (a change of fact, even "not", differs). A
+// fact told ten times is one memory, and an answer that quoted an injected
+// memory does not make it a second time. Their raw turns still go: they
+// are accounted for. A memory that names one it supersedes is never a
+// repeat.
 func (p *plan) dropRepeats(curated []memory.Memory) {
 	var kept []memory.Memory
 	for _, n := range p.curated {
 		repeat := false
 		for _, m := range slices.Concat(curated, kept) {
-			if m.Type == memory.Curated && current(m) && !slices.Contains(p.curatedGone, m.ID) && memory.Repeats(n.Text, m.Text) {
+			if n.Metadata["supersedes"] == nil && m.Type == memory.Curated && current(m) &&
+				!slices.Contains(p.curatedGone, m.ID) && memory.SameTerms(n.Text, m.Text) {
 				repeat = true
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 	"unicode"
@@ -174,13 +175,39 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	return ids, nil
 }
 
-// Repeats reports whether text says nothing that other does not: every
-// content term of text (Terms) is in other. A text without content terms
-// repeats nothing.
-func Repeats(text, other string) bool {
-	want := Terms(text)
-	return len(want) > 0 && holdsAll(other, want)
+// SameTerms reports whether two texts hold the same content terms (Terms:
+// stemmed, stop words left out), no more and no fewer: one says what the
+// other says, in other order or form. Texts without content terms are not
+// the same.
+func SameTerms(a, b string) bool {
+	ta, tb := map[string]bool{}, map[string]bool{}
+	for _, t := range Terms(a) {
+		ta[t] = true
+	}
+	for _, t := range Terms(b) {
+		tb[t] = true
+	}
+	return len(ta) > 0 && maps.Equal(ta, tb) && negations(a) == negations(b)
 }
+
+// negations counts the words of text that negate ("not", "never", "n't",
+// "не", "нет", ...): stop words to search, but a fact without one is not
+// the fact with one.
+func negations(text string) int {
+	n := 0
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\'' && r != '’'
+	}) {
+		switch {
+		case negationWords[strings.Trim(w, "'’")], strings.HasSuffix(w, "n't"), strings.HasSuffix(w, "n’t"):
+			n++
+		}
+	}
+	return n
+}
+
+var negationWords = map[string]bool{"not": true, "no": true, "never": true, "none": true, "nothing": true, "nobody": true,
+	"nor": true, "cannot": true, "не": true, "нет": true, "никогда": true, "ничего": true, "ни": true}
 
 // maxForget is the most memories one request to forget hides.
 const maxForget = 20

@@ -96,3 +96,12 @@ func TestCommandRememberAndForget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, id, again, "asked twice, stored once")
 }
+
+func TestSameTerms(t *testing.T) {
+	assert.True(t, memory.SameTerms("User: Where do I live?\nAssistant: In Lisbon.", "User: where do I live\nAssistant: in Lisbon"))
+	assert.False(t, memory.SameTerms("User: Do I eat meat?\nAssistant: You eat meat.", "User: Do I eat meat?\nAssistant: You do not eat meat."), "a negation changes the fact")
+	assert.False(t, memory.SameTerms("You eat meat.", "You don't eat meat."))
+	assert.False(t, memory.SameTerms("Ты ешь мясо.", "Ты не ешь мясо."))
+	assert.False(t, memory.SameTerms("In Lisbon.", "In Lisbon and Porto."))
+	assert.False(t, memory.SameTerms("the", "a"), "no content words: not the same")
+}
