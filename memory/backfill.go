@@ -73,9 +73,11 @@ func BackfillTokens(ctx context.Context, s TokenCounter, count func(string) int)
 // The embedded store builds its index at start and needs neither.
 type TermsIndexer interface {
 	// StaleTerms pages through the memories indexed by another
-	// TermsVersion, whole (vector included), across every namespace.
+	// TermsVersion, each with at least its ID and Text, across every
+	// namespace.
 	StaleTerms(ctx context.Context, cursor string, limit int) (page []Memory, next string, err error)
-	// Reindex indexes memories again with this version of Terms.
+	// Reindex indexes memories again with this version of Terms, writing
+	// nothing else: a change made meanwhile stays.
 	Reindex(ctx context.Context, ms ...Memory) error
 }
 

@@ -223,7 +223,28 @@ func TestTermsBackfill(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 	assert.Equal(t, m.ID, page[0].ID)
-	assert.Equal(t, vec, page[0].Vector, "the dense vector comes along")
+
+	// Hidden between the page's read and its re-index: it stays hidden.
+	hidden := m
+	hidden.Hide(time.Now())
+	require.NoError(t, s.Upsert(ctx, hidden))
+	_, err = s.client.UpdateBatch(ctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true),
+		Operations: []*qdrant.PointsUpdateOperation{qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
+			Payload: qdrant.NewValueMap(map[string]any{fieldTermsV: 1}), PointsSelector: qdrant.NewPointsSelector(qdrant.NewID(m.ID)),
+		})}})
+	require.NoError(t, err)
+	require.NoError(t, s.Reindex(ctx, page...))
+	got, err := s.Get(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Forgotten, got.Type, "a change made meanwhile stays")
+	require.NoError(t, s.Upsert(ctx, m)) // back to what it was
+	_, err = s.client.UpdateBatch(ctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true),
+		Operations: []*qdrant.PointsUpdateOperation{qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
+			Payload: qdrant.NewValueMap(map[string]any{fieldTermsV: 1}), PointsSelector: qdrant.NewPointsSelector(qdrant.NewID(m.ID)),
+		})}})
+	require.NoError(t, err)
+	// A point deleted meanwhile is skipped.
+	require.NoError(t, s.Reindex(ctx, memory.Memory{ID: memory.NewID(), Text: "gone since"}))
 
 	n, err := memory.BackfillTerms(ctx, s)
 	require.NoError(t, err)
@@ -231,7 +252,7 @@ func TestTermsBackfill(t *testing.T) {
 	page, _, err = s.StaleTerms(ctx, "", 10)
 	require.NoError(t, err)
 	assert.Empty(t, page)
-	got, err := s.Get(ctx, m.ID)
+	got, err = s.Get(ctx, m.ID)
 	require.NoError(t, err)
 	assert.Equal(t, m.Text, got.Text)
 	assert.Equal(t, vec, got.Vector)

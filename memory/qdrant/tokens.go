@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -121,7 +123,7 @@ var _ memory.TermsIndexer = (*Store)(nil)
 
 // StaleTerms implements memory.TermsIndexer: the points whose sparse
 // vector was built by another version of memory.Terms (or before versions
-// were recorded), with their dense vectors, in point id order.
+// were recorded), their ids and texts, in point id order.
 func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]memory.Memory, string, error) {
 	ok, err := s.exists(ctx)
 	if err != nil || !ok {
@@ -133,7 +135,7 @@ func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]mem
 	v := float64(memory.TermsVersion)
 	req := &qdrant.ScrollPoints{CollectionName: s.collection, Limit: ptr(uint32(limit)),
 		Filter:      &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})}},
-		WithPayload: qdrant.NewWithPayload(true), WithVectors: qdrant.NewWithVectorsInclude(denseVector)}
+		WithPayload: qdrant.NewWithPayloadInclude(fieldNamespace, fieldType, fieldText, fieldTimestamp)}
 	if cursor != "" {
 		id := pointID(cursor)
 		if id == nil {
@@ -149,11 +151,9 @@ func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]mem
 	}
 	out := make([]memory.Memory, 0, len(got))
 	for _, p := range got {
-		m, err := memoryOf(p.GetId(), p.GetPayload(), p.GetVectors().GetVectors().GetVectors()[denseVector].GetDense().GetData())
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, m)
+		pl := p.GetPayload()
+		out = append(out, memory.Memory{ID: idString(p.GetId()), Namespace: pl[fieldNamespace].GetStringValue(),
+			Type: memory.Type(pl[fieldType].GetStringValue()), Text: pl[fieldText].GetStringValue()})
 	}
 	nextID := ""
 	if next != nil {
@@ -162,8 +162,44 @@ func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]mem
 	return out, nextID, nil
 }
 
-// Reindex implements memory.TermsIndexer: the points are written again,
-// as they are, so their sparse vectors are built by this version.
+// Reindex implements memory.TermsIndexer: each point's sparse vector is
+// built again from its text, and its terms_v set, and nothing else is
+// written: a memory hidden, superseded or deleted meanwhile stays so (a
+// deleted one is skipped).
 func (s *Store) Reindex(ctx context.Context, ms ...memory.Memory) error {
-	return s.Upsert(ctx, ms...)
+	var ops []*qdrant.PointsUpdateOperation
+	for _, m := range ms {
+		pid := pointID(m.ID)
+		if pid == nil {
+			continue
+		}
+		if idx, vals := SparseDoc(m.Text); len(idx) > 0 {
+			cctx, cancel := withTimeout(ctx)
+			_, err := s.client.UpdateVectors(cctx, &qdrant.UpdatePointVectors{CollectionName: s.collection, Wait: ptr(true),
+				Points: []*qdrant.PointVectors{{Id: pid, Vectors: qdrant.NewVectorsMap(map[string]*qdrant.Vector{sparseVector: qdrant.NewVectorSparse(idx, vals)})}}})
+			cancel()
+			if status.Code(err) == codes.NotFound {
+				continue // deleted since it was read
+			}
+			if err != nil {
+				return s.wrap("reindex", err)
+			}
+		}
+		v := float64(memory.TermsVersion)
+		ops = append(ops, qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
+			Payload: qdrant.NewValueMap(map[string]any{fieldTermsV: memory.TermsVersion}),
+			PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{
+				Must: []*qdrant.Condition{qdrant.NewHasID(pid)}, MustNot: []*qdrant.Condition{qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})},
+			}),
+		}))
+	}
+	for chunk := range slices.Chunk(ops, batchSize) {
+		cctx, cancel := withTimeout(ctx)
+		_, err := s.client.UpdateBatch(cctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true), Operations: chunk})
+		cancel()
+		if err != nil {
+			return s.wrap("reindex", err)
+		}
+	}
+	return nil
 }
