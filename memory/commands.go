@@ -180,6 +180,7 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 // other says, in other order or form. Texts without content terms are not
 // the same.
 func SameTerms(a, b string) bool {
+	a, b = unlabelled(a), unlabelled(b)
 	ta, tb := map[string]bool{}, map[string]bool{}
 	for _, t := range Terms(a) {
 		ta[t] = true
@@ -188,6 +189,16 @@ func SameTerms(a, b string) bool {
 		tb[t] = true
 	}
 	return len(ta) > 0 && maps.Equal(ta, tb) && negations(a) == negations(b)
+}
+
+// unlabelled is an exchange's two texts without their "User:" and
+// "Assistant:" labels (a statement stays as it is), so that a remembered
+// statement and the same fact as an exchange compare alike.
+func unlabelled(text string) string {
+	if u, a, ok := ParseExchange(text); ok {
+		return u + "\n" + a
+	}
+	return text
 }
 
 // negations counts the words of text that negate ("not", "never", "n't",

@@ -104,4 +104,5 @@ func TestSameTerms(t *testing.T) {
 	assert.False(t, memory.SameTerms("Ты ешь мясо.", "Ты не ешь мясо."))
 	assert.False(t, memory.SameTerms("In Lisbon.", "In Lisbon and Porto."))
 	assert.False(t, memory.SameTerms("the", "a"), "no content words: not the same")
+	assert.True(t, memory.SameTerms("My bike is blue.", "User: my bike?\nAssistant: Blue bike."), "labels aside")
 }
