@@ -41,6 +41,8 @@ func TestQuickRun(t *testing.T) {
 	require.Len(t, r.Memory, 1)
 	assert.Positive(t, r.Memory[0].OnP50)
 	assert.Positive(t, r.Resources.IdleRSSMB)
+	require.Len(t, r.Quality.Locomo, 1, "the tiny LoCoMo file")
+	assert.Contains(t, string(r.Quality.Routing), `"accuracy"`)
 }
 
 // logWriter sends the harness's progress to the test log.

@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"text/tabwriter"
 	"time"
@@ -56,6 +55,7 @@ type Results struct {
 	Streaming []StreamRow     `json:"streaming"`
 	Memory    []MemoryRow     `json:"memory"`
 	Resources Resources       `json:"resources"`
+	Quality   Quality         `json:"quality"`
 	Took      float64         `json:"took_s"`
 	Notes     []string        `json:"notes,omitempty"`
 	Extra     json.RawMessage `json:"extra,omitempty"`
@@ -92,6 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if res.Memory, err = measureMemory(ctx, bin, work, sz, &res.Resources, stderr); err != nil {
 		return err
 	}
+	if res.Quality, err = measureQuality(bin, *quick, stderr); err != nil {
+		return err
+	}
 	res.Took = time.Since(start).Seconds()
 	printTable(stdout, res)
 	b, _ := json.MarshalIndent(res, "", "  ")
@@ -119,7 +122,21 @@ func printTable(w io.Writer, r Results) {
 		fmt.Fprintf(tw, "\t%d\t%.3f\t%.3f (%.3f)\t%.3f\t%.2f\t%.0f\n", m.Memories, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.StartupS, m.RSSMB)
 	}
 	fmt.Fprintf(tw, "RESOURCES\tRSS idle %.0f MiB\tRSS under %d streams %.0f MiB\tstart-up %.2f s\n", r.Resources.IdleRSSMB, r.Resources.Streams, r.Resources.StreamsRSSMB, r.Resources.StartupS)
+	for _, l := range r.Quality.Locomo {
+		var q struct {
+			Budget         int     `json:"budget"`
+			EvidenceRecall float64 `json:"evidence_recall"`
+			TokensMean     float64 `json:"tokens_mean"`
+			P50MS          float64 `json:"p50_ms"`
+		}
+		json.Unmarshal(l, &q)
+		fmt.Fprintf(tw, "LOCOMO (lexical)\tbudget %d\trecall %.3f\ttokens %.0f\tp50 %.2f ms\n", q.Budget, q.EvidenceRecall, q.TokensMean, q.P50MS)
+	}
+	var rt struct {
+		Accuracy float64 `json:"accuracy"`
+	}
+	json.Unmarshal(r.Quality.Routing, &rt)
+	fmt.Fprintf(tw, "ROUTING (regex only)\taccuracy %.3f\n", rt.Accuracy)
 	tw.Flush()
 	fmt.Fprintf(w, "took %.0f s\n", r.Took)
-	_ = filepath.Join
 }
