@@ -64,6 +64,27 @@ func TestEvalRouting(t *testing.T) {
 	}
 	assert.Equal(t, res.Overall.Queries, n)
 
+	// SPEC §7's shape: {"text","tier"} in; queries, accuracy, per_tier n
+	// and accuracy, confusion out.
+	spec := filepath.Join(t.TempDir(), "spec.jsonl")
+	require.NoError(t, os.WriteFile(spec, []byte(`{"text":"hi","tier":"light"}`+"\n"+`{"text":"Prove that the square root of 2 is irrational, step by step.","tier":"complex","note":"ignored"}`+"\n"), 0o644))
+	code, out, errOut = runVera(t, nil, "eval", "routing", "--embedder", "none", spec)
+	require.Equal(t, 0, code, errOut)
+	var top struct {
+		Queries  int     `json:"queries"`
+		Accuracy float64 `json:"accuracy"`
+		PerTier  map[string]struct {
+			N        int     `json:"n"`
+			Accuracy float64 `json:"accuracy"`
+		} `json:"per_tier"`
+		Confusion map[string]map[string]int `json:"confusion"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &top), out)
+	assert.Equal(t, 2, top.Queries)
+	assert.Equal(t, 1.0, top.Accuracy)
+	assert.Equal(t, 1, top.PerTier["light"].N)
+	assert.Equal(t, 1, top.Confusion["complex"]["complex"])
+
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"query":"hi","tier":"light"}`+"\n"+`{"query":"x","tier":"huge"}`+"\n"), 0o644))
 	code, _, errOut = runVera(t, nil, "eval", "routing", "--embedder", "none", bad)

@@ -10,12 +10,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vera-proxy/vera/proxy/tier"
 )
 
-// Query is one labelled query.
+// Query is one labelled query: its text in "text" (SPEC §7), or in
+// "query" as the shipped set writes it.
 type Query struct {
+	Text  string    `json:"text"`
 	Query string    `json:"query"`
 	Tier  tier.Tier `json:"tier"`
 	Lang  string    `json:"lang,omitempty"`
@@ -43,21 +46,27 @@ func Load(r io.Reader) ([]Query, error) {
 			return nil, fmt.Errorf("line %d: tier %q is not light, medium or complex", n, q.Tier)
 		}
 		if q.Query == "" {
-			return nil, fmt.Errorf("line %d: empty query", n)
+			q.Query = q.Text
+		}
+		if strings.TrimSpace(q.Query) == "" {
+			return nil, fmt.Errorf("line %d: no text (want {\"text\":\"...\",\"tier\":\"light\"})", n)
 		}
 		out = append(out, q)
 	}
 	return out, sc.Err()
 }
 
-// Score is the accuracy of one slice of the set.
+// Score is the accuracy of one slice of the set; N (SPEC §7's name) and
+// Queries are the same count.
 type Score struct {
+	N        int     `json:"n"`
 	Queries  int     `json:"queries"`
 	Correct  int     `json:"correct"`
 	Accuracy float64 `json:"accuracy"`
 }
 
 func (s *Score) add(ok bool) {
+	s.N++
 	s.Queries++
 	if ok {
 		s.Correct++
@@ -67,6 +76,9 @@ func (s *Score) add(ok bool) {
 
 // Report is what `vera eval routing` prints.
 type Report struct {
+	// Queries and Accuracy are the whole set's (SPEC §7), as in Overall.
+	Queries  int               `json:"queries"`
+	Accuracy float64           `json:"accuracy"`
 	Embedder string            `json:"embedder"`
 	Overall  Score             `json:"overall"`
 	PerTier  map[string]*Score `json:"per_tier"`
@@ -96,6 +108,7 @@ func Run(ctx context.Context, r *tier.Router, qs []Query, embedder string) Repor
 		addTo(rep.PerLang, q.Lang, ok)
 		addTo(rep.PerSplit, q.Split, ok)
 	}
+	rep.Queries, rep.Accuracy = rep.Overall.Queries, rep.Overall.Accuracy
 	return rep
 }
 
