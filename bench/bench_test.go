@@ -13,6 +13,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestMain lets the test binary serve as the harness's child processes
+// (the fake Ollama, the bare proxy), as the harness's own binary does.
+func TestMain(m *testing.M) {
+	if runChild() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
 // The harness at its tiny size, so that it cannot rot: every measurement
 // runs and the JSON holds every section. The figures mean nothing here.
 func TestQuickRun(t *testing.T) {

@@ -23,6 +23,9 @@ import (
 )
 
 func main() {
+	if runChild() {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {

@@ -76,11 +76,12 @@ func seed(ctx context.Context, dir string, n int) error {
 // measureMemory measures, at each store size, a stream:false chat with
 // memory on against the same chat with memory off, interleaved.
 func measureMemory(ctx context.Context, bin, work string, sz sizes, rs *Resources, log io.Writer) ([]MemoryRow, error) {
-	fake := &fakeOllama{chunks: 1}
-	up, err := serve(ctx, fake)
+	fake, err := fakeChild(1, 0)
 	if err != nil {
 		return nil, err
 	}
+	defer fake.stop()
+	up := fake.base
 	var rows []MemoryRow
 	for _, n := range sz.stores {
 		dir := filepath.Join(work, fmt.Sprintf("memory-%d", n))

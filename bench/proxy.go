@@ -52,15 +52,18 @@ type Resources struct {
 // three paths interleaved.
 func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer) ([]OverheadRow, []StreamRow, Resources, error) {
 	var rs Resources
-	fake := &fakeOllama{chunks: sz.chunks, gap: time.Millisecond}
-	up, err := serve(ctx, fake)
+	fake, err := fakeChild(sz.chunks, time.Millisecond)
 	if err != nil {
 		return nil, nil, rs, err
 	}
-	bare, err := bareProxy(ctx, up)
+	defer fake.stop()
+	up := fake.base
+	bareProc, err := bareChild(up)
 	if err != nil {
 		return nil, nil, rs, err
 	}
+	defer bareProc.stop()
+	bare := bareProc.base
 	dir := filepath.Join(work, "proxy")
 	os.MkdirAll(dir, 0o755)
 	v, err := startVera(bin, up, dir)
@@ -136,11 +139,12 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 	rs.Streams = 32
 	peak := 0.0
 	var wg sync.WaitGroup
-	slow := &fakeOllama{chunks: max(sz.chunks, 50), gap: 5 * time.Millisecond}
-	slowUp, err := serve(ctx, slow)
+	slow, err := fakeChild(max(sz.chunks, 50), 5*time.Millisecond)
 	if err != nil {
 		return nil, nil, rs, err
 	}
+	defer slow.stop()
+	slowUp := slow.base
 	v2, err := startVera(bin, slowUp, filepath.Join(work, "streams"))
 	if err != nil {
 		return nil, nil, rs, err
