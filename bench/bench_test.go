@@ -51,6 +51,9 @@ func TestQuickRun(t *testing.T) {
 	assert.Positive(t, r.Memory[0].OnP50)
 	assert.Positive(t, r.Resources.IdleRSSMB)
 	require.Len(t, r.Quality.Locomo, 1, "the tiny LoCoMo file")
+	require.Len(t, r.Write.Rows, 3)
+	assert.Positive(t, r.Write.Rows[0].TurnsPerSec)
+	assert.Positive(t, r.Write.SearchableProbes)
 	assert.Contains(t, string(r.Quality.Routing), `"accuracy"`)
 }
 

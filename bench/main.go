@@ -59,6 +59,7 @@ type Results struct {
 	Memory    []MemoryRow     `json:"memory"`
 	Resources Resources       `json:"resources"`
 	Quality   Quality         `json:"quality"`
+	Write     Write           `json:"write"`
 	Took      float64         `json:"took_s"`
 	Notes     []string        `json:"notes,omitempty"`
 	Extra     json.RawMessage `json:"extra,omitempty"`
@@ -95,6 +96,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if res.Memory, err = measureMemory(ctx, bin, work, sz, &res.Resources, stderr); err != nil {
 		return err
 	}
+	if res.Write, err = measureWrite(bin, work, sz, stderr); err != nil {
+		return err
+	}
 	if res.Quality, err = measureQuality(bin, *quick, stderr); err != nil {
 		return err
 	}
@@ -125,6 +129,10 @@ func printTable(w io.Writer, r Results) {
 		fmt.Fprintf(tw, "\t%d\t%.3f\t%.3f (%.3f)\t%.3f\t%.2f\t%.0f\n", m.Memories, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.StartupS, m.RSSMB)
 	}
 	fmt.Fprintf(tw, "RESOURCES\tRSS idle %.0f MiB\tRSS under %d streams %.0f MiB\tstart-up %.2f s\n", r.Resources.IdleRSSMB, r.Resources.Streams, r.Resources.StreamsRSSMB, r.Resources.StartupS)
+	for _, row := range r.Write.Rows {
+		fmt.Fprintf(tw, "WRITE PATH\tconcurrency %d\t%.0f turns/s\n", row.Concurrency, row.TurnsPerSec)
+	}
+	fmt.Fprintf(tw, "\tdone to searchable\tp50 %.2f ms\tmax %.2f ms (%d probes)\n", r.Write.SearchableP50MS, r.Write.SearchableMaxMS, r.Write.SearchableProbes)
 	for _, l := range r.Quality.Locomo {
 		var q struct {
 			Budget         int     `json:"budget"`
