@@ -54,6 +54,8 @@ func TestQuickRun(t *testing.T) {
 	require.Len(t, r.Write.Rows, 3)
 	assert.Positive(t, r.Write.Rows[0].TurnsPerSec)
 	assert.Positive(t, r.Write.SearchableProbes)
+	require.Len(t, r.Cache.Vera, 9)
+	assert.Equal(t, 1.0, minShare(r.Cache.Direct), "a client's own history repeats itself")
 	assert.Contains(t, string(r.Quality.Routing), `"accuracy"`)
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -18,6 +19,9 @@ type fakeOllama struct {
 	chunks int
 	gap    time.Duration
 	embed  time.Duration // how long an embedding takes
+
+	mu   sync.Mutex
+	last []byte // the last /api/chat body, served at /bench/last
 }
 
 func (f *fakeOllama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -49,11 +53,19 @@ func (f *fakeOllama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			vecs[i][i%64] = 1
 		}
 		writeJSON(w, map[string]any{"model": "nomic-embed-text", "embeddings": vecs})
+	case "/bench/last":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		w.Write(f.last)
 	case "/api/chat":
 		var req struct {
 			Stream *bool `json:"stream"`
 		}
-		json.NewDecoder(r.Body).Decode(&req)
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.last = body
+		f.mu.Unlock()
+		json.Unmarshal(body, &req)
 		if req.Stream != nil && !*req.Stream {
 			writeJSON(w, map[string]any{"model": "llama3.2", "created_at": time.Now().UTC(), "message": map[string]string{"role": "assistant", "content": "Fine, thanks."},
 				"done": true, "done_reason": "stop", "eval_count": 3, "prompt_eval_count": 20})

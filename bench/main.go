@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -60,6 +61,7 @@ type Results struct {
 	Resources Resources       `json:"resources"`
 	Quality   Quality         `json:"quality"`
 	Write     Write           `json:"write"`
+	Cache     Cache           `json:"prompt_cache"`
 	Took      float64         `json:"took_s"`
 	Notes     []string        `json:"notes,omitempty"`
 	Extra     json.RawMessage `json:"extra,omitempty"`
@@ -99,6 +101,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if res.Write, err = measureWrite(bin, work, sz, stderr); err != nil {
 		return err
 	}
+	if res.Cache, err = measureCache(bin, work, stderr); err != nil {
+		return err
+	}
 	if res.Quality, err = measureQuality(bin, *quick, stderr); err != nil {
 		return err
 	}
@@ -133,6 +138,7 @@ func printTable(w io.Writer, r Results) {
 		fmt.Fprintf(tw, "WRITE PATH\tconcurrency %d\t%.0f turns/s\n", row.Concurrency, row.TurnsPerSec)
 	}
 	fmt.Fprintf(tw, "\tdone to searchable\tp50 %.2f ms\tmax %.2f ms (%d probes)\n", r.Write.SearchableP50MS, r.Write.SearchableMaxMS, r.Write.SearchableProbes)
+	fmt.Fprintf(tw, "PROMPT CACHE\t10-turn chat\tshare repeated, vera: %s\tmean %.3f\tdirect: all %.0f\n", fmtShares(r.Cache.Vera), r.Cache.VeraMean, minShare(r.Cache.Direct))
 	for _, l := range r.Quality.Locomo {
 		var q struct {
 			Budget         int     `json:"budget"`
@@ -150,4 +156,20 @@ func printTable(w io.Writer, r Results) {
 	fmt.Fprintf(tw, "ROUTING (regex only)\taccuracy %.3f\n", rt.Accuracy)
 	tw.Flush()
 	fmt.Fprintf(w, "took %.0f s\n", r.Took)
+}
+
+func fmtShares(xs []float64) string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, fmt.Sprintf("%.2f", x))
+	}
+	return strings.Join(out, " ")
+}
+
+func minShare(xs []float64) float64 {
+	m := 1.0
+	for _, x := range xs {
+		m = min(m, x)
+	}
+	return m
 }
