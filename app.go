@@ -195,7 +195,7 @@ func (a *app) openMemory(ctx context.Context) error {
 	a.startWriter()
 	a.backfillTokens()
 	a.builder = a.newBuilder()
-	a.commands = &memory.Commands{Store: a.store, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands}
+	a.commands = &memory.Commands{Store: a.store, Queue: a.local, Skip: a.writer.Forget, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands}
 	a.curator = a.newCurator()
 	if a.qdrant != nil {
 		a.logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", a.qdrant.Addr()),

@@ -27,7 +27,12 @@ const (
 // Commands carries out memory commands on a store. Phrases are read at
 // each message, so an edit of the prompts file applies at once.
 type Commands struct {
-	Store  Store
+	Store Store
+	// Queue and Skip reach the turns not yet in the store: the durable
+	// queue they wait in, and the writer's Forget, which keeps it from
+	// storing them after all. Nil: only the store is searched.
+	Queue  Queue
+	Skip   func(ids ...string)
 	Embed  Embedder // nil: stored without a vector (the backfill adds it)
 	Tokens *Tokenizer
 	// Phrases returns the command phrases, "remember: PHRASE" and
@@ -147,11 +152,40 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 			strong = append(strong, h)
 		}
 	}
-	if len(strong) > maxForget {
-		return nil, fmt.Errorf("%w: %d memories hold every word of %q", ErrTooBroad, len(strong), statement)
+	// A turn told moments ago may still wait in the queue (its embedding
+	// under way): it is hidden too, or it would arrive after the forget.
+	var queued []Memory
+	if c.Queue != nil {
+		pending, err := c.Queue.Pending(ctx, 1<<16)
+		if err != nil {
+			return nil, fmt.Errorf("forget: the queue: %w", err)
+		}
+		for _, m := range pending {
+			if m.Namespace == ns && holdsAll(m.Text, want) {
+				queued = append(queued, m)
+			}
+		}
+	}
+	if n := len(strong) + len(queued); n > maxForget {
+		return nil, fmt.Errorf("%w: %d memories hold every word of %q", ErrTooBroad, n, statement)
 	}
 	var hidden []Memory
+	seen := map[string]bool{}
+	queuedIDs := make([]string, len(queued))
+	for i, m := range queued {
+		queuedIDs[i] = m.ID
+	}
+	if len(queued) > 0 && c.Skip != nil {
+		c.Skip(queuedIDs...) // the writer will not store them now
+	}
+	for _, m := range queued {
+		m.Hide(c.now())
+		hidden, seen[m.ID] = append(hidden, m), true
+	}
 	for _, h := range strong {
+		if seen[h.ID] {
+			continue
+		}
 		m, err := c.Store.Get(ctx, h.ID) // whole, vector included
 		if errors.Is(err, ErrNotFound) {
 			continue
@@ -167,6 +201,12 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	}
 	if err := c.Store.Upsert(ctx, hidden...); err != nil {
 		return nil, fmt.Errorf("forget: %w", err)
+	}
+	if len(queuedIDs) > 0 {
+		// Stored, hidden: the queue need not hold them any more.
+		if err := c.Queue.Done(ctx, queuedIDs...); err != nil {
+			return nil, fmt.Errorf("forget: the queue: %w", err)
+		}
 	}
 	ids := make([]string, len(hidden))
 	for i, m := range hidden {

@@ -106,3 +106,30 @@ func TestSameTerms(t *testing.T) {
 	assert.False(t, memory.SameTerms("the", "a"), "no content words: not the same")
 	assert.True(t, memory.SameTerms("My bike is blue.", "User: my bike?\nAssistant: Blue bike."), "labels aside")
 }
+
+// A turn told moments ago may still wait in the durable queue: a forget
+// hides it too, and the writer is told not to store it.
+func TestForgetReachesTheQueue(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(ctx, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var skipped []string
+	c := &memory.Commands{Store: db, Queue: db, Skip: func(ids ...string) { skipped = append(skipped, ids...) }, Now: func() time.Time { return now }}
+	turn := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: Remember that my locker code is 9999.\nAssistant: Noted.", Time: now}
+	other := memory.Memory{ID: memory.NewID(), Namespace: "b", Type: memory.Raw, Text: "User: my locker code is 9999\nAssistant: ok", Time: now}
+	require.NoError(t, db.Enqueue(ctx, turn, other))
+
+	ids, err := c.Forget(ctx, "a", "my locker code is 9999")
+	require.NoError(t, err)
+	assert.Equal(t, []string{turn.ID}, ids)
+	assert.Equal(t, []string{turn.ID}, skipped)
+	got, err := db.Get(ctx, turn.ID)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Forgotten, got.Type, "stored hidden, restorable")
+	pending, err := db.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	assert.Equal(t, other.ID, pending[0].ID, "another namespace's turn waits on")
+}
