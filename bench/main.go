@@ -125,9 +125,9 @@ func printTable(w io.Writer, r Results) {
 		fmt.Fprintf(tw, "\t%s\t%d\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f\t%.3f / %.3f ms\t%.0f\n", o.Route, o.Concurrency,
 			o.Direct.P50, o.Direct.P99, o.Bare.P50, o.Bare.P99, o.Vera.P50, o.Vera.P99, o.VeraAddedP50, o.BareAddedP50, o.VeraRPS)
 	}
-	fmt.Fprintf(tw, "STREAMING\tpath\tttfb p50 ms\tper-record lag p50/p99 ms\tto last record p50 ms\n")
+	fmt.Fprintf(tw, "STREAMING\tpath\tttfb p50 ms\tper-record lag p50/p99 ms\tto last record p50 ms\tstreams cut\n")
 	for _, s := range r.Streaming {
-		fmt.Fprintf(tw, "\t%s\t%.3f\t%.3f / %.3f\t%.3f\n", s.Path, s.TTFBP50, s.LagP50, s.LagP99, s.LastP50)
+		fmt.Fprintf(tw, "\t%s\t%.3f\t%.3f / %.3f\t%.3f\t%d\n", s.Path, s.TTFBP50, s.LagP50, s.LagP99, s.LastP50, s.Cut)
 	}
 	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tmemories\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tstart-up s\tRSS MiB\n")
 	for _, m := range r.Memory {

@@ -38,7 +38,9 @@ func interleave(paths []path, n, conc int, do func(p path) (time.Duration, error
 					if err != nil && firstErr == nil {
 						firstErr = fmt.Errorf("%s: %w", p.name, err)
 					}
-					out[p.name] = append(out[p.name], d)
+					if d >= 0 { // a negative duration: a failure do counted
+						out[p.name] = append(out[p.name], d)
+					}
 					mu.Unlock()
 				}
 			}

@@ -29,6 +29,9 @@ type OverheadRow struct {
 	VeraAddedP50 float64 `json:"vera_added_p50_ms"`
 	BareAddedP50 float64 `json:"bare_added_p50_ms"`
 	VeraRPS      float64 `json:"vera_rps"`
+	// BareFailures counts the bare proxy's failed requests (Go's
+	// ReverseProxy is known to cut some, golang/go#40747).
+	BareFailures int `json:"bare_failures,omitempty"`
 }
 
 // StreamRow is one path's streamed chat.
@@ -38,6 +41,9 @@ type StreamRow struct {
 	LagP50  float64 `json:"lag_p50_ms"`
 	LagP99  float64 `json:"lag_p99_ms"`
 	LastP50 float64 `json:"last_p50_ms"`
+	// Cut counts streams that ended in an error; only the bare proxy's
+	// are tolerated (golang/go#40747), any other fails the run.
+	Cut int `json:"cut"`
 }
 
 // Resources are vera's footprint.
@@ -88,13 +94,22 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 	for _, rt := range routes {
 		for _, conc := range []int{1, 32} {
 			fmt.Fprintf(log, "bench: overhead %s at %d\n", rt.name, conc)
+			var mu sync.Mutex
+			bareFailures := 0
 			got, _, err := interleave(paths, sz.requests, conc, func(p path) (time.Duration, error) {
-				return call(rt.method, p.base+rt.path, rt.body, "X-Vera-Memory", "off")
+				d, err := call(rt.method, p.base+rt.path, rt.body, "X-Vera-Memory", "off")
+				if err != nil && p.name == "bare" {
+					mu.Lock()
+					bareFailures++
+					mu.Unlock()
+					return -1, nil
+				}
+				return d, err
 			})
 			if err != nil {
 				return nil, nil, rs, err
 			}
-			row := OverheadRow{Route: rt.name, Concurrency: conc, Direct: latency(got["direct"]), Bare: latency(got["bare"]), Vera: latency(got["vera"])}
+			row := OverheadRow{Route: rt.name, Concurrency: conc, Direct: latency(got["direct"]), Bare: latency(got["bare"]), Vera: latency(got["vera"]), BareFailures: bareFailures}
 			row.VeraAddedP50, row.BareAddedP50 = row.Vera.P50-row.Direct.P50, row.Bare.P50-row.Direct.P50
 			// Throughput: vera alone, at 32.
 			if conc == 32 {
@@ -112,19 +127,29 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 
 	fmt.Fprintf(log, "bench: streaming, %d records\n", sz.chunks)
 	streamBody := `{"model":"llama3.2","messages":[{"role":"user","content":"Tell me a story."}]}`
-	stats := map[string]*struct{ ttfb, last, lag []time.Duration }{}
+	type streamStats struct {
+		ttfb, last, lag []time.Duration
+		cut             int
+	}
+	stats := map[string]*streamStats{}
+	for _, p := range paths {
+		stats[p.name] = &streamStats{}
+	}
 	var mu sync.Mutex
 	_, _, err = interleave(paths, sz.streams, 1, func(p path) (time.Duration, error) {
 		s, err := stream(p.base+"/api/chat", streamBody, "X-Vera-Memory", "off")
 		mu.Lock()
 		defer mu.Unlock()
 		st := stats[p.name]
-		if st == nil {
-			st = &struct{ ttfb, last, lag []time.Duration }{}
-			stats[p.name] = st
+		if err != nil {
+			st.cut++
+			if p.name == "bare" {
+				return -1, nil
+			}
+			return -1, err
 		}
 		st.ttfb, st.last, st.lag = append(st.ttfb, s.ttfb), append(st.last, s.last), append(st.lag, s.lag...)
-		return s.last, err
+		return s.last, nil
 	})
 	if err != nil {
 		return nil, nil, rs, err
@@ -132,7 +157,7 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 	var streams []StreamRow
 	for _, p := range paths {
 		st := stats[p.name]
-		streams = append(streams, StreamRow{Path: p.name, TTFBP50: ms(st.ttfb, 0.5), LagP50: ms(st.lag, 0.5), LagP99: ms(st.lag, 0.99), LastP50: ms(st.last, 0.5)})
+		streams = append(streams, StreamRow{Path: p.name, TTFBP50: ms(st.ttfb, 0.5), LagP50: ms(st.lag, 0.5), LagP99: ms(st.lag, 0.99), LastP50: ms(st.last, 0.5), Cut: st.cut})
 	}
 
 	// RSS under 32 concurrent streams.
