@@ -47,8 +47,12 @@ func TestQuickRun(t *testing.T) {
 	}
 	require.Len(t, r.Streaming, 3)
 	assert.Positive(t, r.Streaming[2].TTFBP50)
-	require.Len(t, r.Memory, 1)
-	assert.Positive(t, r.Memory[0].OnP50)
+	require.Len(t, r.Memory, 2, "embedded and Qdrant")
+	assert.Equal(t, "embedded", r.Memory[0].Backend)
+	assert.Contains(t, r.Memory[1].Backend, "qdrant")
+	for _, m := range r.Memory {
+		assert.Positive(t, m.OnP50, m.Backend)
+	}
 	assert.Positive(t, r.Resources.IdleRSSMB)
 	require.Len(t, r.Quality.Locomo, 1, "the tiny LoCoMo file")
 	require.Len(t, r.Write.Rows, 3)

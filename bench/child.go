@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 )
 
 // The fake Ollama and the bare proxy run as processes of their own, as
@@ -37,6 +39,11 @@ func runChild() bool {
 		base, err = serve(ctx, &fakeOllama{chunks: chunks, gap: gap})
 	case "bare":
 		base, err = bareProxy(ctx, os.Getenv("VERA_BENCH_UPSTREAM"))
+	case "qdrant":
+		var q *qdranttest.Server
+		if q, err = qdranttest.Start("127.0.0.1:0"); err == nil {
+			base = q.URL()
+		}
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

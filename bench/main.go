@@ -129,9 +129,9 @@ func printTable(w io.Writer, r Results) {
 	for _, s := range r.Streaming {
 		fmt.Fprintf(tw, "\t%s\t%.3f\t%.3f / %.3f\t%.3f\t%d\n", s.Path, s.TTFBP50, s.LagP50, s.LagP99, s.LastP50, s.Cut)
 	}
-	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tmemories\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tstart-up s\tRSS MiB\n")
+	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tbackend, memories\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tstart-up s\tRSS MiB\n")
 	for _, m := range r.Memory {
-		fmt.Fprintf(tw, "\t%d\t%.3f\t%.3f (%.3f)\t%.3f\t%.2f\t%.0f\n", m.Memories, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.StartupS, m.RSSMB)
+		fmt.Fprintf(tw, "\t%s, %d\t%.3f\t%.3f (%.3f)\t%.3f\t%.2f\t%.0f\n", m.Backend, m.Memories, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.StartupS, m.RSSMB)
 	}
 	fmt.Fprintf(tw, "RESOURCES\tRSS idle %.0f MiB\tRSS under %d streams %.0f MiB\tstart-up %.2f s\n", r.Resources.IdleRSSMB, r.Resources.Streams, r.Resources.StreamsRSSMB, r.Resources.StartupS)
 	for _, row := range r.Write.Rows {

@@ -7,17 +7,23 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/qdrant"
 )
 
 // MemoryRow is the chat path with memory on, minus the same chat with
 // memory off, at one store size (embedded backend; the fake's embedding
 // answers at once, and its time is not vera's).
 type MemoryRow struct {
+	// Backend is "embedded", "qdrant" (a real server,
+	// VERA_TEST_QDRANT_URL) or "qdrant stand-in" (the in-process test
+	// server: an exact scan, not Qdrant's speed).
+	Backend  string  `json:"backend"`
 	Memories int     `json:"memories"`
 	OffP50   float64 `json:"off_p50_ms"`
 	OnP50    float64 `json:"on_p50_ms"`
@@ -47,6 +53,24 @@ func seed(ctx context.Context, dir string, n int) error {
 	if _, err := db.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
 		return err
 	}
+	return generate(n, func(ms []memory.Memory) error { return db.Upsert(ctx, ms...) })
+}
+
+// seedQdrant does what seed does, into a Qdrant collection.
+func seedQdrant(ctx context.Context, url, collection string, n int) error {
+	q, err := qdrant.Open(ctx, qdrant.Options{URL: url, Collection: collection})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	if _, err := q.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
+		return err
+	}
+	return generate(n, func(ms []memory.Memory) error { return q.Upsert(ctx, ms...) })
+}
+
+// generate makes n memories of namespace "bench", a batch at a time.
+func generate(n int, write func([]memory.Memory) error) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rng, 1.2, 1, uint64(len(words)-1))
 	base := time.Now().Add(-time.Duration(n) * time.Minute)
@@ -64,7 +88,7 @@ func seed(ctx context.Context, dir string, n int) error {
 		batch = append(batch, memory.Memory{ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Text: text,
 			Time: base.Add(time.Duration(i) * time.Minute), Tokens: 40, Vector: vec})
 		if len(batch) == cap(batch) || i == n-1 {
-			if err := db.Upsert(ctx, batch...); err != nil {
+			if err := write(batch); err != nil {
 				return err
 			}
 			batch = batch[:0]
@@ -76,6 +100,31 @@ func seed(ctx context.Context, dir string, n int) error {
 // measureMemory measures, at each store size, a stream:false chat with
 // memory on against the same chat with memory off, interleaved.
 func measureMemory(ctx context.Context, bin, work string, sz sizes, rs *Resources, log io.Writer) ([]MemoryRow, error) {
+	rows, err := measureMemoryOn(ctx, bin, work, sz.stores, sz.chats, "embedded", "", log)
+	if err != nil {
+		return nil, err
+	}
+	// Qdrant: a real one when VERA_TEST_QDRANT_URL names it, else the
+	// stand-in in a process of its own (an exact scan: labelled so, its
+	// times are not Qdrant's). The stand-in stops at 10k memories.
+	url, backend := os.Getenv("VERA_TEST_QDRANT_URL"), "qdrant"
+	stores := sz.stores
+	if url == "" {
+		q, err := startChild("qdrant")
+		if err != nil {
+			return nil, err
+		}
+		defer q.stop()
+		url, backend = q.base, "qdrant stand-in"
+		stores = slices.DeleteFunc(slices.Clone(stores), func(n int) bool { return n > 10000 })
+	}
+	more, err := measureMemoryOn(ctx, bin, work, stores, sz.chats, backend, url, log)
+	return append(rows, more...), err
+}
+
+// measureMemoryOn measures the memory figures on one backend: the
+// embedded store, or the Qdrant at qdrantURL.
+func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats int, backend, qdrantURL string, log io.Writer) ([]MemoryRow, error) {
 	fake, err := fakeChild(1, 0)
 	if err != nil {
 		return nil, err
@@ -83,16 +132,24 @@ func measureMemory(ctx context.Context, bin, work string, sz sizes, rs *Resource
 	defer fake.stop()
 	up := fake.base
 	var rows []MemoryRow
-	for _, n := range sz.stores {
-		dir := filepath.Join(work, fmt.Sprintf("memory-%d", n))
+	for _, n := range stores {
+		dir := filepath.Join(work, fmt.Sprintf("memory-%s-%d", strings.ReplaceAll(backend, " ", "-"), n))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(log, "bench: seeding %d memories\n", n)
-		if err := seed(ctx, dir, n); err != nil {
+		fmt.Fprintf(log, "bench: seeding %d memories (%s)\n", n, backend)
+		env := []string{"VERA_EMBEDDING_MODEL=nomic-embed-text"}
+		if qdrantURL == "" {
+			err = seed(ctx, dir, n)
+		} else {
+			collection := fmt.Sprintf("bench_%d_%d", n, time.Now().UnixNano())
+			err = seedQdrant(ctx, qdrantURL, collection, n)
+			env = append(env, "VERA_QDRANT_URL="+qdrantURL, "VERA_QDRANT_COLLECTION="+collection)
+		}
+		if err != nil {
 			return nil, err
 		}
-		v, err := startVera(bin, up, dir, "VERA_EMBEDDING_MODEL=nomic-embed-text")
+		v, err := startVera(bin, up, dir, env...)
 		if err != nil {
 			return nil, err
 		}
@@ -112,9 +169,9 @@ func measureMemory(ctx context.Context, bin, work string, sz sizes, rs *Resource
 			v.stop()
 			return nil, err
 		}
-		fmt.Fprintf(log, "bench: memory on the chat path, %d memories\n", n)
-		got, _, err := interleave(paths, sz.chats, 1, do)
-		row := MemoryRow{Memories: n, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
+		fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s)\n", n, backend)
+		got, _, err := interleave(paths, chats, 1, do)
+		row := MemoryRow{Backend: backend, Memories: n, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
 			StartupS: v.startup.Seconds(), RSSMB: v.rssMB()}
 		row.AddedP50 = row.OnP50 - row.OffP50
 		v.stop()
