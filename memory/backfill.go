@@ -33,35 +33,47 @@ const backfillPage = 256
 // empty text) is recorded as 1, so it is not counted again at every start.
 // It returns how many counts it wrote, and ctx's error if ctx ended first.
 func BackfillTokens(ctx context.Context, s TokenCounter, count func(string) int) (int, error) {
-	set := 0
+	return backfill(ctx, "token backfill", s.ZeroTokens, func(page []Memory) error {
+		counts := make(map[string]int, len(page))
+		for _, m := range page {
+			counts[m.ID] = max(count(m.Text), 1)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return s.SetTokens(ctx, counts)
+	})
+}
+
+// backfill pages through what pageOf lists, a page at a time, applying
+// fix to each, until none is left or ctx ends; it returns how many
+// memories it fixed.
+func backfill(ctx context.Context, what string, pageOf func(ctx context.Context, cursor string, limit int) ([]Memory, string, error), fix func([]Memory) error) (int, error) {
+	done := 0
 	cursor := ""
 	for {
 		if err := ctx.Err(); err != nil {
-			return set, err
+			return done, err
 		}
-		page, next, err := s.ZeroTokens(ctx, cursor, backfillPage)
+		page, next, err := pageOf(ctx, cursor, backfillPage)
 		if err != nil {
-			return set, fmt.Errorf("token backfill: %w", err)
+			return done, fmt.Errorf("%s: %w", what, err)
 		}
 		if len(page) > 0 {
-			counts := make(map[string]int, len(page))
-			for _, m := range page {
-				counts[m.ID] = max(count(m.Text), 1)
+			if err := fix(page); err != nil {
+				if ctx.Err() != nil {
+					return done, ctx.Err()
+				}
+				return done, fmt.Errorf("%s: %w", what, err)
 			}
-			if err := ctx.Err(); err != nil {
-				return set, err
-			}
-			if err := s.SetTokens(ctx, counts); err != nil {
-				return set, fmt.Errorf("token backfill: %w", err)
-			}
-			set += len(counts)
+			done += len(page)
 		}
 		if next == "" {
-			return set, nil
+			return done, nil
 		}
 		if next == cursor {
 			// A store that does not move on would loop forever.
-			return set, fmt.Errorf("token backfill: the store returned cursor %q again", next)
+			return done, fmt.Errorf("%s: the store returned cursor %q again", what, next)
 		}
 		cursor = next
 	}
@@ -86,28 +98,5 @@ type TermsIndexer interface {
 // lexical search still finds those memories by the words both versions
 // share. It returns how many it indexed.
 func BackfillTerms(ctx context.Context, s TermsIndexer) (int, error) {
-	done := 0
-	cursor := ""
-	for {
-		if err := ctx.Err(); err != nil {
-			return done, err
-		}
-		page, next, err := s.StaleTerms(ctx, cursor, backfillPage)
-		if err != nil {
-			return done, fmt.Errorf("terms backfill: %w", err)
-		}
-		if len(page) > 0 {
-			if err := s.Reindex(ctx, page...); err != nil {
-				return done, fmt.Errorf("terms backfill: %w", err)
-			}
-			done += len(page)
-		}
-		if next == "" {
-			return done, nil
-		}
-		if next == cursor {
-			return done, fmt.Errorf("terms backfill: the store returned cursor %q again", next)
-		}
-		cursor = next
-	}
+	return backfill(ctx, "terms backfill", s.StaleTerms, func(page []Memory) error { return s.Reindex(ctx, page...) })
 }

@@ -28,6 +28,14 @@ func countKnown() *qdrant.Condition {
 // every namespace, the cursor being the first id of the next page
 // (Qdrant's next_page_offset).
 func (s *Store) ZeroTokens(ctx context.Context, cursor string, limit int) ([]memory.Memory, string, error) {
+	return s.textsWhereNot(ctx, "zero tokens", countKnown(), cursor, limit)
+}
+
+// textsWhereNot pages, in point id order over every namespace, through
+// the points that do not match cond, with their ids, namespaces, types and
+// texts; the cursor is the first id of the next page (Qdrant's
+// next_page_offset).
+func (s *Store) textsWhereNot(ctx context.Context, what string, cond *qdrant.Condition, cursor string, limit int) ([]memory.Memory, string, error) {
 	ok, err := s.exists(ctx)
 	if err != nil || !ok {
 		return nil, "", err
@@ -36,12 +44,12 @@ func (s *Store) ZeroTokens(ctx context.Context, cursor string, limit int) ([]mem
 		limit = 100
 	}
 	req := &qdrant.ScrollPoints{CollectionName: s.collection, Limit: ptr(uint32(limit)),
-		Filter:      &qdrant.Filter{MustNot: []*qdrant.Condition{countKnown()}},
+		Filter:      &qdrant.Filter{MustNot: []*qdrant.Condition{cond}},
 		WithPayload: qdrant.NewWithPayloadInclude(fieldNamespace, fieldType, fieldText)}
 	if cursor != "" {
 		id := pointID(cursor)
 		if id == nil {
-			return nil, "", fmt.Errorf("qdrant %s: zero tokens: bad cursor %q", s.addr, cursor)
+			return nil, "", fmt.Errorf("qdrant %s: %s: bad cursor %q", s.addr, what, cursor)
 		}
 		req.Offset = id
 	}
@@ -49,7 +57,7 @@ func (s *Store) ZeroTokens(ctx context.Context, cursor string, limit int) ([]mem
 	defer cancel()
 	got, next, err := s.client.ScrollAndOffset(cctx, req)
 	if err != nil {
-		return nil, "", s.wrap("zero tokens", err)
+		return nil, "", s.wrap(what, err)
 	}
 	out := make([]memory.Memory, 0, len(got))
 	for _, p := range got {
@@ -64,6 +72,31 @@ func (s *Store) ZeroTokens(ctx context.Context, cursor string, limit int) ([]mem
 	return out, nextID, nil
 }
 
+// setWhereNot sets payload on each point pid, by a filter (the id, and not
+// cond) rather than by id: a point deleted meanwhile is skipped instead of
+// failing the batch, and one that came to match cond meanwhile is left as
+// it is. The operations go in batches.
+func (s *Store) setWhereNot(ctx context.Context, what string, cond *qdrant.Condition, pids []*qdrant.PointId, payload func(i int) map[string]any) error {
+	ops := make([]*qdrant.PointsUpdateOperation, len(pids))
+	for i, pid := range pids {
+		ops[i] = qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
+			Payload: qdrant.NewValueMap(payload(i)),
+			PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{
+				Must: []*qdrant.Condition{qdrant.NewHasID(pid)}, MustNot: []*qdrant.Condition{cond},
+			}),
+		})
+	}
+	for chunk := range slices.Chunk(ops, batchSize) {
+		cctx, cancel := withTimeout(ctx)
+		_, err := s.client.UpdateBatch(cctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true), Operations: chunk})
+		cancel()
+		if err != nil {
+			return s.wrap(what, err)
+		}
+	}
+	return nil
+}
+
 // SetTokens implements memory.TokenCounter with set-payload operations,
 // batched: only the tokens field of each point is written, never its
 // vectors or the rest of its payload. Each operation selects its point by
@@ -75,28 +108,16 @@ func (s *Store) SetTokens(ctx context.Context, counts map[string]int) error {
 	if err != nil || !ok {
 		return err
 	}
-	var ops []*qdrant.PointsUpdateOperation
+	var pids []*qdrant.PointId
+	var ns []int
 	for _, id := range slices.Sorted(maps.Keys(counts)) {
 		n, pid := counts[id], pointID(id)
 		if n <= 0 || pid == nil {
 			continue // no count to set, or an id no point can have
 		}
-		ops = append(ops, qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
-			Payload: qdrant.NewValueMap(map[string]any{fieldTokens: n}),
-			PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{
-				Must: []*qdrant.Condition{qdrant.NewHasID(pid)}, MustNot: []*qdrant.Condition{countKnown()},
-			}),
-		}))
+		pids, ns = append(pids, pid), append(ns, n)
 	}
-	for chunk := range slices.Chunk(ops, batchSize) {
-		cctx, cancel := withTimeout(ctx)
-		_, err := s.client.UpdateBatch(cctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true), Operations: chunk})
-		cancel()
-		if err != nil {
-			return s.wrap("set tokens", err)
-		}
-	}
-	return nil
+	return s.setWhereNot(ctx, "set tokens", countKnown(), pids, func(i int) map[string]any { return map[string]any{fieldTokens: ns[i]} })
 }
 
 // pointID is the point id of a memory id: a UUID, or (for points not
@@ -125,41 +146,14 @@ var _ memory.TermsIndexer = (*Store)(nil)
 // vector was built by another version of memory.Terms (or before versions
 // were recorded), their ids and texts, in point id order.
 func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]memory.Memory, string, error) {
-	ok, err := s.exists(ctx)
-	if err != nil || !ok {
-		return nil, "", err
-	}
-	if limit <= 0 {
-		limit = 100
-	}
+	return s.textsWhereNot(ctx, "stale terms", currentTerms(), cursor, limit)
+}
+
+// currentTerms matches the points whose sparse vector this version of
+// memory.Terms built.
+func currentTerms() *qdrant.Condition {
 	v := float64(memory.TermsVersion)
-	req := &qdrant.ScrollPoints{CollectionName: s.collection, Limit: ptr(uint32(limit)),
-		Filter:      &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})}},
-		WithPayload: qdrant.NewWithPayloadInclude(fieldNamespace, fieldType, fieldText, fieldTimestamp)}
-	if cursor != "" {
-		id := pointID(cursor)
-		if id == nil {
-			return nil, "", fmt.Errorf("qdrant %s: stale terms: bad cursor %q", s.addr, cursor)
-		}
-		req.Offset = id
-	}
-	cctx, cancel := withTimeout(ctx)
-	defer cancel()
-	got, next, err := s.client.ScrollAndOffset(cctx, req)
-	if err != nil {
-		return nil, "", s.wrap("stale terms", err)
-	}
-	out := make([]memory.Memory, 0, len(got))
-	for _, p := range got {
-		pl := p.GetPayload()
-		out = append(out, memory.Memory{ID: idString(p.GetId()), Namespace: pl[fieldNamespace].GetStringValue(),
-			Type: memory.Type(pl[fieldType].GetStringValue()), Text: pl[fieldText].GetStringValue()})
-	}
-	nextID := ""
-	if next != nil {
-		nextID = idString(next)
-	}
-	return out, nextID, nil
+	return qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})
 }
 
 // Reindex implements memory.TermsIndexer: each point's sparse vector is
@@ -167,7 +161,7 @@ func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]mem
 // written: a memory hidden, superseded or deleted meanwhile stays so (a
 // deleted one is skipped).
 func (s *Store) Reindex(ctx context.Context, ms ...memory.Memory) error {
-	var ops []*qdrant.PointsUpdateOperation
+	var pids []*qdrant.PointId
 	for _, m := range ms {
 		pid := pointID(m.ID)
 		if pid == nil {
@@ -185,21 +179,7 @@ func (s *Store) Reindex(ctx context.Context, ms ...memory.Memory) error {
 				return s.wrap("reindex", err)
 			}
 		}
-		v := float64(memory.TermsVersion)
-		ops = append(ops, qdrant.NewPointsUpdateSetPayload(&qdrant.PointsUpdateOperation_SetPayload{
-			Payload: qdrant.NewValueMap(map[string]any{fieldTermsV: memory.TermsVersion}),
-			PointsSelector: qdrant.NewPointsSelectorFilter(&qdrant.Filter{
-				Must: []*qdrant.Condition{qdrant.NewHasID(pid)}, MustNot: []*qdrant.Condition{qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})},
-			}),
-		}))
+		pids = append(pids, pid)
 	}
-	for chunk := range slices.Chunk(ops, batchSize) {
-		cctx, cancel := withTimeout(ctx)
-		_, err := s.client.UpdateBatch(cctx, &qdrant.UpdateBatchPoints{CollectionName: s.collection, Wait: ptr(true), Operations: chunk})
-		cancel()
-		if err != nil {
-			return s.wrap("reindex", err)
-		}
-	}
-	return nil
+	return s.setWhereNot(ctx, "reindex", currentTerms(), pids, func(int) map[string]any { return map[string]any{fieldTermsV: memory.TermsVersion} })
 }
