@@ -819,12 +819,8 @@ func TestSupersession(t *testing.T) {
 	var answer func(batch []string) string
 	var f *fixture
 	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
-		var in struct {
-			Raw []struct{ ID string } `json:"raw_turns"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(user), &in))
 		var ids []string
-		for _, r := range in.Raw {
+		for _, r := range batchOf(t, user) {
 			ids = append(ids, r.ID)
 		}
 		return answer(ids), nil
@@ -910,12 +906,8 @@ func TestRepetitionIsOneMemory(t *testing.T) {
 	var answer func(ids []string) string
 	var f *fixture
 	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
-		var in struct {
-			Raw []struct{ ID string } `json:"raw_turns"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(user), &in))
 		var ids []string
-		for _, r := range in.Raw {
+		for _, r := range batchOf(t, user) {
 			ids = append(ids, r.ID)
 		}
 		return answer(ids), nil
@@ -979,13 +971,9 @@ func TestBatchesSeeEachOther(t *testing.T) {
 	ctx := context.Background()
 	var f *fixture
 	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
-		var in struct {
-			Raw []struct{ ID, Text string } `json:"raw_turns"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(user), &in))
 		var turns []map[string]any
 		var ids []string
-		for _, r := range in.Raw {
+		for _, r := range batchOf(t, user) {
 			ids = append(ids, r.ID)
 			switch {
 			case strings.Contains(r.Text, "drink coffee"):
@@ -1032,4 +1020,14 @@ func TestBatchesSeeEachOther(t *testing.T) {
 	}
 	assert.Equal(t, []string{"User: What do I drink?\nAssistant: Tea."}, currentDrink, "one current memory per key: the newest")
 	assert.Equal(t, []string{"User: Do I eat meat?\nAssistant: You do not eat meat."}, currentDiet)
+}
+
+// batchOf reads the raw turns the curator sent the model.
+func batchOf(t *testing.T, user string) []promptTurn {
+	t.Helper()
+	var in struct {
+		Raw []promptTurn `json:"raw_turns"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(user), &in))
+	return in.Raw
 }
