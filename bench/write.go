@@ -113,11 +113,9 @@ func found(base, word string) bool {
 	}
 	json.NewDecoder(res.Body).Decode(&page)
 	for _, m := range page.Memories {
-		if len(m.Text) > 0 && contains(m.Text, word) {
+		if strings.Contains(m.Text, word) {
 			return true
 		}
 	}
 	return false
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -77,6 +77,9 @@ type chat struct {
 	// forgetting: the chat asked to forget; it is not stored, or what it
 	// hid would come straight back.
 	forgetting bool
+	// commanded is the user text command parsed: one that came from the
+	// conversation since is parsed again before the turn is recorded.
+	commanded string
 	// gen is the conversations' withdrawal count when the chat's recall
 	// began (conversations.stale).
 	gen uint64
@@ -220,13 +223,14 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // teeFor returns the tee that reads the answer, with the commit of the
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
-	if !ch.forgetting && s.Commands != nil {
-		// The user text may have come from the conversation since (a
+	record := s.Recorder != nil && !ch.off && !ch.untouched
+	if record && !ch.forgetting && s.Commands != nil && ch.user != ch.commanded {
+		// The user text came from the conversation after command ran (a
 		// Responses loop chained by id).
 		kind, _ := s.Commands.Parse(ch.user)
 		ch.forgetting = kind == memory.Forget
 	}
-	record := s.Recorder != nil && !ch.off && !ch.untouched && !ch.forgetting
+	record = record && !ch.forgetting
 	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate || ch.d == openAIChat)
 	if !record && !strip && (s.Debug == nil || ch.untouched) {
 		return nil
@@ -392,6 +396,7 @@ func (s *Server) command(c *gin.Context, ch *chat) {
 		return
 	}
 	kind, statement := s.Commands.Parse(ch.user)
+	ch.commanded = ch.user
 	if kind == memory.Forget {
 		// Never stored, in any step of its turn (a tool loop's, one
 		// continuing a prefill): the fact would come straight back.
