@@ -103,7 +103,7 @@ func (s *Server) guard(c *gin.Context) {
 		return
 	}
 	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || Forwarded(c.Request) {
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || config.Forwarded(c.Request) {
 		// A request a reverse proxy forwarded comes from elsewhere, even
 		// if the proxy runs on this host.
 		writeError(c.Writer, httpError(http.StatusForbidden, "admin routes are served only to loopback clients unless VERA_ADMIN_TOKEN is set"))
@@ -135,14 +135,6 @@ func sameSite(r *http.Request) error {
 		return httpError(http.StatusForbidden, fmt.Sprintf("admin routes refuse requests from another origin (%q)", origin))
 	}
 	return nil
-}
-
-// Forwarded reports whether a reverse proxy forwarded r: it carries
-// Forwarded, X-Forwarded-For or X-Real-IP. Such a request's client is not
-// the peer vera sees.
-func Forwarded(r *http.Request) bool {
-	h := r.Header
-	return h.Get("Forwarded") != "" || h.Get("X-Forwarded-For") != "" || h.Get("X-Real-Ip") != ""
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"net/http"
 	"strings"
 )
 
@@ -19,4 +20,12 @@ func LoopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// Forwarded reports whether a reverse proxy forwarded r: it carries
+// Forwarded, X-Forwarded-For or X-Real-IP. Such a request's client is not
+// the peer vera sees.
+func Forwarded(r *http.Request) bool {
+	h := r.Header
+	return h.Get("Forwarded") != "" || h.Get("X-Forwarded-For") != "" || h.Get("X-Real-Ip") != ""
 }

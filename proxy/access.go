@@ -80,8 +80,7 @@ func (s *Server) validKey(k string) bool {
 // once: behind a reverse proxy on the same host, server.trust_loopback
 // should be false.
 func (s *Server) forwardedFromLoopback(r *http.Request) bool {
-	h := r.Header
-	if h.Get("Forwarded") == "" && h.Get("X-Forwarded-For") == "" && h.Get("X-Real-Ip") == "" || !loopback(r.RemoteAddr) {
+	if !config.Forwarded(r) || !loopback(r.RemoteAddr) {
 		return false
 	}
 	if !s.TrustLoopback {
