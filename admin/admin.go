@@ -9,7 +9,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -102,8 +101,7 @@ func (s *Server) guard(c *gin.Context) {
 		c.Next()
 		return
 	}
-	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || config.Forwarded(c.Request) {
+	if !config.LoopbackPeer(c.Request.RemoteAddr) || config.Forwarded(c.Request) {
 		// A request a reverse proxy forwarded comes from elsewhere, even
 		// if the proxy runs on this host.
 		writeError(c.Writer, httpError(http.StatusForbidden, "admin routes are served only to loopback clients unless VERA_ADMIN_TOKEN is set"))

@@ -29,3 +29,11 @@ func Forwarded(r *http.Request) bool {
 	h := r.Header
 	return h.Get("Forwarded") != "" || h.Get("X-Forwarded-For") != "" || h.Get("X-Real-Ip") != ""
 }
+
+// LoopbackPeer reports whether a connection's remote address (host:port)
+// is a loopback address.
+func LoopbackPeer(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
+}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"crypto/subtle"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 
@@ -32,7 +31,7 @@ func (s *Server) requireKey(c *gin.Context) {
 		// cannot send a key); the API it calls is guarded.
 		return
 	}
-	if s.TrustLoopback && !forwarded && loopback(c.Request.RemoteAddr) && config.LoopbackHost(c.Request.Host) {
+	if s.TrustLoopback && !forwarded && config.LoopbackPeer(c.Request.RemoteAddr) && config.LoopbackHost(c.Request.Host) {
 		// A request a reverse proxy on this host forwarded is not
 		// trusted: its client is elsewhere. Nor is one whose Host is not
 		// this machine's name: a web page that rebinds its own name to
@@ -80,7 +79,7 @@ func (s *Server) validKey(k string) bool {
 // once: behind a reverse proxy on the same host, server.trust_loopback
 // should be false.
 func (s *Server) forwardedFromLoopback(r *http.Request) bool {
-	if !config.Forwarded(r) || !loopback(r.RemoteAddr) {
+	if !config.Forwarded(r) || !config.LoopbackPeer(r.RemoteAddr) {
 		return false
 	}
 	if !s.TrustLoopback {
@@ -97,8 +96,4 @@ func (s *Server) forwardedFromLoopback(r *http.Request) bool {
 // headers while TrustLoopback was on.
 func (s *Server) ForwardedLoopback() int64 { return s.forwarded.Load() }
 
-func loopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	ip := net.ParseIP(host)
-	return err == nil && ip != nil && ip.IsLoopback()
-}
+
