@@ -95,5 +95,3 @@ func (s *Server) forwardedFromLoopback(r *http.Request) bool {
 // ForwardedLoopback counts the loopback requests that carried forwarding
 // headers while TrustLoopback was on.
 func (s *Server) ForwardedLoopback() int64 { return s.forwarded.Load() }
-
-
