@@ -198,33 +198,37 @@ func (r *MessagesRequest) withMemory(mc *memory.Context) any {
 
 // messagesEvent takes one event of a Messages stream.
 func (t *answerTee) messagesEvent(data []byte) {
-	var e struct {
-		Type  string `json:"type"`
-		Delta struct {
-			Type       string `json:"type"`
-			Text       string `json:"text"`
-			StopReason string `json:"stop_reason"`
-		} `json:"delta"`
-		ContentBlock struct {
-			Type string `json:"type"`
-		} `json:"content_block"`
-	}
-	if json.Unmarshal(data, &e) != nil {
+	if !json.Valid(data) {
 		t.failed = true
 		return
 	}
-	switch e.Type {
-	case "content_block_delta":
-		if e.Delta.Type == "text_delta" {
-			t.content.WriteString(e.Delta.Text)
+	// Read in place (jsonscan.go): no allocation per event.
+	var typ, delta, block []byte
+	if !members(data, func(key, val []byte) {
+		switch string(key) {
+		case "type":
+			typ = val
+		case "delta":
+			delta = val
+		case "content_block":
+			block = val
 		}
-	case "content_block_start":
-		t.toolCalls = t.toolCalls || e.ContentBlock.Type == "tool_use"
-	case "message_delta":
-		t.toolCalls = t.toolCalls || e.Delta.StopReason == "tool_use"
-	case "message_stop":
+	}) {
+		t.failed = true
+		return
+	}
+	switch {
+	case jsonIs(typ, "content_block_delta"):
+		if jsonIs(field(delta, "type"), "text_delta") {
+			t.failed = t.failed || !appendJSONString(&t.content, field(delta, "text"))
+		}
+	case jsonIs(typ, "content_block_start"):
+		t.toolCalls = t.toolCalls || jsonIs(field(block, "type"), "tool_use")
+	case jsonIs(typ, "message_delta"):
+		t.toolCalls = t.toolCalls || jsonIs(field(delta, "stop_reason"), "tool_use")
+	case jsonIs(typ, "message_stop"):
 		t.done = true
-	case "error":
+	case jsonIs(typ, "error"):
 		t.failed = true
 	}
 }

@@ -211,34 +211,40 @@ func (r *ResponsesRequest) withMemory(mc *memory.Context) any {
 
 // responsesEvent takes one event of a Responses stream.
 func (t *answerTee) responsesEvent(data []byte) {
-	var e struct {
-		Type        string `json:"type"`
-		Delta       string `json:"delta"`
-		OutputIndex int    `json:"output_index"`
-		Item        struct {
-			Type string `json:"type"`
-		} `json:"item"`
-		Response struct {
-			ID string `json:"id"`
-		} `json:"response"`
-	}
-	if json.Unmarshal(data, &e) != nil {
+	if !json.Valid(data) {
 		t.failed = true
 		return
 	}
-	switch e.Type {
-	case "response.output_text.delta":
-		t.content.WriteString(e.Delta)
-	case "response.output_item.added", "response.output_item.done":
-		t.toolCalls = t.toolCalls || e.Item.Type == "function_call"
-	case "response.created", "response.in_progress":
-		t.responseID = e.Response.ID
-	case "response.completed":
-		t.done = true
-		if e.Response.ID != "" {
-			t.responseID = e.Response.ID
+	// Read in place (jsonscan.go): no allocation per event.
+	var typ, delta, item, response []byte
+	if !members(data, func(key, val []byte) {
+		switch string(key) {
+		case "type":
+			typ = val
+		case "delta":
+			delta = val
+		case "item":
+			item = val
+		case "response":
+			response = val
 		}
-	case "error", "response.failed", "response.incomplete":
+	}) {
+		t.failed = true
+		return
+	}
+	switch {
+	case jsonIs(typ, "response.output_text.delta"):
+		t.failed = t.failed || !appendJSONString(&t.content, delta)
+	case jsonIs(typ, "response.output_item.added"), jsonIs(typ, "response.output_item.done"):
+		t.toolCalls = t.toolCalls || jsonIs(field(item, "type"), "function_call")
+	case jsonIs(typ, "response.created"), jsonIs(typ, "response.in_progress"):
+		t.responseID = jsonText(field(response, "id"))
+	case jsonIs(typ, "response.completed"):
+		t.done = true
+		if id := jsonText(field(response, "id")); id != "" {
+			t.responseID = id
+		}
+	case jsonIs(typ, "error"), jsonIs(typ, "response.failed"), jsonIs(typ, "response.incomplete"):
 		t.failed = true
 	}
 }

@@ -25,6 +25,7 @@ type answerTee struct {
 	stream  bool // a stream of records (NDJSON or SSE), else one object
 	buf     []byte
 	event   []byte // SSE: the data lines of the event being read
+	inEvent bool   // SSE: an event has begun
 	content strings.Builder
 	done    bool
 	failed  bool
@@ -303,9 +304,9 @@ func (t *answerTee) line(l []byte) {
 	// the event, id and retry fields carry nothing vera needs.
 	l = bytes.TrimSuffix(l, []byte{'\r'})
 	if len(l) == 0 {
-		if t.event != nil {
+		if t.inEvent {
 			t.sseEvent(t.event)
-			t.event = nil
+			t.event, t.inEvent = t.event[:0], false // the buffer is used again
 		}
 		return
 	}
@@ -318,14 +319,11 @@ func (t *answerTee) line(l []byte) {
 		t.failed = true
 		return
 	}
-	first := t.event == nil
+	first := !t.inEvent
 	if !first {
 		t.event = append(t.event, '\n')
 	}
-	t.event = append(t.event, data...)
-	if t.event == nil {
-		t.event = []byte{}
-	}
+	t.event, t.inEvent = append(t.event, data...), true
 	// Clients end the stream on the final event: its last data line is
 	// the final record (an event's data may span several lines).
 	if !t.final && (first && t.d.sseFinal(data) || !first && t.d.sseFinal(t.event)) {
@@ -333,38 +331,64 @@ func (t *answerTee) line(l []byte) {
 	}
 }
 
-// chatRecord is the part of an Ollama chat or generate response record
-// the tee needs: the answer's text is message.content (chat) or response
-// (generate); thinking is never part of it.
-type chatRecord struct {
-	Message *struct {
-		Content   string          `json:"content"`
-		ToolCalls json.RawMessage `json:"tool_calls"`
-	} `json:"message"`
-	Response string `json:"response"`
-	Done     bool   `json:"done"`
-	Error    string `json:"error"`
-}
-
-// record takes one Ollama NDJSON record.
+// record takes one Ollama NDJSON record, chat or generate: the answer's
+// text is message.content (chat) or response (generate); thinking is
+// never part of it. It reads the record in place (jsonscan.go): no
+// allocation per record.
 func (t *answerTee) record(line []byte) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || t.failed {
 		return
 	}
-	var rec chatRecord
-	if err := json.Unmarshal(line, &rec); err != nil || rec.Error != "" || t.done {
-		// Garbage, an error record, or anything after done: not a clean answer.
+	if t.done || !json.Valid(line) {
+		// Anything after done, or garbage: not a clean answer.
 		t.failed = true
 		return
 	}
-	if rec.Message != nil {
-		t.content.WriteString(rec.Message.Content)
-		t.toolCalls = t.toolCalls || present(rec.Message.ToolCalls)
+	bad, done := false, false
+	ok := members(line, func(key, val []byte) {
+		switch string(key) {
+		case "message":
+			if jsonNull(val) {
+				return
+			}
+			bad = bad || !t.message(val)
+		case "response":
+			bad = bad || !appendJSONString(&t.content, val)
+		case "done":
+			switch string(val) {
+			case "true":
+				done = true
+			case "false", "null":
+			default:
+				bad = true
+			}
+		case "error":
+			// An error record ends the answer in failure.
+			bad = bad || !jsonNull(val) && string(val) != `""`
+		}
+	})
+	if !ok || bad {
+		t.failed = true
+		return
 	}
-	t.content.WriteString(rec.Response)
-	t.done = rec.Done
-	t.final = t.final || rec.Done
+	t.done = done
+	t.final = t.final || done
+}
+
+// message takes a message object (Ollama's message, OpenAI's delta): its
+// content is the answer's, its tool calls go on a tool loop. It reports
+// false when msg is not such an object.
+func (t *answerTee) message(msg []byte) bool {
+	ok := true
+	return members(msg, func(key, val []byte) {
+		switch string(key) {
+		case "content":
+			ok = ok && appendJSONString(&t.content, val)
+		case "tool_calls":
+			t.toolCalls = t.toolCalls || present(val)
+		}
+	}) && ok
 }
 
 // object takes the whole body of a non-streamed answer.
@@ -438,15 +462,45 @@ func (t *answerTee) sseEvent(data []byte) {
 		t.done = true
 		return
 	}
-	var rec openAIRecord
-	if err := json.Unmarshal(data, &rec); err != nil || rec.Error != nil {
+	if !json.Valid(data) {
 		t.failed = true
 		return
 	}
-	for _, c := range rec.Choices {
-		if c.Index == 0 && c.Delta != nil {
-			t.content.WriteString(c.Delta.Content)
-			t.toolCalls = t.toolCalls || present(c.Delta.ToolCalls)
+	// A chunk: the first choice's delta, read in place.
+	bad := false
+	ok := members(data, func(key, val []byte) {
+		switch string(key) {
+		case "error":
+			bad = bad || !jsonNull(val)
+		case "choices":
+			if jsonNull(val) {
+				return
+			}
+			// (A closure that sets bad runs inside each call: the calls
+			// come first, then bad is set from what they return.)
+			if !elements(val, func(choice []byte) {
+				first, delta := true, []byte(nil)
+				if !members(choice, func(key, val []byte) {
+					switch string(key) {
+					case "index":
+						first = string(val) == "0"
+						bad = bad || !jsonInt(val)
+					case "delta":
+						delta = val
+					}
+				}) {
+					bad = true
+				}
+				if !first || delta == nil || jsonNull(delta) {
+					return
+				}
+				bad = bad || !t.message(delta)
+			}) {
+				bad = true
+			}
 		}
+	})
+	if !ok || bad {
+		t.failed = true
 	}
 }

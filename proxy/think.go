@@ -62,6 +62,16 @@ func (f *thinkFilter) feed(s string) string {
 	return out.String()
 }
 
+// idle reports whether the filter passes any text without a '<' as it is:
+// it is outside a block, holds nothing back, and trims nothing.
+func (f *thinkFilter) idle() bool { return !f.in && f.hold == "" && !f.trim }
+
+// mayOpen reports whether a raw JSON record may hold the start of a tag:
+// a '<', which encoders may escape as \u003c.
+func mayOpen(raw []byte) bool {
+	return bytes.IndexByte(raw, '<') >= 0 || bytes.Contains(raw, []byte(`\u003c`)) || bytes.Contains(raw, []byte(`\u003C`))
+}
+
 // flush returns what was held back at the end of the answer: a tag that
 // never completed is text (an unclosed block stays hidden).
 func (f *thinkFilter) flush() string {
@@ -98,6 +108,7 @@ type recordFilter struct {
 	line, whole func([]byte) []byte
 	out         []byte
 	err         error
+	long        []byte // a line longer than src's buffer, put together
 }
 
 func newRecordFilter(body io.ReadCloser, stream bool, line, whole func([]byte) []byte) *recordFilter {
@@ -117,7 +128,17 @@ func (t *recordFilter) Read(p []byte) (int, error) {
 			}
 			continue
 		}
-		line, err := t.src.ReadBytes('\n')
+		// The line is src's own bytes, good until the next read: it is
+		// given out whole before then.
+		line, err := t.src.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			t.long = append(t.long[:0], line...)
+			for err == bufio.ErrBufferFull {
+				line, err = t.src.ReadSlice('\n')
+				t.long = append(t.long, line...)
+			}
+			line = t.long
+		}
 		if len(line) > 0 {
 			line = t.line(line)
 		}
@@ -143,6 +164,9 @@ func newThinkNDJSON(body io.ReadCloser, stream bool) io.ReadCloser {
 // record filters one record's text; a line that is not a record passes
 // as it is.
 func (t *thinkNDJSON) record(line []byte, whole bool) []byte {
+	if t.f.idle() && !mayOpen(line) {
+		return line // as it came: most records of most answers
+	}
 	var rec map[string]json.RawMessage
 	if json.Unmarshal(line, &rec) != nil {
 		return line
@@ -190,7 +214,7 @@ func newThinkSSE(body io.ReadCloser, stream bool) io.ReadCloser {
 	t := &thinkSSE{}
 	return newRecordFilter(body, stream, func(line []byte) []byte {
 		data, ok := bytes.CutPrefix(line, []byte("data: "))
-		if !ok {
+		if !ok || t.f.idle() && !mayOpen(data) {
 			return line
 		}
 		nl := len(data) - len(bytes.TrimRight(data, "\r\n"))
