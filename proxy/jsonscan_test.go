@@ -169,6 +169,11 @@ func FuzzTeeChunkMatchesJSON(f *testing.F) {
 	})
 }
 
+// allowedAllocs per record: none. Under the race detector sync.Pool drops
+// a share of what is put back at random, and json.Valid's pooled scanner
+// is then allocated again: at most one on average.
+var allowedAllocs = map[bool]float64{false: 0, true: 1}[raceOn]
+
 // cycle serves the same records over and over, one per Read.
 type cycle struct {
 	records [][]byte
@@ -231,7 +236,7 @@ func TestTeeAllocatesNothingPerRecord(t *testing.T) {
 				read() // the buffers reach their size
 			}
 			allocs := testing.AllocsPerRun(200, read)
-			assert.Zero(t, allocs, "allocations per forwarded record")
+			assert.LessOrEqual(t, allocs, allowedAllocs, "allocations per forwarded record")
 			require.False(t, tee.failed)
 			assert.Contains(t, tee.content.String(), "word")
 		})
@@ -258,7 +263,7 @@ func TestThinkStripAllocatesNothingPerRecord(t *testing.T) {
 			want := map[string]string{"ndjson": ndjson + ndjson + ndjson + ndjson, "sse": sse + "\n" + sse + "\n"}[name]
 			assert.Equal(t, want, string(got), "records without a tag pass byte for byte")
 			allocs := testing.AllocsPerRun(200, func() { body.Read(p) })
-			assert.Zero(t, allocs, "allocations per forwarded record")
+			assert.LessOrEqual(t, allocs, allowedAllocs, "allocations per forwarded record")
 		})
 	}
 }

@@ -311,24 +311,52 @@ type scored struct {
 	score float64
 }
 
-// topK keeps the k highest scores (a min-heap).
+// topK keeps the k highest scores (a min-heap). Its heap is typed, not
+// container/heap's: that one boxes every pushed value in an interface, an
+// allocation per candidate.
 type topK struct {
 	k int
 	h []scored
 }
 
-func (t *topK) Len() int           { return len(t.h) }
-func (t *topK) Less(i, j int) bool { return t.h[i].score < t.h[j].score }
-func (t *topK) Swap(i, j int)      { t.h[i], t.h[j] = t.h[j], t.h[i] }
-func (t *topK) Push(x any)         { t.h = append(t.h, x.(scored)) }
-func (t *topK) Pop() any           { x := t.h[len(t.h)-1]; t.h = t.h[:len(t.h)-1]; return x }
-
 func (t *topK) offer(s scored) {
 	if len(t.h) < t.k {
-		heap.Push(t, s)
+		if t.h == nil {
+			t.h = make([]scored, 0, t.k)
+		}
+		t.h = append(t.h, s)
+		t.up(len(t.h) - 1)
 	} else if s.score > t.h[0].score {
 		t.h[0] = s
-		heap.Fix(t, 0)
+		t.down(0)
+	}
+}
+
+func (t *topK) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if t.h[p].score <= t.h[i].score {
+			return
+		}
+		t.h[p], t.h[i] = t.h[i], t.h[p]
+		i = p
+	}
+}
+
+func (t *topK) down(i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(t.h) {
+			return
+		}
+		if c+1 < len(t.h) && t.h[c+1].score < t.h[c].score {
+			c++
+		}
+		if t.h[i].score <= t.h[c].score {
+			return
+		}
+		t.h[i], t.h[c] = t.h[c], t.h[i]
+		i = c
 	}
 }
 

@@ -159,3 +159,55 @@ func TestLatestRangePastARemovedSlot(t *testing.T) {
 	}
 	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, ids)
 }
+
+// TestSearchAllocationsDoNotGrowWithTheStore: a search allocates the same
+// number of times in a store six times larger (lexical, vector on sign
+// bits, and both fused). The vector and lexical passes score into pooled
+// buffers and typed heaps; only the results are allocated.
+func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
+	const dim = 32
+	ms := storetest.TextCorpus(30_000)
+	rng := rand.New(rand.NewPCG(3, 3))
+	vec := func() []float32 {
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		return normalize(v)
+	}
+	small, large := newIndex(), newIndex()
+	for i, m := range ms {
+		v := vec()
+		if i < 5_000 {
+			small.add(m, v)
+		}
+		large.add(m, v)
+	}
+	require.GreaterOrEqual(t, small.nvec, exactBelow, "both stores rank on sign bits")
+	q := &memory.Query{Filter: memory.Filter{Namespace: "bench"}, Threshold: 0.05, Limit: 47}
+	text, _ := storetest.QueryFor(rng, memory.Memory{Text: ms[42].Text, Vector: make([]float32, dim)})
+	qvec := vec()
+	for _, mode := range []string{"lexical", "vector", "hybrid"} {
+		t.Run(mode, func(t *testing.T) {
+			mq := *q
+			var qv []float32
+			if mode != "vector" {
+				mq.Text = text
+			}
+			if mode != "lexical" {
+				qv = qvec
+			}
+			allocs := func(ix *index) float64 {
+				require.NotEmpty(t, ix.search(&mq, qv), "the search finds something")
+				return testing.AllocsPerRun(20, func() { ix.search(&mq, qv) })
+			}
+			a, b := allocs(small), allocs(large)
+			t.Logf("allocations per search: %.0f at 5k, %.0f at 30k", a, b)
+			slack := 2.0
+			if raceOn {
+				slack = 12 // pooled buffers dropped at random
+			}
+			assert.LessOrEqual(t, b, a+slack, "allocations per search grow with the store")
+		})
+	}
+}
