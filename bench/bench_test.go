@@ -47,12 +47,17 @@ func TestQuickRun(t *testing.T) {
 	}
 	require.Len(t, r.Streaming, 3)
 	assert.Positive(t, r.Streaming[2].TTFBP50)
-	require.Len(t, r.Memory, 2, "embedded and Qdrant")
-	assert.Equal(t, "embedded", r.Memory[0].Backend)
-	assert.Contains(t, r.Memory[1].Backend, "qdrant")
+	require.Len(t, r.Memory, 6, "the five dialects on the embedded store, /api/chat on Qdrant")
+	for i, d := range dialects {
+		assert.Equal(t, "embedded", r.Memory[i].Backend)
+		assert.Equal(t, d.route, r.Memory[i].Dialect)
+	}
+	assert.Contains(t, r.Memory[5].Backend, "qdrant")
 	for _, m := range r.Memory {
 		assert.Positive(t, m.OnP50, m.Backend)
+		assert.Positive(t, m.RawMB, m.Backend)
 	}
+	assert.Positive(t, r.EmbedP50MS)
 	assert.Positive(t, r.Resources.IdleRSSMB)
 	require.Len(t, r.Quality.Locomo, 1, "the tiny LoCoMo file")
 	require.Len(t, r.Write.Rows, 3)
@@ -69,4 +74,10 @@ type logWriter struct{ t *testing.T }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+func TestQuickAndLargeExcludeEachOther(t *testing.T) {
+	err := run(context.Background(), []string{"--quick", "--large"}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "choose one")
 }

@@ -57,6 +57,14 @@ func (f *fakeOllama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		w.Write(f.last)
+	case "/api/generate", "/v1/chat/completions", "/v1/responses", "/v1/messages":
+		// The other dialects, answered whole: memory's figures through
+		// each of them.
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.last = body
+		f.mu.Unlock()
+		writeJSON(w, wholeAnswer(r.URL.Path))
 	case "/api/chat":
 		var req struct {
 			Stream *bool `json:"stream"`
@@ -85,6 +93,28 @@ func (f *fakeOllama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"model":"llama3.2","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","eval_count":%d,"sent":%d}`+"\n", f.chunks, time.Now().UnixNano())
 	default:
 		http.NotFound(w, r)
+	}
+}
+
+// wholeAnswer is a short non-streamed answer in the shape of the dialect
+// served at path.
+func wholeAnswer(path string) any {
+	const text = "Fine, thanks."
+	switch path {
+	case "/api/generate":
+		return map[string]any{"model": "llama3.2", "created_at": time.Now().UTC(), "response": text, "done": true, "done_reason": "stop", "eval_count": 3, "prompt_eval_count": 20}
+	case "/v1/chat/completions":
+		return map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": time.Now().Unix(), "model": "llama3.2",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
+			"usage":   map[string]int{"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23}}
+	case "/v1/responses":
+		return map[string]any{"id": "resp_1", "object": "response", "created_at": time.Now().Unix(), "status": "completed", "model": "llama3.2",
+			"output": []any{map[string]any{"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+				"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}}}
+	default: // /v1/messages
+		return map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": "llama3.2",
+			"content": []any{map[string]any{"type": "text", "text": text}}, "stop_reason": "end_turn",
+			"usage": map[string]int{"input_tokens": 20, "output_tokens": 3}}
 	}
 }
 

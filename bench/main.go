@@ -3,10 +3,12 @@
 // a fake Ollama that answers at once (SPEC §8). It prints a table and
 // writes the figures as JSON.
 //
-//	go run ./bench [--quick] [--json FILE]
+//	go run ./bench [--quick | --large] [--json FILE]
 //
 // --quick runs every measurement at a tiny size (CI runs it, so the
-// harness cannot rot); figures from it mean nothing.
+// harness cannot rot); figures from it mean nothing. --large measures
+// memory on the chat path at 1M memories (seeded into the data directory
+// directly), with start-up and RSS, and nothing else.
 package main
 
 import (
@@ -42,39 +44,51 @@ type sizes struct {
 	streams  int   // streamed chats per path
 	stores   []int // memories in the store, for the memory figures
 	chats    int   // chats per store size
+	large    bool  // the memory figures at 1M only
 }
 
-func sizesFor(quick bool) sizes {
-	if quick {
+func sizesFor(quick, large bool) sizes {
+	switch {
+	case quick:
 		return sizes{requests: 8, chunks: 10, streams: 2, stores: []int{100}, chats: 4}
+	case large:
+		return sizes{stores: []int{1_000_000}, chats: 200, large: true}
 	}
 	return sizes{requests: 2000, chunks: 200, streams: 50, stores: []int{1000, 10000, 100000}, chats: 200}
 }
 
 // Results is the harness's JSON.
 type Results struct {
-	Machine   string          `json:"machine"`
-	Quick     bool            `json:"quick"`
-	Overhead  []OverheadRow   `json:"overhead"`
-	Streaming []StreamRow     `json:"streaming"`
-	Memory    []MemoryRow     `json:"memory"`
-	Resources Resources       `json:"resources"`
-	Quality   Quality         `json:"quality"`
-	Write     Write           `json:"write"`
-	Cache     Cache           `json:"prompt_cache"`
-	Took      float64         `json:"took_s"`
-	Notes     []string        `json:"notes,omitempty"`
-	Extra     json.RawMessage `json:"extra,omitempty"`
+	Machine   string        `json:"machine"`
+	Quick     bool          `json:"quick"`
+	Large     bool          `json:"large,omitempty"`
+	Overhead  []OverheadRow `json:"overhead"`
+	Streaming []StreamRow   `json:"streaming"`
+	Memory    []MemoryRow   `json:"memory"`
+	// EmbedP50MS is the fake's embedding round trip, which each chat with
+	// memory on makes once: reported apart from vera's own work.
+	EmbedP50MS float64         `json:"embed_p50_ms"`
+	Resources  Resources       `json:"resources"`
+	Quality    Quality         `json:"quality"`
+	Write      Write           `json:"write"`
+	Cache      Cache           `json:"prompt_cache"`
+	Took       float64         `json:"took_s"`
+	Notes      []string        `json:"notes,omitempty"`
+	Extra      json.RawMessage `json:"extra,omitempty"`
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "tiny sizes, for CI")
+	large := fs.Bool("large", false, "memory on the chat path at 1M memories, and nothing else")
 	jsonOut := fs.String("json", "", "write the figures as JSON to this file")
 	veraBin := fs.String("vera", "", "the vera binary (default: built from this checkout)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *quick && *large {
+		return fmt.Errorf("--quick and --large: choose one")
 	}
 	start := time.Now()
 	work, err := os.MkdirTemp("", "vera-bench-")
@@ -88,15 +102,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	sz := sizesFor(*quick)
-	res := Results{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Quick: *quick}
+	sz := sizesFor(*quick, *large)
+	res := Results{Machine: fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()), Quick: *quick, Large: *large}
 	fmt.Fprintf(stderr, "bench: %s\n", res.Machine)
 
-	if res.Overhead, res.Streaming, res.Resources, err = measureProxy(ctx, bin, work, sz, stderr); err != nil {
+	if !sz.large {
+		if res.Overhead, res.Streaming, res.Resources, err = measureProxy(ctx, bin, work, sz, stderr); err != nil {
+			return err
+		}
+	}
+	if res.Memory, res.EmbedP50MS, err = measureMemory(ctx, bin, work, sz, stderr); err != nil {
 		return err
 	}
-	if res.Memory, err = measureMemory(ctx, bin, work, sz, &res.Resources, stderr); err != nil {
-		return err
+	if sz.large {
+		res.Took = time.Since(start).Seconds()
+		return report(stdout, res, *jsonOut)
 	}
 	if res.Write, err = measureWrite(bin, work, sz, stderr); err != nil {
 		return err
@@ -108,10 +128,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	res.Took = time.Since(start).Seconds()
+	return report(stdout, res, *jsonOut)
+}
+
+// report prints the table, then the JSON (or writes it to jsonOut).
+func report(stdout io.Writer, res Results, jsonOut string) error {
 	printTable(stdout, res)
 	b, _ := json.MarshalIndent(res, "", "  ")
-	if *jsonOut != "" {
-		return os.WriteFile(*jsonOut, append(b, '\n'), 0o644)
+	if jsonOut != "" {
+		return os.WriteFile(jsonOut, append(b, '\n'), 0o644)
 	}
 	fmt.Fprintln(stdout)
 	fmt.Fprintln(stdout, string(b))
@@ -129,9 +154,14 @@ func printTable(w io.Writer, r Results) {
 	for _, s := range r.Streaming {
 		fmt.Fprintf(tw, "\t%s\t%.3f\t%.3f / %.3f\t%.3f\t%d\n", s.Path, s.TTFBP50, s.LagP50, s.LagP99, s.LastP50, s.Cut)
 	}
-	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tbackend, memories\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tstart-up s\tRSS MiB\n")
+	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tbackend, memories, route\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tless embedding (%.3f ms)\tstart-up s\tRSS MiB (raw data MiB)\n", r.EmbedP50MS)
 	for _, m := range r.Memory {
-		fmt.Fprintf(tw, "\t%s, %d\t%.3f\t%.3f (%.3f)\t%.3f\t%.2f\t%.0f\n", m.Backend, m.Memories, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.StartupS, m.RSSMB)
+		fmt.Fprintf(tw, "\t%s, %d, %s\t%.3f\t%.3f (%.3f)\t%.3f\t%.3f\t%.2f\t%.0f (%.0f)\n", m.Backend, m.Memories, m.Dialect, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.OwnP50, m.StartupS, m.RSSMB, m.RawMB)
+	}
+	if r.Large {
+		tw.Flush()
+		fmt.Fprintf(w, "took %.0f s\n", r.Took)
+		return
 	}
 	fmt.Fprintf(tw, "RESOURCES\tRSS idle %.0f MiB\tRSS under %d streams %.0f MiB\tstart-up %.2f s\n", r.Resources.IdleRSSMB, r.Resources.Streams, r.Resources.StreamsRSSMB, r.Resources.StartupS)
 	for _, row := range r.Write.Rows {

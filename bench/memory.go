@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,15 +24,35 @@ type MemoryRow struct {
 	// Backend is "embedded", "qdrant" (a real server,
 	// VERA_TEST_QDRANT_URL) or "qdrant stand-in" (the in-process test
 	// server: an exact scan, not Qdrant's speed).
-	Backend  string  `json:"backend"`
-	Memories int     `json:"memories"`
+	Backend  string `json:"backend"`
+	Memories int    `json:"memories"`
+	// Dialect is the route the chats went to.
+	Dialect  string  `json:"dialect"`
 	OffP50   float64 `json:"off_p50_ms"`
 	OnP50    float64 `json:"on_p50_ms"`
 	OnP95    float64 `json:"on_p95_ms"`
 	AddedP50 float64 `json:"added_p50_ms"`
+	// OwnP50 is AddedP50 less the embedding's round trip (EmbedP50MS in
+	// the results): vera's own memory work.
+	OwnP50   float64 `json:"own_p50_ms"`
 	StartupS float64 `json:"startup_s"`
 	RSSMB    float64 `json:"rss_mb"`
+	// RawMB is the raw size of what the store holds: the texts' bytes
+	// and the vectors' float32s.
+	RawMB float64 `json:"raw_mb"`
 }
+
+// dialects are the five routes memory works on, each with the same first
+// question in its own shape.
+var dialects = []struct{ route, body string }{
+	{"/api/chat", `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"` + question + `"}]}`},
+	{"/api/generate", `{"model":"llama3.2","stream":false,"prompt":"` + question + `"}`},
+	{"/v1/chat/completions", `{"model":"llama3.2","messages":[{"role":"user","content":"` + question + `"}]}`},
+	{"/v1/responses", `{"model":"llama3.2","input":"` + question + `"}`},
+	{"/v1/messages", `{"model":"llama3.2","max_tokens":64,"messages":[{"role":"user","content":"` + question + `"}]}`},
+}
+
+const question = "When is my sister's marathon training in lisbon?"
 
 // words is the vocabulary of the seeded memories, drawn Zipf-like so that
 // a few words are common and most are rare, as in chat.
@@ -43,34 +64,36 @@ rent plant water book novel author chapter film series episode game score team c
 
 // seed writes n memories into namespace "bench" of the embedded store in
 // dir, with their token counts and 64-dimension vectors, as vera would
-// have stored them.
-func seed(ctx context.Context, dir string, n int) error {
+// have stored them. It returns their raw size in bytes.
+func seed(ctx context.Context, dir string, n int) (int64, error) {
 	db, err := embedded.Open(ctx, dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer db.Close()
 	if _, err := db.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
-		return err
+		return 0, err
 	}
 	return generate(n, func(ms []memory.Memory) error { return db.Upsert(ctx, ms...) })
 }
 
 // seedQdrant does what seed does, into a Qdrant collection.
-func seedQdrant(ctx context.Context, url, collection string, n int) error {
+func seedQdrant(ctx context.Context, url, collection string, n int) (int64, error) {
 	q, err := qdrant.Open(ctx, qdrant.Options{URL: url, Collection: collection})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer q.Close()
 	if _, err := q.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
-		return err
+		return 0, err
 	}
 	return generate(n, func(ms []memory.Memory) error { return q.Upsert(ctx, ms...) })
 }
 
-// generate makes n memories of namespace "bench", a batch at a time.
-func generate(n int, write func([]memory.Memory) error) error {
+// generate makes n memories of namespace "bench", a batch at a time, and
+// returns their raw size: texts and vectors.
+func generate(n int, write func([]memory.Memory) error) (int64, error) {
+	var raw int64
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rng, 1.2, 1, uint64(len(words)-1))
 	base := time.Now().Add(-time.Duration(n) * time.Minute)
@@ -87,22 +110,23 @@ func generate(n int, write func([]memory.Memory) error) error {
 		vec[rng.IntN(64)] += 0.5
 		batch = append(batch, memory.Memory{ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Text: text,
 			Time: base.Add(time.Duration(i) * time.Minute), Tokens: 40, Vector: vec})
+		raw += int64(len(text) + 4*len(vec))
 		if len(batch) == cap(batch) || i == n-1 {
 			if err := write(batch); err != nil {
-				return err
+				return 0, err
 			}
 			batch = batch[:0]
 		}
 	}
-	return nil
+	return raw, nil
 }
 
 // measureMemory measures, at each store size, a stream:false chat with
 // memory on against the same chat with memory off, interleaved.
-func measureMemory(ctx context.Context, bin, work string, sz sizes, rs *Resources, log io.Writer) ([]MemoryRow, error) {
-	rows, err := measureMemoryOn(ctx, bin, work, sz.stores, sz.chats, "embedded", "", log)
-	if err != nil {
-		return nil, err
+func measureMemory(ctx context.Context, bin, work string, sz sizes, log io.Writer) ([]MemoryRow, float64, error) {
+	rows, embed, err := measureMemoryOn(ctx, bin, work, sz.stores, sz.chats, "embedded", "", log)
+	if err != nil || sz.large {
+		return rows, embed, err
 	}
 	// Qdrant: a real one when VERA_TEST_QDRANT_URL names it, else the
 	// stand-in in a process of its own (an exact scan: labelled so, its
@@ -112,73 +136,119 @@ func measureMemory(ctx context.Context, bin, work string, sz sizes, rs *Resource
 	if url == "" {
 		q, err := startChild("qdrant")
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		defer q.stop()
 		url, backend = q.base, "qdrant stand-in"
 		stores = slices.DeleteFunc(slices.Clone(stores), func(n int) bool { return n > 10000 })
 	}
-	more, err := measureMemoryOn(ctx, bin, work, stores, sz.chats, backend, url, log)
-	return append(rows, more...), err
+	more, _, err := measureMemoryOn(ctx, bin, work, stores, sz.chats, backend, url, log)
+	return append(rows, more...), embed, err
 }
 
 // measureMemoryOn measures the memory figures on one backend: the
 // embedded store, or the Qdrant at qdrantURL.
-func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats int, backend, qdrantURL string, log io.Writer) ([]MemoryRow, error) {
+func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats int, backend, qdrantURL string, log io.Writer) ([]MemoryRow, float64, error) {
 	fake, err := fakeChild(1, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer fake.stop()
 	up := fake.base
+	// The embedding's round trip, measured apart: the fake answers it in
+	// constant time, and a chat with memory on makes one.
+	var trips []time.Duration
+	for range max(chats, 20) {
+		d, err := call("POST", up+"/api/embed", `{"model":"nomic-embed-text","input":["`+question+`"]}`)
+		if err != nil {
+			return nil, 0, fmt.Errorf("embedding: %w", err)
+		}
+		trips = append(trips, d)
+	}
+	embed := ms(trips, 0.5)
 	var rows []MemoryRow
 	for _, n := range stores {
 		dir := filepath.Join(work, fmt.Sprintf("memory-%s-%d", strings.ReplaceAll(backend, " ", "-"), n))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		fmt.Fprintf(log, "bench: seeding %d memories (%s)\n", n, backend)
 		env := []string{"VERA_EMBEDDING_MODEL=nomic-embed-text"}
+		var raw int64
 		if qdrantURL == "" {
-			err = seed(ctx, dir, n)
+			raw, err = seed(ctx, dir, n)
 		} else {
 			collection := fmt.Sprintf("bench_%d_%d", n, time.Now().UnixNano())
-			err = seedQdrant(ctx, qdrantURL, collection, n)
+			raw, err = seedQdrant(ctx, qdrantURL, collection, n)
 			env = append(env, "VERA_QDRANT_URL="+qdrantURL, "VERA_QDRANT_COLLECTION="+collection)
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		v, err := startVera(bin, up, dir, env...)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		body := `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"When is my sister's marathon training in lisbon?"}]}`
-		paths := []path{{"off", v.base}, {"on", v.base}}
-		do := func(p path) (time.Duration, error) {
-			mem := "off"
-			if p.name == "on" {
-				mem = "on"
+		// Every dialect on the embedded store; /api/chat on Qdrant.
+		routes := dialects
+		if qdrantURL != "" {
+			routes = dialects[:1]
+		}
+		for _, dl := range routes {
+			paths := []path{{"off", v.base}, {"on", v.base}}
+			do := func(p path) (time.Duration, error) {
+				// Each chat its own conversation: the first turn's full recall.
+				return call("POST", p.base+dl.route, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", p.name,
+					"X-OpenWebUI-Chat-Id", fmt.Sprintf("bench-%d", rand.Int64()))
 			}
-			// Each chat its own conversation: the first turn's full recall.
-			return call("POST", p.base+"/api/chat", body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", mem,
-				"X-OpenWebUI-Chat-Id", fmt.Sprintf("bench-%d", rand.Int64()))
+			// Warm-up: the embedder probe, the model-info cache, the index.
+			if _, _, err := interleave(paths, 4, 1, do); err != nil {
+				v.stop()
+				return nil, 0, fmt.Errorf("%s: %w", dl.route, err)
+			}
+			if err := injects(v.base+dl.route, dl.body); err != nil {
+				v.stop()
+				return nil, 0, err
+			}
+			fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s), %s\n", n, backend, dl.route)
+			got, _, err := interleave(paths, chats, 1, do)
+			if err != nil {
+				v.stop()
+				return nil, 0, fmt.Errorf("%s: %w", dl.route, err)
+			}
+			row := MemoryRow{Backend: backend, Memories: n, Dialect: dl.route, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
+				StartupS: v.startup.Seconds(), RawMB: float64(raw) / (1 << 20)}
+			row.AddedP50 = row.OnP50 - row.OffP50
+			row.OwnP50 = row.AddedP50 - embed
+			rows = append(rows, row)
 		}
-		// Warm-up: the embedder probe, the model-info cache, the index.
-		if _, _, err := interleave(paths, 4, 1, do); err != nil {
-			v.stop()
-			return nil, err
+		rss := v.rssMB()
+		for i := len(rows) - len(routes); i < len(rows); i++ {
+			rows[i].RSSMB = rss
 		}
-		fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s)\n", n, backend)
-		got, _, err := interleave(paths, chats, 1, do)
-		row := MemoryRow{Backend: backend, Memories: n, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
-			StartupS: v.startup.Seconds(), RSSMB: v.rssMB()}
-		row.AddedP50 = row.OnP50 - row.OffP50
 		v.stop()
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
 	}
-	return rows, nil
+	return rows, embed, nil
+}
+
+// injects checks that a chat with memory on through url was given
+// memories, so that no figure measures a path that skipped recall.
+func injects(url, body string) error {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-OpenWebUI-User-Id", "bench")
+	req.Header.Set("X-OpenWebUI-Chat-Id", fmt.Sprintf("bench-%d", rand.Int64()))
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	got := res.Header.Get("X-Vera-Context")
+	if res.StatusCode != http.StatusOK || !strings.Contains(got, "semantic=") || strings.Contains(got, "semantic=0;") {
+		return fmt.Errorf("%s: memory was not injected (status %d, X-Vera-Context %q)", url, res.StatusCode, got)
+	}
+	return nil
 }
