@@ -2,6 +2,7 @@ package memory
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
@@ -33,7 +34,7 @@ func Terms(text string) []string {
 		if len(w) > 64 || stopWords[w] {
 			return
 		}
-		if w = stem(w); w != "" {
+		if w = cachedStem(w); w != "" {
 			out = append(out, w)
 		}
 	}
@@ -52,6 +53,35 @@ func Terms(text string) []string {
 	}
 	flush(len(text))
 	return out
+}
+
+// stems caches stem. A store's vocabulary is small next to its words, and
+// the stemmer allocates for each word it reads: loading the index of a
+// million memories stems each of their words again, and with the cache
+// almost every one is a lookup. It is bounded: past stemCacheMax words,
+// new words are stemmed each time.
+var stems = struct {
+	sync.RWMutex
+	m map[string]string
+}{m: map[string]string{}}
+
+const stemCacheMax = 1 << 18
+
+func cachedStem(w string) string {
+	stems.RLock()
+	s, ok := stems.m[w]
+	stems.RUnlock()
+	if ok {
+		return s
+	}
+	s = stem(w)
+	stems.Lock()
+	if len(stems.m) < stemCacheMax {
+		// w may share the bytes of the whole text it came from.
+		stems.m[strings.Clone(w)] = s
+	}
+	stems.Unlock()
+	return s
 }
 
 // stem stems a lower-cased word by the Snowball stemmer of its script; a

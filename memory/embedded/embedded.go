@@ -121,6 +121,21 @@ func (d *DB) Close() error { return d.db.Close() }
 
 // load rebuilds the in-memory index from the file.
 func (d *DB) load(ctx context.Context) error {
+	sizes := map[string]int{}
+	counts, err := d.db.QueryContext(ctx, `SELECT namespace, COUNT(*) FROM memories GROUP BY namespace`)
+	if err != nil {
+		return fmt.Errorf("embedded store: loading: %w", err)
+	}
+	for counts.Next() {
+		var ns string
+		var n int
+		if err := counts.Scan(&ns, &n); err != nil {
+			counts.Close()
+			return fmt.Errorf("embedded store: loading: %w", err)
+		}
+		sizes[ns] = n
+	}
+	counts.Close()
 	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, vector FROM memories ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("embedded store: loading: %w", err)
@@ -138,7 +153,7 @@ func (d *DB) load(ctx context.Context) error {
 		}
 		ix := ns[m.Namespace]
 		if ix == nil {
-			ix = newIndex()
+			ix = newIndexFor(sizes[m.Namespace])
 			ns[m.Namespace] = ix
 		}
 		ix.add(m, normalize(m.Vector))

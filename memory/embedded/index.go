@@ -55,6 +55,11 @@ type index struct {
 	vecs  []float32 // slot*dim, normalised
 	signs []uint64  // slot*words
 	nvec  int
+
+	// room is how many slots loading will fill: vecs and signs are sized
+	// for it once the dimension is known.
+	room int
+	tf   map[int32]int32 // scratch for add
 }
 
 type doc struct {
@@ -123,13 +128,24 @@ func newIndex() *index {
 	return &index{slot: map[string]int32{}, terms: map[string]int32{}}
 }
 
+// newIndexFor returns an index with room for n memories: loading a large
+// store then grows no array (each growth copies it whole).
+func newIndexFor(n int) *index {
+	return &index{slot: make(map[string]int32, n), terms: map[string]int32{},
+		docs: make([]doc, 0, n), meta: make([]slotMeta, 0, n), room: n}
+}
+
 // add indexes m (replacing any memory with the same id). vec is the
 // normalised vector or nil.
 func (ix *index) add(m memory.Memory, vec []float32) {
 	ix.remove(m.ID)
 	m.Vector = nil
 	s := int32(len(ix.docs))
-	tf := map[int32]int32{}
+	if ix.tf == nil {
+		ix.tf = map[int32]int32{}
+	}
+	tf := ix.tf
+	clear(tf)
 	n := int32(0)
 	for _, t := range memory.Terms(m.Text) {
 		id, ok := ix.terms[t]
@@ -153,8 +169,9 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 		if ix.dim == 0 {
 			ix.dim = len(vec)
 			ix.words = (ix.dim + 63) / 64
-			ix.vecs = make([]float32, len(ix.docs)*ix.dim)
-			ix.signs = make([]uint64, len(ix.docs)*ix.words)
+			room := max(ix.room, len(ix.docs)+1)
+			ix.vecs = make([]float32, len(ix.docs)*ix.dim, room*ix.dim)
+			ix.signs = make([]uint64, len(ix.docs)*ix.words, room*ix.words)
 		}
 		ix.nvec++
 	}
