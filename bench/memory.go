@@ -42,67 +42,87 @@ type MemoryRow struct {
 	RawMB float64 `json:"raw_mb"`
 }
 
-// dialects are the five routes memory works on, each with the same first
-// question in its own shape.
+// dialects are the five routes memory works on, each asking the same first
+// question (%s) in its own shape.
 var dialects = []struct{ route, body string }{
-	{"/api/chat", `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"` + question + `"}]}`},
-	{"/api/generate", `{"model":"llama3.2","stream":false,"prompt":"` + question + `"}`},
-	{"/v1/chat/completions", `{"model":"llama3.2","messages":[{"role":"user","content":"` + question + `"}]}`},
-	{"/v1/responses", `{"model":"llama3.2","input":"` + question + `"}`},
-	{"/v1/messages", `{"model":"llama3.2","max_tokens":64,"messages":[{"role":"user","content":"` + question + `"}]}`},
+	{"/api/chat", `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"%s"}]}`},
+	{"/api/generate", `{"model":"llama3.2","stream":false,"prompt":"%s"}`},
+	{"/v1/chat/completions", `{"model":"llama3.2","messages":[{"role":"user","content":"%s"}]}`},
+	{"/v1/responses", `{"model":"llama3.2","input":"%s"}`},
+	{"/v1/messages", `{"model":"llama3.2","max_tokens":64,"messages":[{"role":"user","content":"%s"}]}`},
 }
 
-const question = "When is my sister's marathon training in lisbon?"
+// commonWords labels the row whose question is made of the store's most
+// common words only: the lexical index's worst case.
+const commonWords = "/api/chat, common words only"
 
-// words is the vocabulary of the seeded memories, drawn Zipf-like so that
-// a few words are common and most are rare, as in chat.
-var words = strings.Fields(`lisbon porto sister brother bike garden marathon training recipe pasta
-coffee tea doctor appointment flight ticket hotel museum painting guitar lesson exam deadline project
-report meeting budget invoice client server deploy database backup photo camera concert ticket dog
-cat vet walk park beach summer winter holiday birthday gift cake party friend wedding move apartment
-rent plant water book novel author chapter film series episode game score team coach match`)
+// vocab is the vocabulary of the seeded memories: 20,000 made-up words
+// drawn Zipf-like (s = 1.1), as in the in-process benchmarks
+// (storetest.TextCorpus), so that a few words are in most memories and
+// most words in few, as in chat.
+var vocab = func() []string {
+	v := make([]string, 20000)
+	for i := range v {
+		v[i] = fmt.Sprintf("w%x", i*2654435761%1000003)
+	}
+	return v
+}()
+
+// seeded is what seeding wrote: its raw size (texts and vectors), a
+// question about one of the memories, and a question of the four most
+// common words.
+type seeded struct {
+	raw              int64
+	question, common string
+}
 
 // seed writes n memories into namespace "bench" of the embedded store in
 // dir, with their token counts and 64-dimension vectors, as vera would
-// have stored them. It returns their raw size in bytes.
-func seed(ctx context.Context, dir string, n int) (int64, error) {
+// have stored them.
+func seed(ctx context.Context, dir string, n int) (seeded, error) {
 	db, err := embedded.Open(ctx, dir)
 	if err != nil {
-		return 0, err
+		return seeded{}, err
 	}
 	defer db.Close()
 	if _, err := db.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
-		return 0, err
+		return seeded{}, err
 	}
 	return generate(n, func(ms []memory.Memory) error { return db.Upsert(ctx, ms...) })
 }
 
 // seedQdrant does what seed does, into a Qdrant collection.
-func seedQdrant(ctx context.Context, url, collection string, n int) (int64, error) {
+func seedQdrant(ctx context.Context, url, collection string, n int) (seeded, error) {
 	q, err := qdrant.Open(ctx, qdrant.Options{URL: url, Collection: collection})
 	if err != nil {
-		return 0, err
+		return seeded{}, err
 	}
 	defer q.Close()
 	if _, err := q.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
-		return 0, err
+		return seeded{}, err
 	}
 	return generate(n, func(ms []memory.Memory) error { return q.Upsert(ctx, ms...) })
 }
 
-// generate makes n memories of namespace "bench", a batch at a time, and
-// returns their raw size: texts and vectors.
-func generate(n int, write func([]memory.Memory) error) (int64, error) {
-	var raw int64
+// generate makes n memories of namespace "bench", a batch at a time:
+// a user message of 12 to 31 words and an answer of 20 to 79.
+func generate(n int, write func([]memory.Memory) error) (seeded, error) {
+	out := seeded{common: strings.Join(vocab[:4], " ") + "?"}
 	rng := rand.New(rand.NewPCG(1, 2))
-	zipf := rand.NewZipf(rng, 1.2, 1, uint64(len(words)-1))
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(3, 5)), 1.1, 1, uint64(len(vocab)-1))
+	sentence := func(words int) []string {
+		s := make([]string, words)
+		for i := range s {
+			s[i] = vocab[zipf.Uint64()]
+		}
+		return s
+	}
 	base := time.Now().Add(-time.Duration(n) * time.Minute)
 	batch := make([]memory.Memory, 0, 1000)
 	for i := range n {
-		var u, a []string
-		for range 12 {
-			u = append(u, words[zipf.Uint64()])
-			a = append(a, words[zipf.Uint64()])
+		u, a := sentence(12+rng.IntN(20)), sentence(20+rng.IntN(60))
+		if i == n/2 {
+			out.question = strings.Join([]string{"what", "about", u[1], u[3], u[5], "and", a[len(a)-2]}, " ") + "?"
 		}
 		text := memory.FormatExchange(strings.Join(u, " ")+"?", strings.Join(a, " ")+".")
 		vec := make([]float32, 64)
@@ -110,15 +130,15 @@ func generate(n int, write func([]memory.Memory) error) (int64, error) {
 		vec[rng.IntN(64)] += 0.5
 		batch = append(batch, memory.Memory{ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Text: text,
 			Time: base.Add(time.Duration(i) * time.Minute), Tokens: 40, Vector: vec})
-		raw += int64(len(text) + 4*len(vec))
+		out.raw += int64(len(text) + 4*len(vec))
 		if len(batch) == cap(batch) || i == n-1 {
 			if err := write(batch); err != nil {
-				return 0, err
+				return seeded{}, err
 			}
 			batch = batch[:0]
 		}
 	}
-	return raw, nil
+	return out, nil
 }
 
 // measureMemory measures, at each store size, a stream:false chat with
@@ -159,7 +179,7 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 	// constant time, and a chat with memory on makes one.
 	var trips []time.Duration
 	for range max(chats, 20) {
-		d, err := call("POST", up+"/api/embed", `{"model":"nomic-embed-text","input":["`+question+`"]}`)
+		d, err := call("POST", up+"/api/embed", `{"model":"nomic-embed-text","input":["What did we say about the trip?"]}`)
 		if err != nil {
 			return nil, 0, fmt.Errorf("embedding: %w", err)
 		}
@@ -174,12 +194,12 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		}
 		fmt.Fprintf(log, "bench: seeding %d memories (%s)\n", n, backend)
 		env := []string{"VERA_EMBEDDING_MODEL=nomic-embed-text"}
-		var raw int64
+		var sd seeded
 		if qdrantURL == "" {
-			raw, err = seed(ctx, dir, n)
+			sd, err = seed(ctx, dir, n)
 		} else {
 			collection := fmt.Sprintf("bench_%d_%d", n, time.Now().UnixNano())
-			raw, err = seedQdrant(ctx, qdrantURL, collection, n)
+			sd, err = seedQdrant(ctx, qdrantURL, collection, n)
 			env = append(env, "VERA_QDRANT_URL="+qdrantURL, "VERA_QDRANT_COLLECTION="+collection)
 		}
 		if err != nil {
@@ -189,35 +209,41 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		if err != nil {
 			return nil, 0, err
 		}
-		// Every dialect on the embedded store; /api/chat on Qdrant.
-		routes := dialects
+		// Every dialect on the embedded store, and the worst case of the
+		// lexical index; /api/chat on Qdrant.
+		type route struct{ name, path, body string }
+		var routes []route
+		for _, dl := range dialects {
+			routes = append(routes, route{dl.route, dl.route, fmt.Sprintf(dl.body, sd.question)})
+		}
+		routes = append(routes, route{commonWords, dialects[0].route, fmt.Sprintf(dialects[0].body, sd.common)})
 		if qdrantURL != "" {
-			routes = dialects[:1]
+			routes = routes[:1]
 		}
 		for _, dl := range routes {
 			paths := []path{{"off", v.base}, {"on", v.base}}
 			do := func(p path) (time.Duration, error) {
 				// Each chat its own conversation: the first turn's full recall.
-				return call("POST", p.base+dl.route, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", p.name,
+				return call("POST", p.base+dl.path, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", p.name,
 					"X-OpenWebUI-Chat-Id", fmt.Sprintf("bench-%d", rand.Int64()))
 			}
 			// Warm-up: the embedder probe, the model-info cache, the index.
 			if _, _, err := interleave(paths, 4, 1, do); err != nil {
 				v.stop()
-				return nil, 0, fmt.Errorf("%s: %w", dl.route, err)
+				return nil, 0, fmt.Errorf("%s: %w", dl.name, err)
 			}
-			if err := injects(v.base+dl.route, dl.body); err != nil {
+			if err := injects(v.base+dl.path, dl.body); err != nil {
 				v.stop()
 				return nil, 0, err
 			}
-			fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s), %s\n", n, backend, dl.route)
+			fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s), %s\n", n, backend, dl.name)
 			got, _, err := interleave(paths, chats, 1, do)
 			if err != nil {
 				v.stop()
-				return nil, 0, fmt.Errorf("%s: %w", dl.route, err)
+				return nil, 0, fmt.Errorf("%s: %w", dl.name, err)
 			}
-			row := MemoryRow{Backend: backend, Memories: n, Dialect: dl.route, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
-				StartupS: v.startup.Seconds(), RawMB: float64(raw) / (1 << 20)}
+			row := MemoryRow{Backend: backend, Memories: n, Dialect: dl.name, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
+				StartupS: v.startup.Seconds(), RawMB: float64(sd.raw) / (1 << 20)}
 			row.AddedP50 = row.OnP50 - row.OffP50
 			row.OwnP50 = row.AddedP50 - embed
 			rows = append(rows, row)
