@@ -52,7 +52,7 @@ func benchDB(b *testing.B, n int) (*DB, []memory.Memory) {
 //
 //	go test -run '^$' -bench Search -benchtime 300x ./memory/embedded/
 func BenchmarkSearch(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range storetest.Sizes(10_000, 100_000) {
 		for _, mode := range []string{"lexical", "vector", "hybrid"} {
 			b.Run(fmt.Sprintf("%dk/%s", n/1000, mode), func(b *testing.B) {
 				db, ms := benchDB(b, n)
@@ -67,7 +67,7 @@ func BenchmarkSearch(b *testing.B) {
 //
 //	go test -run '^$' -bench Inject -benchtime 300x ./memory/embedded/
 func BenchmarkInject(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range storetest.Sizes(10_000, 100_000) {
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
 			db, ms := benchDB(b, n)
 			storetest.BenchInject(b, db, ms)
@@ -82,7 +82,7 @@ func BenchmarkInject(b *testing.B) {
 //
 //	go test -run '^$' -bench ShortChat -benchtime 300x -count 6 ./memory/embedded/
 func BenchmarkShortChat(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range storetest.Sizes(10_000, 100_000) {
 		for _, counted := range []bool{true, false} {
 			name := fmt.Sprintf("%dk/counted", n/1000)
 			if !counted {
@@ -148,7 +148,11 @@ func BenchmarkAfterHugeMessage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	huge := strings.Repeat("please summarise this log line for me ", 10<<20/38)
+	size := 10 << 20
+	if storetest.Tiny() {
+		size = 1 << 20
+	}
+	huge := strings.Repeat("please summarise this log line for me ", size/38)
 	for _, mode := range []string{"fresh", "capped", "whole"} {
 		b.Run(mode, func(b *testing.B) {
 			db, err := Open(context.Background(), b.TempDir())

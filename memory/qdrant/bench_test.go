@@ -67,9 +67,9 @@ func benchStore(b *testing.B, n int) (*Store, []memory.Memory) {
 // only against a real Qdrant.
 func benchSizes() []int {
 	if os.Getenv("VERA_TEST_QDRANT_URL") != "" {
-		return []int{10_000, 100_000}
+		return storetest.Sizes(10_000, 100_000)
 	}
-	return []int{10_000}
+	return storetest.Sizes(10_000)
 }
 
 // BenchmarkSearch: one search of a namespace.

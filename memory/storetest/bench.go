@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -14,6 +15,24 @@ import (
 
 // The benchmarks every backend runs on the same synthetic memories, so
 // their figures compare.
+
+// Tiny reports whether the benchmarks run once each (-benchtime=1x), as
+// the test command runs them so that none can rot: they then run on small
+// stores, and their figures mean nothing. Figures come from runs with a
+// -benchtime of their own (each benchmark's comment gives its command).
+func Tiny() bool {
+	f := flag.Lookup("test.benchtime")
+	return f != nil && f.Value.String() == "1x"
+}
+
+// Sizes returns the store sizes a benchmark runs at: full, or 1,000 when
+// Tiny.
+func Sizes(full ...int) []int {
+	if Tiny() {
+		return []int{1000}
+	}
+	return full
+}
 
 // Corpus builds n synthetic memories in namespace "bench": chat-like texts
 // drawn from a Zipf-distributed vocabulary, one minute apart, with random
