@@ -177,3 +177,39 @@ func BenchmarkAfterHugeMessage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpen: opening a store of 100k memories (chat-like texts, 64-
+// dimension vectors), which loads every memory into the in-memory index:
+// vera's start-up.
+//
+//	go test -run '^$' -bench Open -benchtime 5x -count 6 ./memory/embedded/
+func BenchmarkOpen(b *testing.B) {
+	for _, n := range storetest.Sizes(100_000) {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			dir := b.TempDir()
+			db, err := Open(context.Background(), dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ms := storetest.TextCorpus(n)
+			for i := range ms {
+				ms[i].Vector = make([]float32, 64)
+				ms[i].Vector[i%64] = 1
+			}
+			for i := 0; i < n; i += 2000 {
+				if err := db.Upsert(context.Background(), ms[i:min(i+2000, n)]...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			db.Close()
+			b.ResetTimer()
+			for b.Loop() {
+				db, err := Open(context.Background(), dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				db.Close()
+			}
+		})
+	}
+}

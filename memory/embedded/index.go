@@ -128,11 +128,14 @@ func newIndex() *index {
 	return &index{slot: map[string]int32{}, terms: map[string]int32{}}
 }
 
-// newIndexFor returns an index with room for n memories: loading a large
-// store then grows no array (each growth copies it whole).
+// newIndexFor returns an index with room for n memories and a quarter
+// more: loading a large store then grows no array (each growth copies it
+// whole), and neither do the first turns written after it (a growth of
+// the arrays of a million memories holds the index for half a second).
 func newIndexFor(n int) *index {
-	return &index{slot: make(map[string]int32, n), terms: map[string]int32{},
-		docs: make([]doc, 0, n), meta: make([]slotMeta, 0, n), room: n}
+	room := n + n/4 + 64
+	return &index{slot: make(map[string]int32, room), terms: map[string]int32{},
+		docs: make([]doc, 0, room), meta: make([]slotMeta, 0, room), room: room}
 }
 
 // add indexes m (replacing any memory with the same id). vec is the
