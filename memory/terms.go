@@ -70,11 +70,15 @@ const stemCacheMax = 1 << 18
 func cachedStem(w string) string {
 	stems.RLock()
 	s, ok := stems.m[w]
+	full := len(stems.m) >= stemCacheMax
 	stems.RUnlock()
 	if ok {
 		return s
 	}
 	s = stem(w)
+	if full || s == w && !hasLetter(w) {
+		return s // numbers cost nothing to "stem": not worth a place
+	}
 	stems.Lock()
 	if len(stems.m) < stemCacheMax {
 		// w may share the bytes of the whole text it came from.
@@ -82,6 +86,15 @@ func cachedStem(w string) string {
 	}
 	stems.Unlock()
 	return s
+}
+
+func hasLetter(w string) bool {
+	for _, r := range w {
+		if unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // stem stems a lower-cased word by the Snowball stemmer of its script; a

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"unicode/utf16"
@@ -16,9 +17,13 @@ import (
 
 // members calls fn with each member of the JSON object in data: its key as
 // written, without the quotes, and its raw value. It reports false when
-// data is not an object.
+// data is not an object; null is an object without members, as
+// encoding/json decodes it into a struct.
 func members(data []byte, fn func(key, val []byte)) bool {
 	i := skipSpace(data, 0)
+	if jsonNull(bytes.TrimSpace(data[i:])) {
+		return true
+	}
 	if i >= len(data) || data[i] != '{' {
 		return false
 	}
@@ -58,9 +63,12 @@ func members(data []byte, fn func(key, val []byte)) bool {
 }
 
 // elements calls fn with each raw element of the JSON array in data. It
-// reports false when data is not an array.
+// reports false when data is not an array; null is an empty one.
 func elements(data []byte, fn func(val []byte)) bool {
 	i := skipSpace(data, 0)
+	if jsonNull(bytes.TrimSpace(data[i:])) {
+		return true
+	}
 	if i >= len(data) || data[i] != '[' {
 		return false
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory/storetest"
 )
 
 // The tee reads records in place (jsonscan.go). What it reads must be what
@@ -78,6 +80,7 @@ var recordSeeds = []string{
 	`{"message":"text"}`, `{"message":{"content":5}}`, `{"done":"yes"}`, `{"response":null}`,
 	`[1,2]`, `"str"`, `{}`, ` { "message" : { "content" : "spaced" } , "done" : true } `,
 	`{"message":{"content":"a\"b{c}[d]","images":["x\"]"]},"done":false}`,
+	`null`, ` null `,
 }
 
 // FuzzTeeRecordMatchesJSON: an Ollama record reads as encoding/json read it.
@@ -141,6 +144,8 @@ var chunkSeeds = []string{
 	`{"choices":[],"usage":{"total_tokens":3}}`, `{"choices":null}`, `{"error":{"message":"x"}}`, `{"error":null,"choices":[]}`,
 	`{"choices":[{"index":0,"delta":null}]}`, `{"choices":[{"index":0,"delta":{"content":null}}]}`,
 	`{"choices":{"index":0}}`, `{"choices":[{"index":"0","delta":{"content":"x"}}]}`, `{"choices":[5]}`,
+	`null`, `{"choices":[null]}`, `{"choices":[{"index":null,"delta":{"content":"x"}}]}`,
+	`{"choices":[{"index":-0,"delta":{"content":"x"}}]}`,
 }
 
 // FuzzTeeChunkMatchesJSON: an OpenAI chunk reads as encoding/json read it.
@@ -159,11 +164,7 @@ func FuzzTeeChunkMatchesJSON(f *testing.F) {
 			assert.True(t, tee.failed, "%s", data)
 			return
 		}
-		if tee.failed {
-			// The tee is stricter only where encoding/json skips a
-			// malformed field whose value it does not use.
-			return
-		}
+		require.False(t, tee.failed, "%s", data)
 		assert.Equal(t, content, tee.content.String(), "%s", data)
 		assert.Equal(t, tools, tee.toolCalls, "%s", data)
 	})
@@ -171,8 +172,10 @@ func FuzzTeeChunkMatchesJSON(f *testing.F) {
 
 // allowedAllocs per record: none. Under the race detector sync.Pool drops
 // a share of what is put back at random, and json.Valid's pooled scanner
-// is then allocated again: at most one on average.
-var allowedAllocs = map[bool]float64{false: 0, true: 1}[raceOn]
+// (one to three allocations) is then made again: 0.5 to 1 allocation per
+// record on average, measured. One allocation more per record would still
+// show.
+var allowedAllocs = map[bool]float64{false: 0, true: 1.25}[raceOn]
 
 // cycle serves the same records over and over, one per Read.
 type cycle struct {
@@ -235,7 +238,7 @@ func TestTeeAllocatesNothingPerRecord(t *testing.T) {
 			for range 10 {
 				read() // the buffers reach their size
 			}
-			allocs := testing.AllocsPerRun(200, read)
+			allocs := storetest.AllocsPer(2000, read)
 			assert.LessOrEqual(t, allocs, allowedAllocs, "allocations per forwarded record")
 			require.False(t, tee.failed)
 			assert.Contains(t, tee.content.String(), "word")
@@ -262,7 +265,7 @@ func TestThinkStripAllocatesNothingPerRecord(t *testing.T) {
 			}
 			want := map[string]string{"ndjson": ndjson + ndjson + ndjson + ndjson, "sse": sse + "\n" + sse + "\n"}[name]
 			assert.Equal(t, want, string(got), "records without a tag pass byte for byte")
-			allocs := testing.AllocsPerRun(200, func() { body.Read(p) })
+			allocs := storetest.AllocsPer(2000, func() { body.Read(p) })
 			assert.LessOrEqual(t, allocs, allowedAllocs, "allocations per forwarded record")
 		})
 	}

@@ -483,7 +483,8 @@ func (t *answerTee) sseEvent(data []byte) {
 				if !members(choice, func(key, val []byte) {
 					switch string(key) {
 					case "index":
-						first = string(val) == "0"
+						// null decodes to 0, and so does -0.
+						first = jsonNull(val) || string(bytes.TrimPrefix(val, []byte{'-'})) == "0"
 						bad = bad || !jsonInt(val)
 					case "delta":
 						delta = val

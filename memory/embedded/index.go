@@ -128,14 +128,16 @@ func newIndex() *index {
 	return &index{slot: map[string]int32{}, terms: map[string]int32{}}
 }
 
-// newIndexFor returns an index with room for n memories and a quarter
-// more: loading a large store then grows no array (each growth copies it
-// whole), and neither do the first turns written after it (a growth of
-// the arrays of a million memories holds the index for half a second).
+// newIndexFor returns an index with room for n memories and some more:
+// loading a large store then grows no array (each growth copies it whole),
+// and neither do the first turns written after it (a growth of the arrays
+// of a million memories holds the index for half a second). The vectors,
+// the largest array, get less headroom than the rest: the garbage
+// collector counts what is reserved.
 func newIndexFor(n int) *index {
 	room := n + n/4 + 64
 	return &index{slot: make(map[string]int32, room), terms: map[string]int32{},
-		docs: make([]doc, 0, room), meta: make([]slotMeta, 0, room), room: room}
+		docs: make([]doc, 0, room), meta: make([]slotMeta, 0, room), room: n + n/16 + 64}
 }
 
 // add indexes m (replacing any memory with the same id). vec is the
@@ -144,7 +146,9 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 	ix.remove(m.ID)
 	m.Vector = nil
 	s := int32(len(ix.docs))
-	if ix.tf == nil {
+	if ix.tf == nil || len(ix.tf) > 1024 {
+		// clear costs as much as the map's largest size: one huge
+		// memory must not slow every later add.
 		ix.tf = map[int32]int32{}
 	}
 	tf := ix.tf

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +33,23 @@ func Sizes(full ...int) []int {
 		return []int{1000}
 	}
 	return full
+}
+
+// AllocsPer returns the mean number of allocations of one call of f, over
+// runs calls, as testing.AllocsPerRun does but without rounding down: under
+// the race detector sync.Pool drops a share of what is put back at random,
+// so a pooled buffer is allocated again now and then, a fraction per call
+// that an integer mean would hide or round up to a whole allocation.
+func AllocsPer(runs int, f func()) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	f() // warm up
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(runs)
 }
 
 // Corpus builds n synthetic memories in namespace "bench": chat-like texts
