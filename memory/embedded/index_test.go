@@ -3,6 +3,7 @@ package embedded
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -213,4 +214,31 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 			assert.LessOrEqual(t, b, float64(4*q.Limit), "allocations per search, for %d results", q.Limit)
 		})
 	}
+}
+
+// TestSearchAfterATurnKeepsItsBuffers: every chat adds a turn, so the next
+// search runs on a store one memory larger. Its score buffer (4 bytes a
+// memory) must not be made again for that: at a million memories that was
+// 4 MB of fresh pages per chat, most of the chat's time.
+func TestSearchAfterATurnKeepsItsBuffers(t *testing.T) {
+	ms := storetest.TextCorpus(30_021)
+	ix := newIndex()
+	for _, m := range ms[:30_000] {
+		ix.add(m, nil)
+	}
+	q := &memory.Query{Filter: memory.Filter{Namespace: "bench"}, Threshold: 0.05, Limit: 10}
+	q.Text, _ = storetest.QueryFor(rand.New(rand.NewPCG(4, 4)), memory.Memory{Text: ms[7].Text})
+	require.NotEmpty(t, ix.search(q, nil))
+	var searched uint64
+	for _, m := range ms[30_000:] {
+		ix.add(m, nil)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		ix.search(q, nil)
+		runtime.ReadMemStats(&after)
+		searched += after.TotalAlloc - before.TotalAlloc
+	}
+	perSearch := searched / 21
+	t.Logf("bytes allocated per search after a turn: %d (the score buffer: %d)", perSearch, 4*len(ix.docs))
+	assert.Less(t, perSearch, uint64(4*len(ix.docs)/2), "the score buffer is made again after every turn")
 }

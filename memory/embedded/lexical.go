@@ -75,7 +75,11 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	buf := scorePool.Get().(*lexBuf)
 	defer scorePool.Put(buf)
 	if cap(buf.acc) < len(ix.docs) {
-		buf.acc = make([]float32, len(ix.docs))
+		// With room to grow: every chat adds a turn, and a buffer sized
+		// exactly would be made again (megabytes of fresh pages at a
+		// million memories) for the next chat. Past the length used so
+		// far the buffer is still zero.
+		buf.acc = make([]float32, len(ix.docs), len(ix.docs)+len(ix.docs)/8+1024)
 	}
 	acc := buf.acc[:len(ix.docs)]
 	touched := buf.touched[:0]
