@@ -430,6 +430,14 @@ func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit i
 	if limit <= 0 {
 		limit = 100
 	}
+	if f.NoVector && !d.anyMatch(f, nil) {
+		// The writer asks at every start, and after every outage of the
+		// embedder, for memories still without a vector: the index knows
+		// at once that there are none, where the query would read every
+		// row of the namespace (seconds at a million memories, competing
+		// with the chats of the moment).
+		return nil, "", nil
+	}
 	w, args := where(f)
 	if cursor != "" {
 		w += " AND id > ?"
@@ -445,6 +453,27 @@ func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit i
 		next = out[limit-1].ID
 	}
 	return out, next, nil
+}
+
+// anyMatch reports whether the index holds a memory that f's namespace
+// (every namespace when empty), types, times and NoVector allow, and that
+// also passes more, when set. It is a superset of what a query of f
+// returns: false means the query would return nothing.
+func (d *DB) anyMatch(f memory.Filter, more func(*doc) bool) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	sf := compile(&f)
+	for ns, ix := range d.ns {
+		if f.Namespace != "" && ns != f.Namespace {
+			continue
+		}
+		for s := range ix.meta {
+			if sf.ok(&ix.meta[s]) && (more == nil || more(&ix.docs[s])) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Get returns one memory with its vector.

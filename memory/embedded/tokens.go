@@ -17,6 +17,11 @@ func (d *DB) ZeroTokens(ctx context.Context, cursor string, limit int) ([]memory
 	if limit <= 0 {
 		limit = 100
 	}
+	if cursor == "" && !d.anyMatch(memory.Filter{}, func(doc *doc) bool { return doc.mem.Tokens <= 0 }) {
+		// Asked at every start: the index knows at once that every count
+		// is known, where the query would read every row.
+		return nil, "", nil
+	}
 	out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE tokens <= 0 AND id > ? ORDER BY id LIMIT ?`, cursor, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("zero tokens: %w", err)
