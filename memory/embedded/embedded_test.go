@@ -2,11 +2,11 @@ package embedded
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
@@ -87,4 +87,42 @@ func TestVectorSpaceChangeDropsOldVectors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, page, 1, "waiting to be embedded again")
 	require.NoError(t, db.Upsert(ctx, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "z", Time: time.Now(), Vector: []float32{1, 0}}))
+}
+
+// TestReopenLoadsManyBatchesInOrder: loading reads memories in batches and
+// analyses them on every core; the index must come out as if they had
+// been added one by one, in storage order: every memory found by its own
+// words, the newest first in each namespace.
+func TestReopenLoadsManyBatchesInOrder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
+	require.NoError(t, err)
+	ms := storetest.TextCorpus(2_345) // several batches, the last one partial
+	nss := []string{"a", "b", "c"}
+	for i := range ms {
+		ms[i].Namespace = nss[i%3]
+		ms[i].Text += fmt.Sprintf(" marker%d", i)
+		ms[i].Vector = []float32{float32(i%7) + 1, 1, 0}
+	}
+	require.NoError(t, db.Upsert(ctx, ms...))
+	require.NoError(t, db.Close())
+
+	db, err = Open(ctx, dir)
+	require.NoError(t, err)
+	defer db.Close()
+	for _, i := range []int{0, 511, 512, 1024, 2344} {
+		hits, err := db.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: ms[i].Namespace}, Text: fmt.Sprintf("marker%d", i), Threshold: 0.5, Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, hits, 1, "memory %d", i)
+		assert.Equal(t, ms[i].ID, hits[0].Memory.ID)
+	}
+	for k, ns := range nss {
+		latest, err := db.Latest(ctx, memory.Filter{Namespace: ns}, 2)
+		require.NoError(t, err)
+		require.Len(t, latest, 2)
+		last := 2344 - (2344-k)%3
+		assert.Equal(t, ms[last].ID, latest[0].ID, "namespace %s: the newest first", ns)
+		assert.Equal(t, ms[last-3].ID, latest[1].ID)
+	}
 }

@@ -143,6 +143,12 @@ func newIndexFor(n int) *index {
 // add indexes m (replacing any memory with the same id). vec is the
 // normalised vector or nil.
 func (ix *index) add(m memory.Memory, vec []float32) {
+	ix.addTerms(m, vec, memory.Terms(m.Text))
+}
+
+// addTerms is add with m's terms already found (memory.Terms(m.Text)):
+// loading finds them on every core.
+func (ix *index) addTerms(m memory.Memory, vec []float32, terms []string) {
 	ix.remove(m.ID)
 	m.Vector = nil
 	s := int32(len(ix.docs))
@@ -154,7 +160,7 @@ func (ix *index) add(m memory.Memory, vec []float32) {
 	tf := ix.tf
 	clear(tf)
 	n := int32(0)
-	for _, t := range memory.Terms(m.Text) {
+	for _, t := range terms {
 		id, ok := ix.terms[t]
 		if !ok {
 			id = int32(len(ix.post))
