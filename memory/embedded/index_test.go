@@ -221,7 +221,7 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 // memory) must not be made again for that: at a million memories that was
 // 4 MB of fresh pages per chat, most of the chat's time.
 func TestSearchAfterATurnKeepsItsBuffers(t *testing.T) {
-	ms := storetest.TextCorpus(30_021)
+	ms := storetest.TextCorpus(30_060)
 	ix := newIndex()
 	for _, m := range ms[:30_000] {
 		ix.add(m, nil)
@@ -238,7 +238,14 @@ func TestSearchAfterATurnKeepsItsBuffers(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		searched += after.TotalAlloc - before.TotalAlloc
 	}
-	perSearch := searched / 21
+	perSearch := searched / 60
 	t.Logf("bytes allocated per search after a turn: %d (the score buffer: %d)", perSearch, 4*len(ix.docs))
-	assert.Less(t, perSearch, uint64(4*len(ix.docs)/2), "the score buffer is made again after every turn")
+	limit := uint64(4 * len(ix.docs) / 2)
+	if raceOn {
+		// sync.Pool drops pooled buffers at random under the race
+		// detector, so some searches make it again anyway; made again
+		// for every turn, it would still be more than this.
+		limit = uint64(4 * len(ix.docs) * 9 / 10)
+	}
+	assert.Less(t, perSearch, limit, "the score buffer is made again after every turn")
 }
