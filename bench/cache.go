@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -63,7 +62,6 @@ func measureCache(bin, work string, log io.Writer) (Cache, error) {
 	}
 	defer fake.stop()
 	dir := filepath.Join(work, "cache")
-	os.MkdirAll(dir, 0o755)
 	db, err := embedded.Open(context.Background(), dir)
 	if err != nil {
 		return c, err

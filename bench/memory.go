@@ -84,11 +84,7 @@ func seed(ctx context.Context, dir string, n int) (seeded, error) {
 	if err != nil {
 		return seeded{}, err
 	}
-	defer db.Close()
-	if _, err := db.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
-		return seeded{}, err
-	}
-	return generate(n, func(ms []memory.Memory) error { return db.Upsert(ctx, ms...) })
+	return fill(ctx, db, n)
 }
 
 // seedQdrant does what seed does, into a Qdrant collection.
@@ -97,11 +93,20 @@ func seedQdrant(ctx context.Context, url, collection string, n int) (seeded, err
 	if err != nil {
 		return seeded{}, err
 	}
-	defer q.Close()
-	if _, err := q.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
+	return fill(ctx, q, n)
+}
+
+// fill seeds an open store of either backend, and closes it.
+func fill(ctx context.Context, s interface {
+	VectorSpace(ctx context.Context, model string, dim int) (bool, error)
+	Upsert(ctx context.Context, ms ...memory.Memory) error
+	Close() error
+}, n int) (seeded, error) {
+	defer s.Close()
+	if _, err := s.VectorSpace(ctx, "nomic-embed-text", 64); err != nil {
 		return seeded{}, err
 	}
-	return generate(n, func(ms []memory.Memory) error { return q.Upsert(ctx, ms...) })
+	return generate(n, func(ms []memory.Memory) error { return s.Upsert(ctx, ms...) })
 }
 
 // generate makes n memories of namespace "bench", a batch at a time:
@@ -189,9 +194,6 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 	var rows []MemoryRow
 	for _, n := range stores {
 		dir := filepath.Join(work, fmt.Sprintf("memory-%s-%d", strings.ReplaceAll(backend, " ", "-"), n))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, 0, err
-		}
 		fmt.Fprintf(log, "bench: seeding %d memories (%s)\n", n, backend)
 		env := []string{"VERA_EMBEDDING_MODEL=nomic-embed-text"}
 		var sd seeded

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -71,7 +70,6 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 	defer bareProc.stop()
 	bare := bareProc.base
 	dir := filepath.Join(work, "proxy")
-	os.MkdirAll(dir, 0o755)
 	v, err := startVera(bin, up, dir)
 	if err != nil {
 		return nil, nil, rs, err

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -39,7 +38,6 @@ func measureWrite(bin, work string, sz sizes, log io.Writer) (Write, error) {
 	}
 	defer fake.stop()
 	dir := filepath.Join(work, "write")
-	os.MkdirAll(dir, 0o755)
 	v, err := startVera(bin, fake.base, dir)
 	if err != nil {
 		return w, err
