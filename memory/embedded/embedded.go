@@ -212,14 +212,17 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 		ordered <- b
 		work <- b
 	}
+	// Every batch sent is analysed and added before scanAll returns.
+	defer func() {
+		close(work)
+		close(ordered)
+		wg.Wait()
+		<-done
+	}()
 	b := newBatch()
 	for rows.Next() {
 		m, err := scan(rows, true)
 		if err != nil {
-			close(work)
-			close(ordered)
-			wg.Wait()
-			<-done
 			return err
 		}
 		if b.ms = append(b.ms, m); len(b.ms) == size {
@@ -230,10 +233,6 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 	if len(b.ms) > 0 {
 		send(b)
 	}
-	close(work)
-	close(ordered)
-	wg.Wait()
-	<-done
 	return rows.Err()
 }
 

@@ -56,8 +56,8 @@ type index struct {
 	signs []uint64  // slot*words
 	nvec  int
 
-	// room is how many slots loading will fill: vecs and signs are sized
-	// for it once the dimension is known.
+	// room is how many vectors vecs and signs get room for once the
+	// dimension is known (loading sets it; newIndexFor).
 	room int
 	tf   map[int32]int32 // scratch for add
 }
