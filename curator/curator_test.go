@@ -810,21 +810,26 @@ func TestForgottenMemoriesExpire(t *testing.T) {
 	assert.Equal(t, memory.Forgotten, got.Type)
 }
 
+// newIDsFixture is newFixture with a model that answers *answer of the
+// IDs of the batch it was sent (set answer before each run).
+func newIDsFixture(t *testing.T, answer *func(ids []string) string) *fixture {
+	return newFixture(t, func(_ context.Context, _, user string) (string, error) {
+		var ids []string
+		for _, r := range batchOf(t, user) {
+			ids = append(ids, r.ID)
+		}
+		return (*answer)(ids), nil
+	})
+}
+
 // A new curated memory supersedes an older one of the namespace with the
 // same key, or the one it names: the older is kept, marked, listed in the
 // run's result, and injected only as the past. A preference that comes
 // back is the newest again.
 func TestSupersession(t *testing.T) {
 	ctx := context.Background()
-	var answer func(batch []string) string
-	var f *fixture
-	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
-		var ids []string
-		for _, r := range batchOf(t, user) {
-			ids = append(ids, r.ID)
-		}
-		return answer(ids), nil
-	})
+	var answer func(ids []string) string
+	f := newIDsFixture(t, &answer)
 	curated := func(id, text, key string, age time.Duration) memory.Memory {
 		m := memory.Memory{ID: id, Namespace: "alice", Type: memory.Curated, Text: text, Time: now.Add(-age)}
 		if key != "" {
@@ -904,14 +909,7 @@ func TestSupersession(t *testing.T) {
 func TestRepetitionIsOneMemory(t *testing.T) {
 	ctx := context.Background()
 	var answer func(ids []string) string
-	var f *fixture
-	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
-		var ids []string
-		for _, r := range batchOf(t, user) {
-			ids = append(ids, r.ID)
-		}
-		return answer(ids), nil
-	})
+	f := newIDsFixture(t, &answer)
 	require.NoError(t, f.store.Delete(ctx, f.turns[1].ID, f.turns[2].ID, f.turns[3].ID))
 	var raws []memory.Memory
 	for i := range 10 {
