@@ -117,6 +117,11 @@ func TestReopenLoadsManyBatchesInOrder(t *testing.T) {
 		require.Len(t, hits, 1, "memory %d", i)
 		assert.Equal(t, ms[i].ID, hits[0].Memory.ID)
 	}
+	db.mu.RLock()
+	for _, ns := range nss {
+		assert.False(t, db.ns[ns].unordered, "namespace %s: indexed in storage (and time) order", ns)
+	}
+	db.mu.RUnlock()
 	for k, ns := range nss {
 		latest, err := db.Latest(ctx, memory.Filter{Namespace: ns}, 2)
 		require.NoError(t, err)
