@@ -391,9 +391,13 @@ func importMemories(ctx context.Context, c *admin.Client, pos []string, o memori
 		for _, e := range rep.Errors {
 			fmt.Fprintf(out, "line %d: %s\n", e.Line, e.Error)
 		}
+		if more := rep.ErrorCount - len(rep.Errors); more > 0 {
+			fmt.Fprintf(out, "... and %d more bad lines\n", more)
+		}
 	}
-	if len(rep.Errors) > 0 {
-		return fmt.Errorf("memories import: %d lines were not imported (the others were)", len(rep.Errors))
+	// A vera from before error_count sends only the list.
+	if bad := max(rep.ErrorCount, len(rep.Errors)); bad > 0 {
+		return fmt.Errorf("memories import: %d lines were not imported (the others were)", bad)
 	}
 	return nil
 }

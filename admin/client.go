@@ -51,13 +51,15 @@ type ListQuery struct {
 	Limit                      int
 }
 
-// ImportReport is the answer of POST /memories/import.
+// ImportReport is the answer of POST /memories/import: Errors lists the
+// first bad lines (at most 100), ErrorCount counts them all.
 type ImportReport struct {
 	Imported int `json:"imported"`
 	Errors   []struct {
 		Line  int    `json:"line"`
 		Error string `json:"error"`
 	} `json:"errors"`
+	ErrorCount int `json:"error_count"`
 }
 
 // APIError is an answer other than 2xx, with vera's message.

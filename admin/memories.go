@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -417,16 +418,27 @@ func (s *Server) exportMemories(c *gin.Context) error {
 
 // importMemories takes the export's JSONL: each line is upserted by its
 // id (importing twice changes nothing); bad lines are reported by number
-// and the good ones kept.
+// and the good ones kept. Whatever the body, its memory stays bounded
+// (SPEC §6): the body is read line by line, never held; a line longer than
+// maxImportLine is reported and skipped without being held either; and at
+// most maxImportErrors bad lines are listed, with the count of all.
 func (s *Server) importMemories(c *gin.Context) error {
 	ctx := c.Request.Context()
-	sc := bufio.NewScanner(c.Request.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	lines := newLineReader(c.Request.Body, maxImportLine)
 	type lineError struct {
 		Line  int    `json:"line"`
 		Error string `json:"error"`
 	}
 	errs := []lineError{}
+	errorCount := 0
+	// bad counts line n as bad and lists it, while the list has room:
+	// msg is only called then.
+	bad := func(n int, msg func() string) {
+		errorCount++
+		if len(errs) < maxImportErrors {
+			errs = append(errs, lineError{n, msg()})
+		}
+	}
 	imported := 0
 	var batch []memory.Memory
 	flush := func() error {
@@ -446,14 +458,31 @@ func (s *Server) importMemories(c *gin.Context) error {
 		batch = batch[:0]
 		return nil
 	}
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
+	for n := 1; ; n++ {
+		raw, long, err := lines.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return httpError(http.StatusBadRequest, "reading the body: "+err.Error())
+		}
+		if long {
+			bad(n, func() string { return "the line is longer than 1 MiB, the most a line may hold" })
+			continue
+		}
+		line := bytes.TrimSpace(raw)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] != '{' && len(errs) == maxImportErrors {
+			// Not a JSON object, so not a MEMORY, and its error would not
+			// be listed: counted without decoding (junk is cheap).
+			errorCount++
 			continue
 		}
 		var in memoryJSON
-		if err := json.Unmarshal([]byte(line), &in); err != nil {
-			errs = append(errs, lineError{n, "not a MEMORY: " + jsonProblem(err)})
+		if err := json.Unmarshal(line, &in); err != nil {
+			bad(n, func() string { return "not a MEMORY: " + jsonProblem(err) })
 			continue
 		}
 		if in.ID == "" {
@@ -464,15 +493,17 @@ func (s *Server) importMemories(c *gin.Context) error {
 		}
 		m := memory.Memory{ID: in.ID, Namespace: in.Namespace, Type: in.Type, Text: in.Text, Time: in.Timestamp, Model: in.Model, Metadata: in.Metadata}
 		if err := m.Validate(); err != nil {
-			errs = append(errs, lineError{n, err.Error()})
+			bad(n, err.Error)
 			continue
 		}
 		if strings.TrimSpace(m.Text) == "" {
-			errs = append(errs, lineError{n, "text is empty"})
+			bad(n, func() string { return "text is empty" })
 			continue
 		}
 		if old, err := s.Memories.Store.Get(ctx, m.ID); err == nil && old.Namespace != m.Namespace {
-			errs = append(errs, lineError{n, fmt.Sprintf("id %s is a memory of another namespace: an import never moves one", m.ID)})
+			bad(n, func() string {
+				return fmt.Sprintf("id %s is a memory of another namespace: an import never moves one", m.ID)
+			})
 			continue
 		}
 		batch = append(batch, m)
@@ -482,14 +513,70 @@ func (s *Server) importMemories(c *gin.Context) error {
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return httpError(http.StatusBadRequest, "reading the body: "+err.Error())
-	}
 	if err := flush(); err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, gin.H{"imported": imported, "errors": errs})
+	c.JSON(http.StatusOK, gin.H{"imported": imported, "errors": errs, "error_count": errorCount})
 	return nil
+}
+
+const (
+	// maxImportLine is the longest line POST /memories/import takes, its
+	// newline (and a \r before it) not counted.
+	maxImportLine = 1 << 20
+	// maxImportErrors is how many bad lines POST /memories/import lists;
+	// error_count counts them all.
+	maxImportErrors = 100
+)
+
+// lineReader reads lines of at most limit bytes without ever holding a
+// longer one: what is past limit is read and dropped up to the next newline.
+type lineReader struct {
+	r     *bufio.Reader
+	limit int
+	buf   []byte // the current line; reused, at most limit+2 bytes
+}
+
+func newLineReader(r io.Reader, limit int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+}
+
+// next returns the next line without its newline (nor a \r before it),
+// valid until the following call, or long when the line held more than
+// limit bytes (then line is nil). The last line may lack its newline; after
+// it, next returns io.EOF.
+func (l *lineReader) next() (line []byte, long bool, err error) {
+	l.buf = l.buf[:0]
+	read := false // whether any byte of this line was read
+	for {
+		frag, err := l.r.ReadSlice('\n')
+		read = read || len(frag) > 0
+		if !long {
+			// limit+2: room for the \r\n, which is not counted.
+			if len(l.buf)+len(frag) > l.limit+2 {
+				long, l.buf = true, l.buf[:0]
+			} else {
+				l.buf = append(l.buf, frag...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue // the line goes on: read (or drop) the rest
+		case err == io.EOF && !read:
+			return nil, false, io.EOF
+		case err != nil && err != io.EOF:
+			return nil, false, err
+		}
+		if long {
+			return nil, true, nil
+		}
+		line = bytes.TrimSuffix(l.buf, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > l.limit {
+			return nil, true, nil
+		}
+		return line, false, nil
+	}
 }
 
 // jsonProblem says what is wrong with a JSON body in the request's own

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,4 +148,35 @@ func TestMemoriesCommandThroughRunningVera(t *testing.T) {
 	code, _, stderr = runVera(t, env, "memories", "list", "--url", "http://"+freeAddr(t))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "no vera at")
+}
+
+// `vera memories import` of a file with more bad lines than vera lists:
+// the listed ones, then how many more, and the exit message counts all.
+func TestMemoriesImportReportsAtMost100BadLines(t *testing.T) {
+	up := ollamatest.New(t)
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t)}
+	file := filepath.Join(t.TempDir(), "bad.jsonl")
+	body := `{"namespace":"carol","type":"curated","text":"Carol likes tea."}` + "\n" + strings.Repeat("{oops\n", 150)
+	require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
+
+	code, out, stderr := runVera(t, env, "memories", "import", file)
+	assert.Equal(t, 1, code, "a bad line fails the command")
+	assert.Contains(t, out, "imported 1 memories")
+	assert.Contains(t, out, "line 2: ")
+	assert.Contains(t, out, "line 101: ")
+	assert.NotContains(t, out, "line 102: ", "vera lists the first 100")
+	assert.Contains(t, out, "... and 50 more bad lines")
+	assert.Contains(t, stderr, "150 lines were not imported")
+
+	code, out, _ = runVera(t, env, "memories", "import", file, "--json")
+	assert.Equal(t, 1, code)
+	var rep struct {
+		Imported   int
+		Errors     []struct{ Line int }
+		ErrorCount int `json:"error_count"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	assert.Equal(t, 1, rep.Imported, "importing again replaces")
+	assert.Len(t, rep.Errors, 100)
+	assert.Equal(t, 150, rep.ErrorCount)
 }
