@@ -22,6 +22,7 @@ import (
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
+	"github.com/vera-proxy/vera/proxy"
 )
 
 // report writes `vera check`'s lines ("ok   topic: ...", "warn ...",
@@ -84,6 +85,10 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	if exposedWithoutIdentity(cfg) {
 		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
 	}
+	if !cfg.Server.TrustLoopback && cfg.Server.AdminToken == "" {
+		r.warn("access", "server.trust_loopback is false and no admin token is set: the admin routes (/memories, /curator) and the page at /ui/ "+
+			"answer 403 to everyone; set VERA_ADMIN_TOKEN (server.admin_token) to manage memories")
+	}
 	if cfg.Memory.Enabled {
 		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
 			r.warn("prompts", "%s (%s, %d lines)", legacyRulesWarning, path, n)
@@ -99,6 +104,7 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		return r.result()
 	}
 	r.ok("ollama", "%s, version %s (%.1f ms)", h.URL, h.Version, h.LatencyMS)
+	checkOrigins(ctx, cfg, a.ollama, r)
 
 	models, err := listModels(ctx, a.ollama)
 	if err != nil {
@@ -161,6 +167,39 @@ func checkListen(ctx context.Context, cfg config.Config, transport http.RoundTri
 		return
 	}
 	r.fail("listen", "%s: address in use by another program", addr)
+}
+
+// originProbes stand for the origins people let reach Ollama with
+// OLLAMA_ORIGINS (browser extensions, a web app, "*") and that vera does
+// not allow by default.
+var originProbes = []string{
+	"chrome-extension://vera-check-probe", "moz-extension://vera-check-probe", "safari-web-extension://vera-check-probe",
+	"https://vera-check-probe.example", "http://vera-check-probe.example",
+}
+
+// checkOrigins asks Ollama whether it serves browser pages of origins vera
+// refuses: such a page used Ollama directly (OLLAMA_ORIGINS in Ollama's
+// environment), and would be refused by vera in its place.
+func checkOrigins(ctx context.Context, cfg config.Config, oc *ollama.Client, r *report) {
+	mine := proxy.NewOrigins(cfg.Server.AllowedOrigins)
+	var lost []string
+	for _, o := range originProbes {
+		ok, err := oc.AllowsOrigin(ctx, o)
+		if err != nil {
+			r.warn("origins", "could not ask Ollama which browser origins it allows: %v", err)
+			return
+		}
+		if ok && !mine.Allowed(o) {
+			lost = append(lost, o)
+		}
+	}
+	if len(lost) > 0 {
+		r.warn("origins", "Ollama serves browser pages that vera refuses (it answered %s): OLLAMA_ORIGINS is set for Ollama. "+
+			"vera is the one that checks origins now: copy that value into server.allowed_origins (or OLLAMA_ORIGINS in vera's environment)",
+			strings.Join(lost, ", "))
+		return
+	}
+	r.ok("origins", "Ollama allows no browser origin that vera refuses")
 }
 
 // dialAddr turns a listen address into one a client can connect to.

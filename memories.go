@@ -236,6 +236,7 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	adm := admin.New(version, a.ollama)
+	adm.TrustLoopback = true // its own port, for this command alone
 	adm.Memories = a.adminMemories()
 	adm.Mount(e)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -60,6 +60,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
 	}
+	srv.Listen = ln.Addr()
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -98,9 +99,10 @@ func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, e
 	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
 	srv.Ollama = a.ollama // one client for Ollama's API in the process
 	adm := admin.New(version, a.ollama)
-	adm.Token = cfg.Server.AdminToken
+	adm.Token, adm.TrustLoopback = cfg.Server.AdminToken, cfg.Server.TrustLoopback
 	srv.Own = adm.Mount
-	srv.NamespaceHeader = cfg.Memory.NamespaceHeader
+	srv.NamespaceHeader, srv.ChatIDHeader = cfg.Memory.NamespaceHeader, cfg.Memory.ChatIDHeader
+	srv.AllowedOrigins = cfg.Server.AllowedOrigins
 	if cfg.Memory.JWTSecret != "" {
 		srv.Identity = &proxy.Identity{Secret: []byte(cfg.Memory.JWTSecret), Require: cfg.Memory.RequireIdentity}
 	}

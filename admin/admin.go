@@ -36,8 +36,12 @@ var _ Curator = (*curator.Curator)(nil)
 // first request.
 type Server struct {
 	// Token guards the admin routes; empty serves them to loopback clients
-	// only.
+	// only, and only while TrustLoopback is set.
 	Token string
+	// TrustLoopback serves the admin routes without a token to a client on
+	// this machine: a loopback peer, no forwarding header, a loopback Host
+	// (server.trust_loopback). An API key never opens them.
+	TrustLoopback bool
 	// MemoryHealth reports the store and the embedder for /healthz; nil
 	// leaves those sections out (memory disabled).
 	MemoryHealth func(context.Context) (StoreHealth, EmbedderHealth)
@@ -78,12 +82,14 @@ func (s *Server) Mount(e *gin.Engine) {
 	s.mountUI(e)
 }
 
-// guard guards the admin routes (SPEC §6): with a token set, a request
-// needs "Authorization: Bearer <token>"; without one, only loopback
-// clients are served. Either way, a browser request from another site is
-// refused, and without a token the Host must name this machine: a web
-// page cannot then use a browser on this machine to reach the admin
-// routes (a cross-site POST, or DNS rebinding).
+// guard guards the admin routes: with a token set, a request needs
+// "Authorization: Bearer <token>"; without one, only clients on this
+// machine are served, and only while TrustLoopback is set (behind a reverse
+// proxy on the same host every client would look local). Either way, a
+// browser request from another site is refused, and without a token the
+// Host must name this machine: a web page cannot then use a browser on
+// this machine to reach the admin routes (a cross-site POST, or DNS
+// rebinding). An API key opens Ollama's routes, never these.
 func (s *Server) guard(c *gin.Context) {
 	if err := sameSite(c.Request); err != nil {
 		writeError(c.Writer, err)
@@ -99,6 +105,12 @@ func (s *Server) guard(c *gin.Context) {
 			return
 		}
 		c.Next()
+		return
+	}
+	if !s.TrustLoopback {
+		writeError(c.Writer, httpError(http.StatusForbidden, "admin routes need VERA_ADMIN_TOKEN: with server.trust_loopback = false no client is trusted as this machine's; "+
+			"set VERA_ADMIN_TOKEN (server.admin_token) and send Authorization: Bearer <token>"))
+		c.Abort()
 		return
 	}
 	if !config.LoopbackPeer(c.Request.RemoteAddr) || config.Forwarded(c.Request) {

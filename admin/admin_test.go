@@ -45,7 +45,9 @@ func newTestServer(t *testing.T, upstream string) *Server {
 	t.Helper()
 	tr := ollama.NewTransport(time.Second)
 	t.Cleanup(tr.CloseIdleConnections)
-	return New("test", ollama.New(mustURL(t, upstream), tr))
+	s := New("test", ollama.New(mustURL(t, upstream), tr))
+	s.TrustLoopback = true // the default: server.trust_loopback = true
+	return s
 }
 
 // handler returns a router with s's routes mounted.
@@ -65,6 +67,12 @@ func TestAdminAccess(t *testing.T) {
 		{"no token, from the network", "", "192.168.1.20:5000", "", http.StatusForbidden},
 		{"no token, loopback, a rebound name", "", "127.0.0.1:5000", "host=evil.example", http.StatusForbidden},
 		{"no token, loopback, another site's page", "", "127.0.0.1:5000", "origin=https://evil.example", http.StatusForbidden},
+		{"no token, loopback, forwarded by a reverse proxy", "", "127.0.0.1:5000", "forwarded", http.StatusForbidden},
+		// Behind a reverse proxy that adds no forwarding header: the
+		// deployment sets trust_loopback = false, and with no admin token
+		// nobody is an admin, a key holder least of all.
+		{"no token, loopback, trust_loopback off", "", "127.0.0.1:5000", "distrust", http.StatusForbidden},
+		{"no token, trust_loopback off, an API key", "", "127.0.0.1:5000", "distrust Bearer some-api-key", http.StatusForbidden},
 		{"token, another site's page", "s3cret", "192.168.1.20:5000", "origin=https://evil.example", http.StatusForbidden},
 		{"token, none sent", "s3cret", "127.0.0.1:5000", "", http.StatusUnauthorized},
 		{"token, wrong one", "s3cret", "127.0.0.1:5000", "Bearer nope", http.StatusUnauthorized},
@@ -85,6 +93,13 @@ func TestAdminAccess(t *testing.T) {
 			switch {
 			case strings.HasPrefix(tt.auth, "host="):
 				req.Host = strings.TrimPrefix(tt.auth, "host=")
+			case tt.auth == "forwarded":
+				req.Header.Set("X-Forwarded-For", "203.0.113.9")
+			case strings.HasPrefix(tt.auth, "distrust"):
+				s.TrustLoopback = false
+				if k := strings.TrimSpace(strings.TrimPrefix(tt.auth, "distrust")); k != "" {
+					req.Header.Set("Authorization", k)
+				}
 			case strings.HasPrefix(tt.auth, "origin="):
 				req.Header.Set("Origin", strings.TrimPrefix(tt.auth, "origin="))
 				req.Header.Set("Authorization", "Bearer s3cret")
@@ -95,6 +110,9 @@ func TestAdminAccess(t *testing.T) {
 			handler(s).ServeHTTP(w, req)
 			assert.Equal(t, tt.want, w.Code, w.Body.String())
 			assert.Equal(t, tt.want == http.StatusOK, fc.runs == 1)
+			if !s.TrustLoopback {
+				assert.Contains(t, w.Body.String(), "VERA_ADMIN_TOKEN", "the refusal names the remedy")
+			}
 		})
 	}
 }

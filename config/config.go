@@ -90,8 +90,13 @@ type Server struct {
 	// (while TrustLoopback), on every route but /healthz and /metrics
 	// (SPEC §6). Env VERA_API_KEYS, comma-separated.
 	APIKeys []string `toml:"api_keys"`
-	// TrustLoopback serves loopback clients without an API key.
+	// TrustLoopback serves loopback clients without an API key, and
+	// without the admin token on admin routes.
 	TrustLoopback bool `toml:"trust_loopback"`
+	// AllowedOrigins are browser origins (patterns with at most one *)
+	// allowed beside Ollama's own list; unset: OLLAMA_ORIGINS from vera's
+	// environment, split at commas.
+	AllowedOrigins []string `toml:"allowed_origins"`
 	// BodyIdleTimeout ends a request whose body sends no byte for this
 	// long; a body that keeps flowing is never cut.
 	BodyIdleTimeout Duration `toml:"body_idle_timeout"`
@@ -116,7 +121,10 @@ type Layers struct {
 type Memory struct {
 	Enabled         bool   `toml:"enabled"`
 	NamespaceHeader string `toml:"namespace_header"`
-	DataDir         string `toml:"data_dir"`
+	// ChatIDHeader names the header holding Open WebUI's chat id (its
+	// FORWARD_SESSION_INFO_HEADER_CHAT_ID).
+	ChatIDHeader string `toml:"chat_id_header"`
+	DataDir      string `toml:"data_dir"`
 	// MaxTurnTokens caps a stored turn's text: a longer one keeps its head
 	// and tail around a marker.
 	MaxTurnTokens int `toml:"max_turn_tokens"`
@@ -245,6 +253,7 @@ func Default() Config {
 		Memory: Memory{
 			Enabled:         true,
 			NamespaceHeader: "X-OpenWebUI-User-Id",
+			ChatIDHeader:    "X-OpenWebUI-Chat-Id",
 			DataDir:         "./data",
 			MaxTurnTokens:   4096,
 			SkipTasks:       true,
@@ -312,6 +321,11 @@ func Load(flags Flags, getenv func(string) string) (Config, error) {
 	}
 	if err := applyEnv(&cfg, getenv); err != nil {
 		return Config{}, err
+	}
+	if cfg.Server.AllowedOrigins == nil {
+		// What a user who let a browser app reach Ollama has set: the
+		// same app now reaches vera.
+		cfg.Server.AllowedOrigins = splitList(getenv("OLLAMA_ORIGINS"))
 	}
 	if cfg.Cloud.Enabled && cfg.Cloud.APIKeyEnv != "" {
 		cfg.CloudKey = strings.TrimSpace(getenv(cfg.Cloud.APIKeyEnv))
@@ -384,12 +398,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		}
 	}
 	if v := getenv("VERA_API_KEYS"); v != "" {
-		cfg.Server.APIKeys = nil
-		for _, k := range strings.Split(v, ",") {
-			if k = strings.TrimSpace(k); k != "" {
-				cfg.Server.APIKeys = append(cfg.Server.APIKeys, k)
-			}
-		}
+		cfg.Server.APIKeys = splitList(v)
 	}
 	if v := getenv("VERA_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -399,6 +408,18 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		cfg.General.Debug = b
 	}
 	return nil
+}
+
+// splitList splits a comma-separated value, dropping empty items; nil
+// when none is left.
+func splitList(v string) []string {
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func applyFlags(cfg *Config, f Flags) {
@@ -479,6 +500,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Memory.NamespaceHeader == "" {
 		return errors.New("memory.namespace_header: must not be empty")
+	}
+	if c.Memory.ChatIDHeader == "" {
+		return errors.New("memory.chat_id_header: must not be empty")
+	}
+	if err := checkOrigins(c.Server.AllowedOrigins); err != nil {
+		return err
 	}
 	runTime, err := parseClock(c.Curator.RunTime)
 	if err != nil {

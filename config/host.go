@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -36,4 +37,18 @@ func LoopbackPeer(remoteAddr string) bool {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	ip := net.ParseIP(host)
 	return err == nil && ip != nil && ip.IsLoopback()
+}
+
+// checkOrigins refuses an origin pattern that cannot match as Ollama
+// matches (gin-contrib/cors allows one * per pattern).
+func checkOrigins(patterns []string) error {
+	for _, p := range patterns {
+		if strings.Count(p, "*") > 1 {
+			return fmt.Errorf("server.allowed_origins (or OLLAMA_ORIGINS when it is unset): %q has more than one *; write one pattern per variant", p)
+		}
+		if strings.ContainsAny(p, " \t") {
+			return fmt.Errorf("server.allowed_origins (or OLLAMA_ORIGINS when it is unset): %q holds a space; separate patterns with commas", p)
+		}
+	}
+	return nil
 }

@@ -169,6 +169,29 @@ func statusError(method, path string, res *http.Response) *StatusError {
 	return &StatusError{Method: method, Path: path, StatusCode: res.StatusCode, Status: res.Status, Message: msg}
 }
 
+// AllowsOrigin reports whether Ollama serves a browser page of origin
+// (its OLLAMA_ORIGINS and defaults): it refuses others with 403.
+func (c *Client) AllowsOrigin(ctx context.Context, origin string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath("/api/version").String(), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Origin", origin)
+	res, err := c.http.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
+	switch {
+	case res.StatusCode == http.StatusForbidden:
+		return false, nil
+	case res.StatusCode/100 == 2:
+		return true, nil
+	}
+	return false, fmt.Errorf("GET /api/version with an Origin: %s", res.Status)
+}
+
 // Version returns Ollama's version (GET /api/version).
 func (c *Client) Version(ctx context.Context) (string, error) {
 	var out struct {

@@ -52,7 +52,13 @@ func presentedKey(r *http.Request) string {
 	if k := strings.TrimSpace(r.Header.Get("X-Api-Key")); k != "" {
 		return k
 	}
-	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	return bearerToken(r.Header.Get("Authorization"))
+}
+
+// bearerToken is the token of an "Authorization: Bearer <token>" value
+// (the scheme in any case), "" for any other.
+func bearerToken(h string) string {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
 	if ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(token)
 	}
@@ -71,6 +77,26 @@ func (s *Server) validKey(k string) bool {
 		}
 	}
 	return ok
+}
+
+// outbound takes what is vera's alone out of a request it forwards: the
+// Origin it has already judged (Ollama's own list must not overrule it),
+// and its own credentials (an API key, the admin token), which are no
+// business of Ollama's nor of whatever sits in front of it. A user:password
+// in the upstream's URL goes on every request, as Basic auth.
+func (s *Server) outbound(out *http.Request, up upstream) {
+	h := out.Header
+	h.Del("Origin")
+	if s.validKey(bearerToken(h.Get("Authorization"))) {
+		h.Del("Authorization")
+	}
+	if s.validKey(strings.TrimSpace(h.Get("X-Api-Key"))) {
+		h.Del("X-Api-Key")
+	}
+	if u := up.url.User; u != nil {
+		pass, _ := u.Password()
+		out.SetBasicAuth(u.Username(), pass)
+	}
 }
 
 // forwardedFromLoopback reports whether a reverse proxy on this host

@@ -123,10 +123,10 @@ func TestPlaceOf(t *testing.T) {
 
 func TestThreadOfReadsTheChatID(t *testing.T) {
 	r, _ := http.NewRequest("POST", "/api/chat", nil)
-	r.Header.Set("X-OpenWebUI-Chat-Id", " c-42 ")
+	r.Header.Set("X-Chat", " c-42 ")
 	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
-	assert.Equal(t, thread{chatID: "c-42", firstUser: "hi"}, threadOf(r, req))
+	assert.Equal(t, thread{chatID: "c-42", firstUser: "hi"}, threadOf(chatIDOf(r, "X-Chat"), req), "the header memory.chat_id_header names")
 }
 
 // countingMemory counts recalls. A first turn gets a system layer naming
@@ -269,11 +269,9 @@ func TestStartAfterTheChatWentOn(t *testing.T) {
 }
 
 func TestTemporaryChatIDsAreNotConversations(t *testing.T) {
-	r, _ := http.NewRequest("POST", "/api/chat", nil)
-	r.Header.Set("X-OpenWebUI-Chat-Id", "local:Xy12socket")
 	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
-	assert.Empty(t, threadOf(r, req).chatID, "Open WebUI's temporary chats share one id per browser tab")
+	assert.Empty(t, threadOf("local:Xy12socket", req).chatID, "Open WebUI's temporary chats share one id per browser tab")
 }
 
 // A later turn whose user message has no text (an image) gets its block

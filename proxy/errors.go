@@ -113,6 +113,9 @@ func writeError(w http.ResponseWriter, ctx context.Context, d dialect, err error
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Del("Content-Length")
+	if refused(code) {
+		dropMemoryHeaders(h)
+	}
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(d.errorBody(code, msg))
 }
@@ -151,4 +154,20 @@ func noteError(ctx context.Context, err error) {
 	if n, ok := ctx.Value(errorNoteKey{}).(*errorNote); ok && n.err == nil {
 		n.err = err
 	}
+}
+
+// refused reports whether a status refuses the request itself (who sent
+// it, how, how much): such an answer says nothing of what vera remembers.
+func refused(code int) bool {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge:
+		return true
+	}
+	return false
+}
+
+// dropMemoryHeaders takes out the headers that tell what memory a chat got.
+func dropMemoryHeaders(h http.Header) {
+	h.Del("X-Vera-Context")
+	h.Del("X-Vera-Memories")
 }

@@ -25,7 +25,7 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		// Memory off, or a prompt without history: no conversation.
 		return s.recall(c, mreq)
 	}
-	at := placeOf(ch.ns, threadOf(c.Request, ch.req), ch.msgs)
+	at := placeOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
 	ch.at, ch.gen = at, s.convs.generation()
 	var cv *conversation
 	if !at.first {

@@ -40,6 +40,7 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
 			pr.SetURL(up.url)
+			s.outbound(pr.Out, up)
 		},
 		Transport:     s.timed(up),
 		FlushInterval: -1, // every write reaches the client at once

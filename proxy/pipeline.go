@@ -59,6 +59,12 @@ type chat struct {
 	req  chatRequest
 	ns   string
 	off  bool // X-Vera-Memory: off
+	// chatID is Open WebUI's chat id (memory.chat_id_header); temporary
+	// marks its temporary chats ("local:" ids), which get memory but are
+	// never stored, nor are their memory commands run: their user asked
+	// for no record.
+	chatID    string
+	temporary bool
 	// untouched requests carry no conversation vera works on (a load or
 	// unload call, a raw prompt, an Open WebUI background task): they
 	// are forwarded byte for byte, nothing injected, nothing stored.
@@ -152,6 +158,8 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 	if ch.off, err = memoryOff(r); err != nil {
 		return nil, err
 	}
+	ch.chatID = chatIDOf(r, s.ChatIDHeader)
+	ch.temporary = strings.HasPrefix(ch.chatID, temporaryChat)
 	if !req.conversation() {
 		ch.untouched = true
 		return ch, nil
@@ -223,7 +231,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // teeFor returns the tee that reads the answer, with the commit of the
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
-	record := s.Recorder != nil && !ch.off && !ch.untouched
+	record := s.Recorder != nil && !ch.off && !ch.untouched && !ch.temporary
 	if record && !ch.forgetting && s.Commands != nil && ch.user != ch.commanded {
 		// The user text came from the conversation after command ran (a
 		// Responses loop chained by id).
@@ -283,7 +291,18 @@ func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, te
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
-	s.newReverseProxy(up, d, tee, rename).ServeHTTP(c.Writer, out)
+	rp := s.newReverseProxy(up, d, tee, rename)
+	if h := c.Writer.Header(); h.Get("X-Vera-Context") != "" {
+		modify := rp.ModifyResponse
+		rp.ModifyResponse = func(res *http.Response) error {
+			if refused(res.StatusCode) {
+				// Before the answer's headers are copied and sent.
+				dropMemoryHeaders(h)
+			}
+			return modify(res)
+		}
+	}
+	rp.ServeHTTP(c.Writer, out)
 	return nil
 }
 
@@ -315,7 +334,7 @@ func setMemoryHeaders(h http.Header, mc *memory.Context) {
 	if ids := mc.IDs(); len(ids) > 0 {
 		h.Set("X-Vera-Memories", strings.Join(ids[:min(len(ids), maxMemoriesHeader)], ","))
 	}
-	h.Add("Access-Control-Expose-Headers", exposedHeaders)
+	h.Set("Access-Control-Expose-Headers", exposedHeaders)
 }
 
 // task names the background task a request is (SPEC §4, memory.skip_tasks),
@@ -392,7 +411,7 @@ func memoryOff(r *http.Request) (bool, error) {
 // conversations, and keeps the request from being stored. The answer
 // comes from the model as usual. A failure is logged: the chat goes on.
 func (s *Server) command(c *gin.Context, ch *chat) {
-	if s.Commands == nil || ch.untouched || ch.off {
+	if s.Commands == nil || ch.untouched || ch.off || ch.temporary {
 		return
 	}
 	kind, statement := s.Commands.Parse(ch.user)

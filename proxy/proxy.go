@@ -12,6 +12,7 @@ import (
 	"log"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -95,6 +96,16 @@ type Server struct {
 	APIKeys       []string
 	TrustLoopback bool
 	AdminToken    string
+	// Listen is the address vera listens on: while it is a loopback
+	// address, a request whose Host is not one of this machine's names is
+	// refused (DNS rebinding); nil: no Host check.
+	Listen net.Addr
+	// AllowedOrigins are browser origins allowed beside Ollama's default
+	// list (server.allowed_origins).
+	AllowedOrigins []string
+	// ChatIDHeader names the header of Open WebUI's chat id; empty means
+	// X-OpenWebUI-Chat-Id (memory.chat_id_header).
+	ChatIDHeader string
 	// Metrics, when set, counts requests, recalls, tier decisions, flushes
 	// and fallbacks.
 	Metrics *Metrics
@@ -128,6 +139,11 @@ type Server struct {
 	fallbackActive atomic.Bool
 	// started is when the names vera lists itself were "modified".
 	started time.Time
+	// The browser guard's decisions, made once by Handler.
+	origins      *Origins
+	hosts        hosts
+	checkHost    bool
+	allowHeaders string
 }
 
 // New returns a Server forwarding to the Ollama at base through
@@ -157,6 +173,14 @@ func (s *Server) Handler() http.Handler {
 	s.client = oc
 	s.windows = ollama.NewModelInfo(oc)
 	s.convs = newConversations(s.Conversations)
+	s.origins, s.hosts = NewOrigins(s.AllowedOrigins), newHosts()
+	if a, ok := s.Listen.(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		s.checkHost = true
+	}
+	if s.ChatIDHeader == "" {
+		s.ChatIDHeader = "X-OpenWebUI-Chat-Id"
+	}
+	s.allowHeaders = allowedHeaders(s.NamespaceHeader, s.ChatIDHeader, identityHeader)
 	e := gin.New()
 	e.ContextWithFallback = true
 	// Anything vera does not own goes to Ollama as it is: no redirects for
@@ -164,7 +188,7 @@ func (s *Server) Handler() http.Handler {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.logRequests, s.recoverPanics, s.requireKey, s.limitBodyIdle)
+	e.Use(s.logRequests, s.recoverPanics, s.guardBrowser, s.requireKey, s.limitBodyIdle)
 
 	if s.Own != nil {
 		s.Own(e)

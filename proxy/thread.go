@@ -19,10 +19,17 @@ type thread struct {
 	toolLoop           bool
 }
 
-// threadOf reads a request's thread.
-func threadOf(r *http.Request, req chatRequest) thread {
-	chatID := strings.TrimSpace(r.Header.Get("X-OpenWebUI-Chat-Id"))
-	if strings.HasPrefix(chatID, "local:") {
+// temporaryChat opens the chat id of every temporary chat of Open WebUI.
+const temporaryChat = "local:"
+
+// chatIDOf reads the chat id a request carries in header.
+func chatIDOf(r *http.Request, header string) string {
+	return strings.TrimSpace(r.Header.Get(header))
+}
+
+// threadOf reads a request's thread, given its chat id.
+func threadOf(chatID string, req chatRequest) thread {
+	if strings.HasPrefix(chatID, temporaryChat) {
 		// Open WebUI's temporary chats are all "local:" + the browser
 		// tab's socket id: it names a tab, not a conversation.
 		chatID = ""

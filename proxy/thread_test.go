@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -39,10 +38,8 @@ func TestThreadOfEachDialect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := tc.d.parse([]byte(tc.body))
 			require.NoError(t, err)
-			r := httptest.NewRequest("POST", "/", nil)
-			r.Header.Set("X-OpenWebUI-Chat-Id", "chat-1")
 			tc.want.chatID = "chat-1"
-			assert.Equal(t, tc.want, threadOf(r, req))
+			assert.Equal(t, tc.want, threadOf("chat-1", req))
 		})
 	}
 }
