@@ -52,7 +52,7 @@ window.addEventListener('error', (e) => window.__veraProblems.push('error: ' + e
 window.addEventListener('unhandledrejection', (e) => window.__veraProblems.push('unhandled rejection: ' + String(e.reason)));
 `
 
-func newBrowser(t *testing.T, bin string) *browser {
+func newBrowser(t *testing.T, bin string, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.ExecPath(bin),
@@ -68,6 +68,7 @@ func newBrowser(t *testing.T, bin string) *browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
 	)
+	opts = append(opts, extra...)
 	// The browser lives as long as the context of its first Run: give the
 	// whole session a deadline, and each step a shorter one below.
 	life, stop := context.WithTimeout(context.Background(), 3*time.Minute)
