@@ -426,3 +426,40 @@ fallback_model = "gpt-oss-big"
 		assert.NotContains(t, err.Error(), "secret")
 	}
 }
+
+// server.allowed_origins, when the file does not set it, is OLLAMA_ORIGINS
+// from vera's environment; set (even empty), it wins; a pattern Ollama
+// could not match is refused with the key named.
+func TestAllowedOrigins(t *testing.T) {
+	env := func(k string) string {
+		if k == "OLLAMA_ORIGINS" {
+			return " chrome-extension://*, https://app.example ,,"
+		}
+		return ""
+	}
+	load := func(toml string, getenv func(string) string) (Config, error) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "config.toml")
+		require.NoError(t, os.WriteFile(p, []byte(toml), 0o600))
+		return Load(Flags{ConfigPath: p}, getenv)
+	}
+	cfg, err := load("", env)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"chrome-extension://*", "https://app.example"}, cfg.Server.AllowedOrigins)
+	cfg, err = load("[server]\nallowed_origins = []\n", env)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Server.AllowedOrigins, "the file's empty list wins over the environment")
+	cfg, err = load("[server]\nallowed_origins = [\"https://chat.example\"]\n", env)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"https://chat.example"}, cfg.Server.AllowedOrigins)
+	cfg, err = load("", func(string) string { return "" })
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Server.AllowedOrigins)
+	assert.Equal(t, "X-OpenWebUI-Chat-Id", cfg.Memory.ChatIDHeader)
+	_, err = load("[server]\nallowed_origins = [\"https://*.*.example\"]\n", env)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "server.allowed_origins")
+	_, err = load("[memory]\nchat_id_header = \"\"\n", env)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "memory.chat_id_header")
+}
