@@ -86,8 +86,8 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
 	}
 	if !cfg.Server.TrustLoopback && cfg.Server.AdminToken == "" {
-		r.warn("access", "server.trust_loopback is false and no admin token is set: the admin routes (/memories, /curator) and the page at /ui/ "+
-			"answer 403 to everyone; set VERA_ADMIN_TOKEN (server.admin_token) to manage memories")
+		r.warn("access", "server.trust_loopback is false and no admin token is set: the admin routes (/memories, /curator) "+
+			"answer 403 to everyone, the page at /ui/ included; set VERA_ADMIN_TOKEN (server.admin_token) to manage memories")
 	}
 	if cfg.Memory.Enabled {
 		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
@@ -183,23 +183,33 @@ var originProbes = []string{
 func checkOrigins(ctx context.Context, cfg config.Config, oc *ollama.Client, r *report) {
 	mine := proxy.NewOrigins(cfg.Server.AllowedOrigins)
 	var lost []string
+	served := 0
 	for _, o := range originProbes {
 		ok, err := oc.AllowsOrigin(ctx, o)
 		if err != nil {
 			r.warn("origins", "could not ask Ollama which browser origins it allows: %v", err)
 			return
 		}
+		if ok {
+			served++
+		}
 		if ok && !mine.Allowed(o) {
 			lost = append(lost, o)
 		}
 	}
-	if len(lost) > 0 {
+	switch {
+	case len(lost) > 0 && served == len(originProbes):
+		r.warn("origins", "Ollama serves pages of every origin vera asked about (OLLAMA_ORIGINS=*, or something in front of Ollama ignores Origin); "+
+			"vera refuses %s. If browser apps or extensions used Ollama, name their origins in server.allowed_origins "+
+			"(\"*\" would let every web page you visit use vera and its memory)", strings.Join(lost, ", "))
+	case len(lost) > 0:
 		r.warn("origins", "Ollama serves browser pages that vera refuses (it answered %s): OLLAMA_ORIGINS is set for Ollama. "+
 			"vera is the one that checks origins now: copy that value into server.allowed_origins (or OLLAMA_ORIGINS in vera's environment)",
 			strings.Join(lost, ", "))
-		return
+	default:
+		r.ok("origins", "Ollama serves none of the origins vera asked about that vera refuses "+
+			"(an OLLAMA_ORIGINS naming particular sites cannot be seen from here: if Ollama has one, copy it into server.allowed_origins)")
 	}
-	r.ok("origins", "Ollama allows no browser origin that vera refuses")
 }
 
 // dialAddr turns a listen address into one a client can connect to.

@@ -22,7 +22,8 @@ import (
 
 // tagsOllama is an Ollama that has exactly the given models: /api/tags
 // lists them and /api/embed answers only for them, with embedStatus when
-// the model is missing.
+// the model is missing. It refuses browser origins as an Ollama without
+// OLLAMA_ORIGINS does.
 func tagsOllama(t *testing.T, embedStatus int, models ...string) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
@@ -48,7 +49,7 @@ func tagsOllama(t *testing.T, embedStatus int, models ...string) *httptest.Serve
 		}
 		io.WriteString(w, `{"embeddings":[[0.1,0.2,0.3]]}`)
 	})
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(ollamatest.RefuseOrigins(mux, nil))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -395,4 +396,131 @@ func TestCheckCloud(t *testing.T) {
 	assert.Equal(t, 1, code, out)
 	assert.Contains(t, out, "the variable CHECK_KEY (cloud.api_key_env) is not set")
 	assert.Contains(t, out, "answered 401 to /models: No auth credentials found")
+}
+
+// vera check asks Ollama which of a few origins (browser extensions, web
+// sites) it serves: a page Ollama served through OLLAMA_ORIGINS would be
+// refused by vera, which checks origins in its place, unless vera allows
+// it too.
+func TestCheckWarnsOfOriginsOllamaServesAndVeraRefuses(t *testing.T) {
+	const (
+		ok = "ok   origins: Ollama serves none of the origins vera asked about that vera refuses " +
+			"(an OLLAMA_ORIGINS naming particular sites cannot be seen from here: if Ollama has one, copy it into server.allowed_origins)\n"
+		everything = "warn origins: Ollama serves pages of every origin vera asked about (OLLAMA_ORIGINS=*, or something in front of Ollama ignores Origin); " +
+			"vera refuses "
+		warning = "warn origins: Ollama serves browser pages that vera refuses (it answered "
+		remedy  = "): OLLAMA_ORIGINS is set for Ollama. vera is the one that checks origins now: " +
+			"copy that value into server.allowed_origins (or OLLAMA_ORIGINS in vera's environment)\n"
+		all = "chrome-extension://vera-check-probe, moz-extension://vera-check-probe, safari-web-extension://vera-check-probe, " +
+			"https://vera-check-probe.example, http://vera-check-probe.example"
+	)
+	// The fake's models: the curator's is llama3.2, so that check passes.
+	const curator = "[curator]\ncurator_model = \"llama3.2\"\n"
+	tests := []struct {
+		name   string
+		ollama []string // Ollama's OLLAMA_ORIGINS
+		toml   string   // vera's [server] section
+		env    []string // vera's environment
+		lost   string   // the origins named; "" for no warning
+	}{
+		{name: "Ollama's defaults"},
+		{name: "an extension allowed by Ollama", ollama: []string{"chrome-extension://*"}, lost: "chrome-extension://vera-check-probe"},
+		{name: "the extension allowed by vera's config too", ollama: []string{"chrome-extension://*"},
+			toml: "[server]\nallowed_origins = [\"chrome-extension://*\"]\n"},
+		{name: "the extension allowed by vera's OLLAMA_ORIGINS too", ollama: []string{"chrome-extension://*"},
+			env: []string{"OLLAMA_ORIGINS=chrome-extension://*"}},
+		{name: "another extension allowed by vera", ollama: []string{"chrome-extension://*"},
+			toml: "[server]\nallowed_origins = [\"moz-extension://*\"]\n", lost: "chrome-extension://vera-check-probe"},
+		{name: "every origin allowed by Ollama", ollama: []string{"*"}, lost: all},
+		{name: "every origin allowed by Ollama, extensions by vera", ollama: []string{"*"},
+			toml: "[server]\nallowed_origins = [\"chrome-extension://*\", \"moz-extension://*\", \"safari-web-extension://*\"]\n",
+			lost: "https://vera-check-probe.example, http://vera-check-probe.example"},
+		{name: "every origin allowed by both", ollama: []string{"*"}, env: []string{"OLLAMA_ORIGINS=*"}},
+		{name: "a web site allowed by Ollama", ollama: []string{"https://*.example"}, lost: "https://vera-check-probe.example"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := ollamatest.New(t)
+			up.Origins = tt.ollama
+			env := append(append(checkEnv(t, up.URL), configDir(t, curator+tt.toml)), tt.env...)
+			code, out, _ := runVera(t, env, "check")
+			assert.Equal(t, 0, code, "a warning is not a failure:\n%s", out)
+			assert.Contains(t, out, "all checks passed")
+			if tt.lost == "" {
+				assert.Contains(t, out, ok)
+				assert.NotContains(t, out, "warn origins")
+				return
+			}
+			if len(tt.ollama) == 1 && tt.ollama[0] == "*" {
+				// Copying "*" would open vera to every page: check
+				// asks for the apps' own origins instead.
+				assert.Contains(t, out, everything+tt.lost+". If browser apps")
+				assert.Contains(t, out, `("*" would let every web page you visit use vera`)
+			} else {
+				assert.Contains(t, out, warning+tt.lost+remedy)
+			}
+			assert.Equal(t, 1, strings.Count(out, "origins:"), "one line:\n%s", out)
+		})
+	}
+
+	t.Run("an Ollama without OLLAMA_ORIGINS", func(t *testing.T) {
+		up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+		code, out, _ := runVera(t, checkEnv(t, up.URL), "check")
+		assert.Equal(t, 0, code, out)
+		assert.Contains(t, out, ok)
+		assert.NotContains(t, out, "warn origins")
+	})
+
+	t.Run("an answer that is neither 403 nor 2xx", func(t *testing.T) {
+		// A reverse proxy in front of Ollama that fails requests with
+		// an Origin: the question has no answer, and check says so.
+		up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+		odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Origin") != "" {
+				http.Error(w, "bad gateway", http.StatusBadGateway)
+				return
+			}
+			up.Config.Handler.ServeHTTP(w, r)
+		}))
+		t.Cleanup(odd.Close)
+		code, out, _ := runVera(t, checkEnv(t, odd.URL), "check")
+		assert.Equal(t, 0, code, "a warning is not a failure:\n%s", out)
+		assert.Contains(t, out, "warn origins: could not ask Ollama which browser origins it allows: ")
+		assert.Contains(t, out, "502")
+		assert.NotContains(t, out, "ok   origins")
+	})
+}
+
+// With server.trust_loopback = false and no admin token nobody can use the
+// admin routes or the UI: check says so and names the remedy.
+func TestCheckWarnsWhenNobodyMayAdminister(t *testing.T) {
+	up := tagsOllama(t, http.StatusNotFound, "llama3.1:8b", "nomic-embed-text:latest")
+	const warning = "warn access: server.trust_loopback is false and no admin token is set: "
+	tests := []struct {
+		name string
+		env  []string
+		warn bool
+	}{
+		{"loopback trusted (the default)", nil, false},
+		{"loopback not trusted, no admin token", []string{configDir(t, "[server]\ntrust_loopback = false\n")}, true},
+		{"loopback not trusted, an API key but no admin token", []string{configDir(t, "[server]\ntrust_loopback = false\n"), "VERA_API_KEYS=k1"}, true},
+		{"loopback not trusted, an admin token", []string{configDir(t, "[server]\ntrust_loopback = false\n"), "VERA_ADMIN_TOKEN=adm1n-t0ken"}, false},
+		{"loopback not trusted, an admin token in the config", []string{configDir(t, "[server]\ntrust_loopback = false\nadmin_token = \"adm1n-t0ken\"\n")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, _ := runVera(t, append(checkEnv(t, up.URL), tt.env...), "check")
+			assert.Equal(t, 0, code, "a warning is not a failure:\n%s", out)
+			assert.NotContains(t, out, "adm1n-t0ken", "the token is never shown")
+			if !tt.warn {
+				assert.NotContains(t, out, "warn access")
+				return
+			}
+			require.Contains(t, out, warning)
+			line := out[strings.Index(out, warning):]
+			line = line[:strings.IndexByte(line, '\n')]
+			assert.Contains(t, line, "answer 403 to everyone")
+			assert.Contains(t, line, "set VERA_ADMIN_TOKEN (server.admin_token)")
+		})
+	}
 }

@@ -1,8 +1,9 @@
 // Package ollamatest provides a fake Ollama for tests, as net/http/httptest
 // provides servers: it speaks the part of Ollama's API vera uses (version,
 // tags, show, ps, embed, chat and the OpenAI-compatible chat completions),
-// streams its answers with flushes, records what it was asked, and embeds
-// with a bag-of-words hash so that recall can be tested without a model.
+// refuses browser origins as Ollama does, streams its answers with flushes,
+// records what it was asked, and embeds with a bag-of-words hash so that
+// recall can be tested without a model.
 // NewDialects adds the dialects answered by a separate handler in these
 // tests: /api/generate, /v1/responses and /v1/messages.
 package ollamatest
@@ -13,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +57,11 @@ type Server struct {
 	// ContextLength is every model's context window in /api/show; 0
 	// means 131072. Set it before vera starts.
 	ContextLength int
+	// Origins are the browser origins allowed beside Ollama's defaults,
+	// as OLLAMA_ORIGINS sets them (patterns with at most one *; "*"
+	// allows all): a request with any other Origin is answered 403 (see
+	// RefuseOrigins). Set it before the requests it should govern.
+	Origins []string
 
 	// Loaded tracks the models in memory, as Ollama would: a chat loads
 	// its model, a generate with an empty prompt loads it too, and
@@ -105,9 +112,55 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("POST /api/generate", f.generate)
 	mux.HandleFunc("POST /api/chat", f.chat)
 	mux.HandleFunc("POST /v1/chat/completions", f.chatCompletions)
-	f.Server = httptest.NewServer(mux)
+	f.Server = httptest.NewServer(RefuseOrigins(mux, func() []string { return f.Origins }))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// defaultOrigins are the origins Ollama allows without OLLAMA_ORIGINS
+// (envconfig.AllowedOrigins). Kept apart from vera's own copy, so that a
+// test compares vera with Ollama, not vera with itself.
+var defaultOrigins = []string{
+	"http://localhost", "https://localhost", "http://localhost:*", "https://localhost:*",
+	"http://127.0.0.1", "https://127.0.0.1", "http://127.0.0.1:*", "https://127.0.0.1:*",
+	"http://0.0.0.0", "https://0.0.0.0", "http://0.0.0.0:*", "https://0.0.0.0:*",
+	"app://*", "file://*", "tauri://*", "vscode-webview://*", "vscode-file://*",
+}
+
+// RefuseOrigins wraps h as Ollama guards its API (gin-contrib/cors with
+// envconfig.AllowedOrigins): a request with an Origin that is neither its
+// own Host's (same-origin) nor allowed by Ollama's default origins or the
+// patterns extra returns (OLLAMA_ORIGINS; extra may be nil) is answered 403
+// with an empty body. Requests without an Origin pass.
+func RefuseOrigins(h http.Handler, extra func() []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || origin == "http://"+r.Host || origin == "https://"+r.Host {
+			h.ServeHTTP(w, r)
+			return
+		}
+		var more []string
+		if extra != nil {
+			more = extra()
+		}
+		for _, p := range slices.Concat(more, defaultOrigins) {
+			if originMatches(strings.ToLower(strings.TrimSpace(p)), origin) {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusForbidden)
+	})
+}
+
+// originMatches matches an origin as gin-contrib/cors does: "*" matches
+// all, a pattern with one * its prefix and suffix, any other the whole.
+func originMatches(pattern, origin string) bool {
+	prefix, suffix, wild := strings.Cut(pattern, "*")
+	if !wild {
+		return pattern == origin
+	}
+	return strings.HasPrefix(origin, prefix) && strings.HasSuffix(origin, suffix)
 }
 
 // LastChat returns the last chat request received (the curator's are not counted).
