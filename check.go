@@ -85,6 +85,9 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	if exposedWithoutIdentity(cfg) {
 		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
 	}
+	if proxy.AllowsEveryOrigin(cfg.Server.AllowedOrigins) {
+		r.warn("browsers", "%s", everyOriginWarning)
+	}
 	if !cfg.Server.TrustLoopback && cfg.Server.AdminToken == "" {
 		r.warn("access", "server.trust_loopback is false and no admin token is set: the admin routes (/memories, /curator) "+
 			"answer 403 to everyone, the page at /ui/ included; set VERA_ADMIN_TOKEN (server.admin_token) to manage memories")
@@ -250,6 +253,12 @@ const exposedWarning = "vera listens beyond loopback: anyone who can reach it ca
 	"Set server.api_keys (VERA_API_KEYS) so that every client needs a key, " +
 	"and/or memory.jwt_secret (VERA_JWT_SECRET, Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET) so that namespaces come only from Open WebUI's signed user token; " +
 	"or listen on 127.0.0.1"
+
+// everyOriginWarning says why an allow-list that matches every origin
+// (often OLLAMA_ORIGINS=*, inherited) is risky, and what to do.
+const everyOriginWarning = "server.allowed_origins (or OLLAMA_ORIGINS, which vera takes when it is unset) allows every origin: " +
+	"any web page you visit can chat through vera, read what it recalls, and plant or erase memories with \"remember that\" and \"forget that\". " +
+	"List the origins of the browser apps you use instead"
 
 // exposedWithoutIdentity reports whether vera listens where other hosts can
 // reach it (any address but a loopback one; an empty host, 0.0.0.0 and ::

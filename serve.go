@@ -30,6 +30,9 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 	if exposedWithoutIdentity(cfg) {
 		logger.Warn(exposedWarning, slog.String("listen", cfg.Server.Listen))
 	}
+	if proxy.AllowsEveryOrigin(cfg.Server.AllowedOrigins) {
+		logger.Warn(everyOriginWarning, slog.Any("allowed_origins", cfg.Server.AllowedOrigins))
+	}
 	if cfg.Memory.Enabled {
 		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
 			logger.Warn(legacyRulesWarning, slog.String("file", path), slog.Int("lines", n))

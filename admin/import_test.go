@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -284,4 +285,23 @@ func heapPeak(f func()) uint64 {
 	close(done)
 	wg.Wait()
 	return max(peak, read()) - base
+}
+
+// A bad line's error never quotes a megabyte back: 100 lines whose id is
+// close to 1 MiB make an answer of kilobytes.
+func TestImportErrorsAreShort(t *testing.T) {
+	s, _ := newMemoriesServer(t)
+	huge := strings.Repeat("é", (1<<20)/2-100) // two bytes a rune: cut on a rune boundary
+	var body strings.Builder
+	for range 100 {
+		fmt.Fprintf(&body, `{"id":"%s","namespace":"a","type":"not-a-type","text":"x"}`+"\n", huge)
+	}
+	w := postImport(s, strings.NewReader(body.String()))
+	rep := importReport(t, w)
+	require.Len(t, rep.Errors, 100)
+	assert.Less(t, w.Body.Len(), 100*(maxImportError+100))
+	for _, e := range rep.Errors {
+		assert.LessOrEqual(t, len(e.Error), maxImportError+len("…"))
+		assert.True(t, utf8.ValidString(e.Error))
+	}
 }

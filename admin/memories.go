@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -422,6 +423,26 @@ func (s *Server) exportMemories(c *gin.Context) error {
 // (SPEC §6): the body is read line by line, never held; a line longer than
 // maxImportLine is reported and skipped without being held either; and at
 // most maxImportErrors bad lines are listed, with the count of all.
+// An import's bad line is reported in at most maxImportError bytes (its
+// error may quote a field of a megabyte), and a batch is written once
+// its texts reach maxImportBatchBytes.
+const (
+	maxImportError      = 300
+	maxImportBatchBytes = 4 << 20
+)
+
+// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 func (s *Server) importMemories(c *gin.Context) error {
 	ctx := c.Request.Context()
 	lines := newLineReader(c.Request.Body, maxImportLine)
@@ -436,11 +457,12 @@ func (s *Server) importMemories(c *gin.Context) error {
 	bad := func(n int, msg func() string) {
 		errorCount++
 		if len(errs) < maxImportErrors {
-			errs = append(errs, lineError{n, msg()})
+			errs = append(errs, lineError{n, clip(msg(), maxImportError)})
 		}
 	}
 	imported := 0
 	var batch []memory.Memory
+	held := 0 // the batch's text bytes: lines may hold 1 MiB each
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -455,7 +477,7 @@ func (s *Server) importMemories(c *gin.Context) error {
 		}
 		s.Memories.withdraw("", ids...) // a memory replaced: its old text leaves conversations
 		imported += len(batch)
-		batch = batch[:0]
+		batch, held = batch[:0], 0
 		return nil
 	}
 	for n := 1; ; n++ {
@@ -507,7 +529,8 @@ func (s *Server) importMemories(c *gin.Context) error {
 			continue
 		}
 		batch = append(batch, m)
-		if len(batch) == 200 {
+		held += len(m.Text)
+		if len(batch) == 200 || held >= maxImportBatchBytes {
 			if err := flush(); err != nil {
 				return err
 			}

@@ -20,11 +20,14 @@ import (
 // (browsers send no credentials with them).
 func (s *Server) requireKey(c *gin.Context) {
 	forwarded := s.forwardedFromLoopback(c.Request)
-	if len(s.APIKeys) == 0 || c.Request.Method == http.MethodOptions {
+	r := c.Request
+	if len(s.APIKeys) == 0 || r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
+		// A browser's preflight carries no credentials; the browser guard
+		// has judged its origin.
 		return
 	}
-	switch p := c.Request.URL.Path; {
-	case p == "/healthz", p == "/metrics":
+	switch p := r.URL.Path; {
+	case (p == "/healthz" || p == "/metrics") && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		return
 	case (p == "/ui" || strings.HasPrefix(p, "/ui/")) && (c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead):
 		// The admin page is static and public (a browser opening it

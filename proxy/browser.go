@@ -159,16 +159,23 @@ func (s *Server) guardBrowser(c *gin.Context) {
 		return
 	}
 	origin := r.Header.Get("Origin")
-	if origin == "" || origin == "http://"+r.Host || origin == "https://"+r.Host {
-		return // not a cross-origin request: a page vera serves, or no browser
+	if origin == "" {
+		return // no browser, or a browser's same-origin GET
+	}
+	h := c.Writer.Header()
+	h.Add("Vary", "Origin") // the answer depends on it, whatever it is
+	if (origin == "http://"+r.Host || origin == "https://"+r.Host) && (s.hosts.allowed(r.Host) || len(s.APIKeys) > 0) {
+		// A page vera serves. Under a name that is not this machine's it
+		// may be a rebound one, which only the Host check stops, and that
+		// check is off while vera listens beyond loopback (in Docker too):
+		// such a page is judged by its origin, unless keys guard vera.
+		return
 	}
 	if !s.origins.Allowed(origin) {
 		s.refuse(c, fmt.Sprintf("origin %q is not allowed to use vera: add it to server.allowed_origins (as OLLAMA_ORIGINS is for Ollama)", origin))
 		return
 	}
-	h := c.Writer.Header()
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Add("Vary", "Origin")
 	if r.Method == http.MethodOptions {
 		h.Add("Vary", "Access-Control-Request-Method")
 		h.Add("Vary", "Access-Control-Request-Headers")
@@ -179,6 +186,29 @@ func (s *Server) guardBrowser(c *gin.Context) {
 		return
 	}
 	h.Set("Access-Control-Expose-Headers", exposedHeaders)
+}
+
+// upstreamCORS are the CORS headers an upstream may send: vera's are the
+// ones that count, and a second Access-Control-Allow-Origin would make the
+// browser refuse the answer.
+var upstreamCORS = []string{
+	"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Allow-Headers",
+	"Access-Control-Allow-Methods", "Access-Control-Expose-Headers", "Access-Control-Max-Age",
+}
+
+// dropCORS takes an upstream's CORS headers out of its answer.
+func dropCORS(h http.Header) {
+	for _, k := range upstreamCORS {
+		h.Del(k)
+	}
+}
+
+// AllowsEveryOrigin reports whether patterns (server.allowed_origins)
+// let every web page use vera: OLLAMA_ORIGINS=* is common for Ollama, and
+// vera inherits it when the key is unset. Worth a warning.
+func AllowsEveryOrigin(patterns []string) bool {
+	o := NewOrigins(patterns)
+	return o.Allowed("https://vera-any-site.example") || o.Allowed("http://vera-any-site.example")
 }
 
 // refuse answers 403 in the request's dialect and stops it.

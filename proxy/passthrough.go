@@ -47,6 +47,7 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 		BufferPool:    s.buffers,
 		ErrorLog:      slogAdapter(s.log),
 		ModifyResponse: func(res *http.Response) error {
+			dropCORS(res.Header)
 			body := res.Body
 			if s.StripThink && tee != nil && res.StatusCode == http.StatusOK {
 				// Before the tee: what is stored is what the client sees.

@@ -446,6 +446,9 @@ func TestCheckWarnsOfOriginsOllamaServesAndVeraRefuses(t *testing.T) {
 			code, out, _ := runVera(t, env, "check")
 			assert.Equal(t, 0, code, "a warning is not a failure:\n%s", out)
 			assert.Contains(t, out, "all checks passed")
+			everyPage := slices.Contains(tt.env, "OLLAMA_ORIGINS=*")
+			assert.Equal(t, everyPage, strings.Contains(out, "warn browsers: server.allowed_origins (or OLLAMA_ORIGINS, which vera takes when it is unset) allows every origin: "+
+				"any web page you visit can chat through vera"), "vera itself open to every page is worth a warning:\n%s", out)
 			if tt.lost == "" {
 				assert.Contains(t, out, ok)
 				assert.NotContains(t, out, "warn origins")
