@@ -84,6 +84,17 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 				writeError(w, r.Context(), d, httpError(http.StatusRequestTimeout, "request body stalled: the client sent nothing for too long", nil))
 				return
 			}
+			if r.Method == http.MethodHead && r.URL.Path == "/" {
+				// The heartbeat the ollama CLI sends before every command
+				// (api.Client.Heartbeat): it reports any failure as
+				// "something went wrong", since a HEAD answer has no body.
+				// vera runs, so the command goes on to its real call,
+				// which gets the 502 and vera's reason.
+				noteError(r.Context(), upstreamError(r.Context(), up.url.String(), err))
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusOK)
+				return
+			}
 			writeError(w, r.Context(), d, upstreamError(r.Context(), up.url.String(), err))
 		},
 	}

@@ -372,6 +372,15 @@ func TestUpstreamDown(t *testing.T) {
 		})
 	}
 
+	// What `ollama list` does: the heartbeat (HEAD /) passes while vera
+	// runs, so the list call gets the 502 and the CLI prints vera's reason,
+	// not "something went wrong".
+	oc := api.NewClient(mustURL(t, base), http.DefaultClient)
+	require.NoError(t, oc.Heartbeat(context.Background()))
+	_, err = oc.List(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ollama unreachable at "+dead)
+
 	// Many requests on one keep-alive connection: each gets its 502, none a
 	// reset connection (golang/go#68560 with full duplex on).
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
