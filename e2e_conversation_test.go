@@ -588,14 +588,25 @@ func TestRegenerateEditAndToolLoopAreStoredOnce(t *testing.T) {
 					tellFacts(t, p, "alice")
 					var r result
 					h := []msg{{"user", "What is my dog called?"}}
+					// lastPrompt is the prompt Ollama got last, as text.
+					lastPrompt := func() string {
+						bodies := up.Bodies(d.path)
+						return render(t, d.path, bodies[len(bodies)-1])
+					}
 					first := d.agent(t, p, chatID, h, 0)
+					settled(t, p) // the turn is in the store, where recall could find it
 					r.again = d.agent(t, p, chatID, h, 0)
 					require.NotEqual(t, first.answer, r.again.answer)
+					assert.NotContains(t, lastPrompt(), first.answer, "a regenerate is not primed with the answer it replaces")
 					if upto >= 2 {
 						h = append(h, msg{"assistant", r.again.answer}, msg{"user", "What car do I drive?"})
-						d.agent(t, p, chatID, h, 0)
+						replaced := d.agent(t, p, chatID, h, 0)
+						settled(t, p)
 						h[2].text = "What city do I work in?"
 						r.edited = d.agent(t, p, chatID, h, 0)
+						prompt := lastPrompt()
+						assert.NotContains(t, prompt, "What car do I drive?", "an edit is not primed with the words taken back")
+						assert.NotContains(t, prompt, replaced.answer)
 					}
 					if upto >= 3 {
 						h = append(h, msg{"assistant", r.edited.answer}, msg{"user", "What is the weather in my sister's town?"})

@@ -90,8 +90,8 @@ type Request struct {
 	// user message (Context.Block), within a third of the semantic
 	// budget. The system layer is only read for Context.Sources.
 	Later bool
-	// Exclude holds the IDs of memories already in the prompt; they are
-	// not injected again.
+	// Exclude holds the IDs of memories never to inject: those already in
+	// the prompt, and the turn a regenerate or an edit replaces.
 	Exclude map[string]bool
 	// Held is text vera already put ahead of or into the request's own
 	// messages on a later turn (the conversation's plan and blocks): it
@@ -304,7 +304,7 @@ func (b *Builder) memories(ctx context.Context, req Request, sys []string, c *Co
 	if c.Err != nil {
 		return nil
 	}
-	b.recent(ctx, req.Namespace, turns, hist, seen, c)
+	b.recent(ctx, req.Namespace, turns, hist, seen, req.Exclude, c)
 	return block
 }
 
@@ -558,7 +558,7 @@ func renderDays(hits []Hit) []string {
 
 // recent fills the recent layer: newest first until the budget runs out,
 // then put back in time order.
-func (b *Builder) recent(ctx context.Context, ns string, turns int, hist historySet, seen map[string]bool, c *Context) {
+func (b *Builder) recent(ctx context.Context, ns string, turns int, hist historySet, seen, exclude map[string]bool, c *Context) {
 	if c.RecentBudget <= 0 {
 		return
 	}
@@ -572,7 +572,7 @@ func (b *Builder) recent(ctx context.Context, ns string, turns int, hist history
 			break
 		}
 		key := normalize(m.Text)
-		if seen[key] || hist.has(m.Text) {
+		if seen[key] || exclude[m.ID] || hist.has(m.Text) {
 			continue
 		}
 		user, assistant, ok := ParseExchange(m.Text)

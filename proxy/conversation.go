@@ -350,6 +350,28 @@ func (cs *conversations) update(cv *conversation, f func()) {
 	}
 }
 
+// replacing returns the id of the turn that a request at place, answered
+// now, would replace (a regenerate or an edit), "" for none: by the rules
+// of start and replace. That turn is never recalled into the request.
+func (cs *conversations) replacing(at place, now time.Time) string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	e, ok := cs.keys[at.key]
+	if !ok {
+		return ""
+	}
+	cv := e.Value.(*conversation)
+	if at.first && !at.strong && cv.advanced {
+		return "" // a first message asked again after later turns: a new chat
+	}
+	for _, t := range cv.turns {
+		if t.point == at.point && (at.strong || now.Sub(t.at) < replaceWindow) {
+			return t.id
+		}
+	}
+	return ""
+}
+
 // replace records that turn id was recorded at point, and returns the ID
 // of the turn it replaces there, if any: one recorded at the same point,
 // at any time when the conversation is identified by an id (strong), else

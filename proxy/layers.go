@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -27,6 +29,11 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	}
 	at := placeOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
 	ch.at, ch.gen = at, s.convs.generation()
+	if id := s.convs.replacing(at, time.Now()); id != "" {
+		// A regenerate is not primed with the answer it replaces, nor an
+		// edit with the words taken back.
+		mreq.Exclude = map[string]bool{id: true}
+	}
 	var cv *conversation
 	if !at.first {
 		cv = s.convs.get(at.key)
@@ -63,7 +70,10 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		return s.freshLayers(c, ch, cv, mreq, "")
 	}
 	blocks, again := keptBlocks(blocks, ch.msgs, at)
-	exclude := map[string]bool{}
+	exclude := maps.Clone(mreq.Exclude)
+	if exclude == nil {
+		exclude = map[string]bool{}
+	}
 	for _, id := range plan.IDs() {
 		exclude[id] = true
 	}
