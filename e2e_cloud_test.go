@@ -473,3 +473,72 @@ func TestCloudTier(t *testing.T) {
 	assert.Equal(t, "vera", model)
 	assert.Equal(t, "openai/gpt-big", provider.last(t)["model"])
 }
+
+// Under cloud.inject_memory = false, a chat the fallback model answers
+// while Ollama is down sends no memory, and X-Vera-Context says so: the
+// headers come from the plan that answered, not the local one.
+func TestFallbackReportsTheMemoryItSent(t *testing.T) {
+	provider := newFakeProvider(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	for _, tc := range []struct {
+		name   string
+		inject bool
+	}{{"memory kept local", false}, {"memory sent", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := cloudVera(t, downURL, provider, t.TempDir(), fmt.Sprintf("fallback_model = \"gpt-big\"\ninject_memory = %v", tc.inject))
+			require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"My sister Ana lives in Lisbon."}`, nil))
+			req, _ := http.NewRequest("POST", "http://"+p.addr+"/api/chat", strings.NewReader(`{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"Where does my sister Ana live?"}]}`))
+			req.Header.Set("X-OpenWebUI-User-Id", "alice")
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			assert.Equal(t, "gpt-big", res.Header.Get("X-Vera-Fallback"))
+			assert.Empty(t, res.Header.Get("X-Vera-Sent-Context"), "vera's own marker never reaches the client")
+			sent := fmt.Sprint(provider.last(t)["messages"])
+			if tc.inject {
+				assert.Contains(t, sent, "Ana lives in Lisbon")
+				assert.Contains(t, res.Header.Get("X-Vera-Context"), "semantic=1;")
+				assert.NotEmpty(t, res.Header.Get("X-Vera-Memories"))
+				return
+			}
+			assert.NotContains(t, sent, "Lisbon")
+			assert.Equal(t, "semantic=0; recent=0; rules=0; tokens=0", res.Header.Get("X-Vera-Context"))
+			assert.Empty(t, res.Header.Get("X-Vera-Memories"))
+		})
+	}
+}
+
+// Under cloud.inject_memory = false a cloud chat still belongs to its
+// conversation: a regenerate replaces the turn it redoes.
+func TestCloudRegenerateIsStoredOnce(t *testing.T) {
+	up := ollamatest.New(t)
+	provider := newFakeProvider(t)
+	data := t.TempDir()
+	p := cloudVera(t, up.URL, provider, data, "inject_memory = false")
+	for _, chatID := range []string{"chat-9", ""} {
+		for range 2 { // the question, then its regenerate
+			req, _ := http.NewRequest("POST", "http://"+p.addr+"/api/chat", strings.NewReader(`{"model":"gpt-big","stream":false,"messages":[{"role":"user","content":"What is my dog called, `+chatID+`?"}]}`))
+			req.Header.Set("X-OpenWebUI-User-Id", "alice")
+			if chatID != "" {
+				req.Header.Set("X-OpenWebUI-Chat-Id", chatID)
+			}
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+		}
+	}
+	p.stop(t)
+	page, _, err := openStore(t, data).Scroll(context.Background(), memory.Filter{Namespace: "alice", Types: []memory.Type{memory.Raw}}, "", 100)
+	require.NoError(t, err)
+	var texts []string
+	for _, m := range page {
+		texts = append(texts, m.Text)
+	}
+	assert.Len(t, texts, 2, "one turn per question: %q", texts)
+}

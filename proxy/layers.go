@@ -121,6 +121,29 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	return out
 }
 
+// follow places a chat that gets no memory layers (its memory stays on
+// this machine) in its conversation, as layers would: a regenerate or an
+// edit then replaces the turn it redoes, and a tool loop is stored once.
+func (s *Server) follow(ch *chat) {
+	if s.Recorder == nil || ch.off || ch.d == ollamaGenerate || len(ch.msgs) == 0 {
+		return // nothing is recorded, or no conversation to follow
+	}
+	at := placeOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
+	ch.at = at
+	var cv *conversation
+	if !at.first {
+		cv = s.convs.get(at.key)
+	}
+	if cv == nil {
+		cv = s.convs.start(at.key, at.strong)
+	}
+	ch.conv = cv
+	s.convs.update(cv, func() {
+		cv.point, cv.ns = at.point, ch.ns
+		cv.advanced = cv.advanced || !at.first
+	})
+}
+
 // freshLayers chooses a chat's layers afresh and makes them its
 // conversation's plan (a rebuild says why).
 func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq memory.Request, why string) *memory.Context {

@@ -119,7 +119,11 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	defer after()
 	var mc *memory.Context
 	s.command(c, ch)
-	if !ch.untouched && !s.keepsMemoryLocal(ch.req.model()) {
+	switch {
+	case ch.untouched:
+	case s.keepsMemoryLocal(ch.req.model()):
+		s.follow(ch) // no memory leaves, but the turn is still one of its conversation's
+	default:
 		if mc, err = s.inject(c, ch); err != nil {
 			return err
 		}
@@ -295,10 +299,15 @@ func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, te
 	if h := c.Writer.Header(); h.Get("X-Vera-Context") != "" {
 		modify := rp.ModifyResponse
 		rp.ModifyResponse = func(res *http.Response) error {
-			if refused(res.StatusCode) {
-				// Before the answer's headers are copied and sent.
+			// Before the answer's headers are copied and sent.
+			switch sent := res.Header.Get(sentContextHeader); {
+			case refused(res.StatusCode):
 				dropMemoryHeaders(h)
+			case sent != "":
+				dropMemoryHeaders(h)
+				h.Set("X-Vera-Context", sent)
 			}
+			res.Header.Del(sentContextHeader)
 			return modify(res)
 		}
 	}
