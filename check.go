@@ -248,7 +248,7 @@ func getJSON(ctx context.Context, client *http.Client, url string, v any) error 
 }
 
 // exposedWarning says why listening beyond loopback without a way to
-// identify users is risky, and names the remedies (SPEC §6).
+// identify users is risky, and names the remedies.
 const exposedWarning = "vera listens beyond loopback: anyone who can reach it can pick any namespace with a header. " +
 	"Set server.api_keys (VERA_API_KEYS) so that every client needs a key, " +
 	"and/or memory.jwt_secret (VERA_JWT_SECRET, Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET) so that namespaces come only from Open WebUI's signed user token; " +

@@ -29,7 +29,7 @@ import (
 // The prompt-cache tests read what vera forwarded as a chat template
 // renders it: every message in order, as Ollama's templates lay them out.
 // A later turn keeps Ollama's cache warm when its prompt starts with the
-// previous prompt plus the previous answer (SPEC §4, Conversations).
+// previous prompt plus the previous answer (Conversations).
 
 // msg is a chat message as a test client keeps its history.
 type msg struct{ role, text string }

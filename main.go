@@ -145,7 +145,7 @@ func newLogger(w io.Writer, debug bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: redactAttr}))
 }
 
-// redactAttr masks the passwords of URLs in every logged value (SPEC §2):
+// redactAttr masks the passwords of URLs in every logged value:
 // vera shows its own URLs redacted, and this catches those quoted by
 // errors from below, such as net/http's, which keep a URL's query.
 func redactAttr(_ []string, a slog.Attr) slog.Attr {

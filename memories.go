@@ -42,7 +42,7 @@ const memoriesUsage = `memories: want one of
 with --url VERA_URL (default: the listen address), --json for scripts; the admin token comes from VERA_ADMIN_TOKEN.
 When no vera answers at the default address, the command works on the store directly.`
 
-// memoriesCmd runs `vera memories ...` (SPEC §6): against the running
+// memoriesCmd runs `vera memories ...`: against the running
 // vera's admin API, or, when none runs, against the same routes served
 // in-process over the store.
 func memoriesCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -1,6 +1,6 @@
 // Package admin serves vera's own routes, apart from Ollama's surface:
-// /healthz, and /curator/run and /curator/status behind the admin guard
-// (SPEC §6). The proxy mounts them on its router, so they get its request
+// /healthz, and /curator/run and /curator/status behind the admin guard.
+// The proxy mounts them on its router, so they get its request
 // log, panic recovery and body idle limit.
 package admin
 
@@ -73,7 +73,7 @@ func New(version string, oc *ollama.Client) *Server {
 func (s *Server) Mount(e *gin.Engine) {
 	e.GET("/healthz", handle(s.healthz))
 	if s.Metrics != nil {
-		// No token: scrapers read it (SPEC §6); no label holds a namespace.
+		// No token: scrapers read it; no label holds a namespace.
 		e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{})))
 	}
 	e.POST("/curator/run", s.guard, handle(s.curatorRun))

@@ -35,7 +35,7 @@ func (c *Client) one(id string) string {
 	return p
 }
 
-// Memory is a MEMORY of SPEC §6, as the API answers it.
+// Memory is a MEMORY, as the API answers it.
 type Memory = memoryJSON
 
 // Page is one answer of GET /memories.

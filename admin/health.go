@@ -43,7 +43,7 @@ type EmbedderHealth struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Health is the /healthz document (SPEC §3).
+// Health is the /healthz document.
 type Health struct {
 	Status   string          `json:"status"` // ok | degraded
 	Version  string          `json:"version"`

@@ -20,7 +20,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 )
 
-// Memories is what the memory routes need (SPEC §6): the store, the
+// Memories is what the memory routes need: the store, the
 // durable queue (a deleted memory must not arrive later from it), and the
 // embedder for what is added or edited by hand (nil: lexical only).
 type Memories struct {
@@ -48,7 +48,7 @@ func (m *Memories) withdraw(ns string, ids ...string) {
 	}
 }
 
-// memoryJSON is a MEMORY of SPEC §6.
+// memoryJSON is a MEMORY as the admin API reads and writes it.
 type memoryJSON struct {
 	ID        string         `json:"id"`
 	Namespace string         `json:"namespace"`
@@ -419,8 +419,8 @@ func (s *Server) exportMemories(c *gin.Context) error {
 
 // importMemories takes the export's JSONL: each line is upserted by its
 // id (importing twice changes nothing); bad lines are reported by number
-// and the good ones kept. Whatever the body, its memory stays bounded
-// (SPEC §6): the body is read line by line, never held; a line longer than
+// and the good ones kept. Whatever the body, its memory stays bounded:
+// the body is read line by line, never held; a line longer than
 // maxImportLine is reported and skipped without being held either; and at
 // most maxImportErrors bad lines are listed, with the count of all.
 // An import's bad line is reported in at most maxImportError bytes (its

@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// The admin page (SPEC §6): static files in the binary, no build step, no
+// The admin page: static files in the binary, no build step, no
 // outside fonts or scripts. It talks to the admin routes, which ask for
 // the token; the page itself needs none.
 //

@@ -1,6 +1,6 @@
 // Command bench measures vera side by side with Ollama reached directly
 // and through a bare httputil.ReverseProxy, in one interleaved run, against
-// a fake Ollama that answers at once (SPEC §8). It prints a table and
+// a fake Ollama that answers at once. It prints a table and
 // writes the figures as JSON.
 //
 //	go run ./bench [--quick | --large] [--json FILE]

@@ -1,6 +1,6 @@
 // Package cloud serves cloud models behind Ollama's API: an
 // OpenAI-compatible provider (OpenRouter, OpenAI, a LiteLLM or vLLM
-// server) answers the names listed in [cloud.models] (SPEC §7). Provider
+// server) answers the names listed in [cloud.models]. Provider
 // is an http.RoundTripper that vera's forward step uses in place of
 // Ollama's: it translates Ollama's /api/chat and /api/generate to chat
 // completions and the answer back to NDJSON, and forwards the OpenAI

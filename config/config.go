@@ -21,7 +21,7 @@ import (
 )
 
 // Config is vera's whole configuration. The TOML keys are part of the
-// product contract (SPEC §2); a Vera-AI config.toml decodes into it as is.
+// product contract; a Vera-AI config.toml decodes into it as is.
 type Config struct {
 	General General `toml:"general"`
 	Server  Server  `toml:"server"`
@@ -87,8 +87,8 @@ type Server struct {
 	AdminToken      string   `toml:"admin_token"`
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// APIKeys, when set, are required of every client but loopback ones
-	// (while TrustLoopback), on every route but /healthz and /metrics
-	// (SPEC §6). Env VERA_API_KEYS, comma-separated.
+	// (while TrustLoopback), on every route but /healthz and /metrics.
+	// Env VERA_API_KEYS, comma-separated.
 	APIKeys []string `toml:"api_keys"`
 	// TrustLoopback serves loopback clients without an API key, and
 	// without the admin token on admin routes.
@@ -102,7 +102,7 @@ type Server struct {
 	BodyIdleTimeout Duration `toml:"body_idle_timeout"`
 }
 
-// Layers are the token budgets of the injected context (SPEC §4).
+// Layers are the token budgets of the injected context.
 type Layers struct {
 	SemanticTokenBudget    int     `toml:"semantic_token_budget"`
 	ContextTokenBudget     int     `toml:"context_token_budget"`
@@ -157,7 +157,7 @@ type Prompts struct {
 	Dir string `toml:"dir"`
 }
 
-// Cloud is an OpenAI-compatible upstream for some model names (SPEC §7).
+// Cloud is an OpenAI-compatible upstream for some model names.
 type Cloud struct {
 	Enabled   bool   `toml:"enabled"`
 	APIBase   string `toml:"api_base"`
@@ -226,7 +226,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-// Default returns the built-in defaults (SPEC §2).
+// Default returns the built-in defaults.
 func Default() Config {
 	return Config{
 		General: General{

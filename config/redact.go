@@ -19,7 +19,7 @@ var secretParams = map[string]bool{
 
 // Redact shows u with its password and the values of secret-looking query
 // parameters masked: the form of a URL that may appear in a log line, an
-// error body, /healthz or `vera check` (SPEC §2). The user name stays, as
+// error body, /healthz or `vera check`. The user name stays, as
 // url.URL.Redacted leaves it.
 func Redact(u *url.URL) string {
 	if u == nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 )
 
-// Answer is what the curator model returns for one batch (SPEC §5, plus
+// Answer is what the curator model returns for one batch (plus
 // source_ids: which raw turns each curated memory distils, so that only
 // those are deleted and an interrupted run can be finished).
 type Answer struct {

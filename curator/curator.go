@@ -1,5 +1,5 @@
 // Package curator distils raw turns into curated memories and permanent
-// rules (SPEC §5), on a schedule and on demand, without ever losing a raw
+// rules, on a schedule and on demand, without ever losing a raw
 // turn that has no curated successor.
 //
 // Per namespace, a run:
@@ -87,7 +87,7 @@ type Options struct {
 	Namespace string // "" means every namespace
 }
 
-// Status is how a run ended, as SPEC §5 names it.
+// Status is how a run ended, as the curator's status reports name it.
 type Status string
 
 // Statuses of a run.
@@ -99,7 +99,7 @@ const (
 	StatusBusy Status = "busy"
 )
 
-// Result is a run's outcome (SPEC §5's fields, then details).
+// Result is a run's outcome (the fields of the API, then details).
 type Result struct {
 	Status    Status `json:"status"`
 	Mode      string `json:"mode,omitempty"`

@@ -777,7 +777,7 @@ func TestDryRunPreviewIsWhatARunDoes(t *testing.T) {
 		[]any{dry.Processed, dry.Curated, dry.Deleted, dry.Rules, dry.Summary})
 }
 
-// SPEC §5 fixes the statuses' JSON.
+// The statuses' JSON is part of the API.
 func TestStatusJSON(t *testing.T) {
 	for s, want := range map[Status]string{StatusOK: "ok", StatusError: "error", StatusBusy: "busy"} {
 		b, err := json.Marshal(Result{Status: s})

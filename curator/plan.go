@@ -51,7 +51,7 @@ func Key(s string) string {
 
 // supersede decides which curated memories of the namespace the new ones
 // supersede: the one each names in "supersedes", and every current one
-// with its key (SPEC §5). Only the newest memory per key stays current;
+// with its key. Only the newest memory per key stays current;
 // the older ones are kept, as the past.
 func (p *plan) supersede(curated []memory.Memory) {
 	gone := map[string]bool{}

@@ -45,7 +45,7 @@ func (c *Curator) readRules(ctx context.Context, ns string, s *ruleSet) error {
 // leaving out those ns already has (known, read on first need, which it
 // updates) and those that normalise to nothing. A rule's target_file is
 // ignored: a rule belongs to the namespace whose turns taught it, never to
-// a prompt file (SPEC §5).
+// a prompt file.
 func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *ruleSet, at time.Time) ([]memory.Memory, error) {
 	if len(rules) == 0 {
 		return nil, nil

@@ -31,7 +31,7 @@ const DefaultContextLength = ollama.DefaultContextLength
 // semanticIntro heads the semantic layer.
 const semanticIntro = "Memories from earlier conversations with this user, by date. Use them when they help; they may be out of date."
 
-// Builder assembles the four layers of SPEC §4 for one chat.
+// Builder assembles the four layers (system, semantic, recent, current) for one chat.
 type Builder struct {
 	store    Store
 	embedder Embedder // nil: lexical retrieval only
@@ -85,7 +85,7 @@ type Request struct {
 	SemanticOnly bool
 
 	// Later recalls for a later turn of a conversation whose layers are
-	// already in the prompt (SPEC §4, Conversations): only memories
+	// already in the prompt (Conversations): only memories
 	// relevant now and not yet in the prompt, as a block for the last
 	// user message (Context.Block), within a third of the semantic
 	// budget. The system layer is only read for Context.Sources.
@@ -245,7 +245,7 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	c.Block = blockOpen + strings.Join(entries, "\n\n") + blockClose
 }
 
-// system gathers the system layer's parts (SPEC §4): the caller's leading
+// system gathers the system layer's parts: the caller's leading
 // system messages, systemprompt.md, the namespace's rules. The Modelfile's
 // SYSTEM is added by render, and only when vera adds a system message.
 func (b *Builder) system(ctx context.Context, req Request, c *Context) []string {

@@ -10,7 +10,7 @@ import (
 	"unicode"
 )
 
-// Command is what a user's message asks of memory at once (SPEC §4): to
+// Command is what a user's message asks of memory at once: to
 // remember a statement, or to forget what matches it.
 type Command int
 

@@ -19,7 +19,7 @@ type Turn struct {
 	// remembers it, to replace the turn later); empty: a new one.
 	ID string
 	// Replaces is the ID of a turn this one replaces (a regenerated or
-	// edited answer, SPEC §4): once this turn is stored, that one is
+	// edited answer): once this turn is stored, that one is
 	// deleted, from the store or from the durable queue.
 	Replaces string
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/vera-proxy/vera/config"
 )
 
-// requireKey enforces server.api_keys (SPEC §6): with keys set, every
+// requireKey enforces server.api_keys: with keys set, every
 // route (Ollama's included) needs one, as "Authorization: Bearer <key>" or
 // "x-api-key: <key>" (what Anthropic clients send); the admin token
 // passes too. /healthz, /metrics and the static page /ui/ need none, nor

@@ -8,9 +8,9 @@ import (
 )
 
 // A conversation's later turns carry the memories that became relevant to
-// them as a block at the start of their user message (SPEC §4,
-// Conversations): every common chat template renders a user message where
-// it stands, whereas several move every system message to the top.
+// them as a block at the start of their user message: every common chat
+// template renders a user message where it stands, whereas several move
+// every system message to the top.
 
 // blockAt returns the memory block of the user-th user message, or "".
 func blockAt(blocks []memory.Block, user int) string {

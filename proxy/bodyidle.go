@@ -17,8 +17,8 @@ const defaultBodyIdle = 60 * time.Second
 // errBodyIdle is a request body that stopped sending.
 var errBodyIdle = errors.New("request body stalled")
 
-// idleBody ends a request body that sends nothing for timeout (SPEC §3,
-// server.body_idle_timeout): the connection's read deadline is pushed
+// idleBody ends a request body that sends nothing for timeout
+// (server.body_idle_timeout): the connection's read deadline is pushed
 // forward before every read, so a body that keeps flowing, a blob of
 // gigabytes included, is never cut, while a stalled one cannot hold its
 // connection forever.

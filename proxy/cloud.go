@@ -19,7 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Cloud models (SPEC §7): names from [cloud.models] are listed beside
+// Cloud models: names from [cloud.models] are listed beside
 // Ollama's and their chats go to the cloud provider through the same
 // pipeline, memory and recording included.
 

@@ -16,7 +16,7 @@ import (
 )
 
 // A conversation is what vera remembers of one chat between its turns
-// (SPEC §4, Conversations): the layers it forwarded at the first turn (its
+// (Conversations): the layers it forwarded at the first turn (its
 // plan), the memory blocks later turns added, and the turns it recorded, by
 // their place in the chat. With them a later turn's prompt starts with the
 // previous prompt plus its answer, so Ollama's prompt cache evaluates only
@@ -185,7 +185,7 @@ type recordedTurn struct {
 const maxTurnsKept = 64
 
 // replaceWindow is how long after a turn a request without a chat id or a
-// previous_response_id is taken for its regenerate or edit (SPEC §4).
+// previous_response_id is taken for its regenerate or edit.
 const replaceWindow = 10 * time.Minute
 
 // conversations is a bounded set of conversations, least recently used

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// dialect is one of the conversational APIs Ollama serves (SPEC §3). It is
+// dialect is one of the conversational APIs Ollama serves. It is
 // chosen once, from the route, and everything downstream takes it: how the
 // request is parsed and written back, how the answer is read and where it
 // ends, and the shape of an error.

@@ -56,7 +56,7 @@ func statusOf(err error) int {
 // up (499), Ollama was too slow to answer (504), it could not be reached at
 // all (502), or it took the request and closed the connection without an
 // answer (502). base is shown redacted, and so is any URL in err's text:
-// what the client reads must not carry a password (SPEC §2).
+// what the client reads must not carry a password.
 func upstreamError(ctx context.Context, base string, err error) error {
 	u, perr := url.Parse(base)
 	if perr != nil {

@@ -19,7 +19,7 @@ import (
 )
 
 // BenchmarkHeldEnd measures what holding the end of an answer until its
-// turn is committed costs (SPEC §4): the time from sending a streamed chat
+// turn is committed costs: the time from sending a streamed chat
 // to reading its done:true record, with the real writer committing to the
 // embedded store's queue (fsync'd, grouped), against the same chat with
 // nothing recorded. It also times the first record, which must not move.

@@ -11,7 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Identity verifies who a chat is from (SPEC §4, memory.jwt_secret): Open
+// Identity verifies who a chat is from (memory.jwt_secret): Open
 // WebUI, with FORWARD_USER_INFO_HEADER_JWT_SECRET set, sends each request
 // an HS256 token in X-OpenWebUI-User-Jwt whose "sub" is the user's id
 // (claims sub, email, name, role, iss "open-webui", iat, exp; see

@@ -13,7 +13,7 @@ import (
 )
 
 // layers decides what memory a chat gets, as a turn of its conversation
-// (SPEC §4, Conversations):
+// (Conversations):
 //   - a first turn, a conversation vera has forgotten, or any turn with
 //     RecallEveryTurn: layers chosen afresh, which become the plan;
 //   - a step of an agent's tool loop: what its turn forwarded, again;

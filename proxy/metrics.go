@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the proxy's Prometheus metrics (SPEC §3, §6). Labels are
+// Metrics are the proxy's Prometheus metrics. Labels are
 // bounded: route patterns, dialects, tiers, statuses; never a raw path, a
 // namespace or a model name a client made up.
 type Metrics struct {

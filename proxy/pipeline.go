@@ -41,18 +41,18 @@ type chatRequest interface {
 }
 
 // maxHold bounds how long the end of an answer waits for its turn to be
-// committed (SPEC §4): past it the answer ends anyway and health says why.
+// committed: past it the answer ends anyway and health says why.
 const maxHold = time.Second
 
 // exposedHeaders lists every X-Vera-* header vera sends, so browser
-// clients may read them (SPEC §3).
+// clients may read them.
 const exposedHeaders = "X-Vera-Context, X-Vera-Memories, X-Vera-Tier, X-Vera-Fallback, X-Vera-Forgot, X-Vera-VRAM"
 
 // maxMemoriesHeader is how many ids X-Vera-Memories lists at most.
 const maxMemoriesHeader = 50
 
 // chat is one conversational request on its way through the pipeline:
-// decode → route → recall → forward → tee → record (SPEC §3, §4).
+// decode → route → recall → forward → tee → record.
 type chat struct {
 	d    dialect
 	body []byte // what is forwarded: the request's bytes, or rewritten with memory
@@ -325,7 +325,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 		t.Assistant, t.Time = stripThink(ch.prefill+answer), time.Now().UTC()
 		if ch.conv != nil {
 			// A regenerate or an edit replaces the turn recorded at its
-			// place in the conversation (SPEC §4).
+			// place in the conversation.
 			t.ID = memory.NewID()
 			s.convs.locked(func() { t.Replaces = ch.conv.replace(ch.at.point, t.ID, t.Time, ch.at.strong) })
 		}
@@ -337,7 +337,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 	}
 }
 
-// setMemoryHeaders reports what was injected (SPEC §3).
+// setMemoryHeaders reports what was injected.
 func setMemoryHeaders(h http.Header, mc *memory.Context) {
 	h.Set("X-Vera-Context", fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens()))
 	if ids := mc.IDs(); len(ids) > 0 {
@@ -346,7 +346,7 @@ func setMemoryHeaders(h http.Header, mc *memory.Context) {
 	h.Set("Access-Control-Expose-Headers", exposedHeaders)
 }
 
-// task names the background task a request is (SPEC §4, memory.skip_tasks),
+// task names the background task a request is (memory.skip_tasks),
 // or "" for a conversation.
 func (s *Server) task(r *http.Request, msgs []memory.Message, lastUser string) string {
 	if s.RecordTasks || len(msgs) == 0 {
@@ -368,7 +368,7 @@ func (s *Server) task(r *http.Request, msgs []memory.Message, lastUser string) s
 	return ""
 }
 
-// maxNamespace is the longest namespace accepted, in bytes (SPEC §4).
+// maxNamespace is the longest namespace accepted, in bytes.
 const maxNamespace = 256
 
 // namespace scopes a request's memory: the verified identity when
@@ -399,7 +399,7 @@ func (s *Server) namespace(r *http.Request) (string, error) {
 	return ns, nil
 }
 
-// memoryOff reads X-Vera-Memory (SPEC §4): off, false, 0 or no (any case)
+// memoryOff reads X-Vera-Memory: off, false, 0 or no (any case)
 // turn memory off for the request; on, true, 1, yes or no header leave it
 // on; anything else is a mistake worth telling.
 func memoryOff(r *http.Request) (bool, error) {
@@ -414,7 +414,7 @@ func memoryOff(r *http.Request) (bool, error) {
 }
 
 // command carries out a memory command at the start of the user's own
-// message (SPEC §4): "remember that ..." stores the statement as a curated
+// message: "remember that ..." stores the statement as a curated
 // memory now; "forget that ..." hides the memories that hold all its
 // content words, names them in X-Vera-Forgot, takes them out of running
 // conversations, and keeps the request from being stored. The answer

@@ -81,7 +81,7 @@ type Server struct {
 	// RecallEveryTurn chooses the layers afresh on every turn of a
 	// conversation (memory.stable_prefix = false); by default a
 	// conversation's later turns keep its first turn's layers byte for
-	// byte, so that Ollama's prompt cache holds (SPEC §4).
+	// byte, so that Ollama's prompt cache holds.
 	RecallEveryTurn bool
 	// Conversations bounds how many conversations are remembered between
 	// their turns; 0 means 2048.

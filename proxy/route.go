@@ -18,7 +18,7 @@ import (
 	"github.com/vera-proxy/vera/proxy/vram"
 )
 
-// Tier routing (SPEC §7, [routing]): a virtual model name is sent to the
+// Tier routing ([routing]): a virtual model name is sent to the
 // light, medium or complex model the message calls for, in the route
 // step, before recall, so memory is sized for the model that answers.
 

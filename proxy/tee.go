@@ -30,8 +30,8 @@ type answerTee struct {
 	done    bool
 	failed  bool
 	// toolCalls is set when the answer calls tools: an agent's tool loop
-	// goes on, and its turn is stored with the answer that ends the loop
-	// (SPEC §4), never with this one.
+	// goes on, and its turn is stored with the answer that ends the loop,
+	// never with this one.
 	toolCalls bool
 	// final is set once the answer's last record has been read (done:true,
 	// the data: [DONE] line, or the end of a non-streamed body), before
@@ -41,7 +41,7 @@ type answerTee struct {
 	// onEnd, when set, is called once with the answer when its final
 	// record has been read, before that record reaches the client: the
 	// client learns that its answer is complete only after onEnd returns
-	// (SPEC §4: the turn is committed first). It is not called for an
+	// (the turn is committed first). It is not called for an
 	// answer that failed or came back empty.
 	onEnd func(answer string)
 	// onStep, when set, is called once when any answer ends cleanly, one

@@ -7,7 +7,7 @@ import (
 )
 
 // thread is what tells which conversation a request belongs to, and where
-// in it the request is (SPEC §4, Conversations): Open WebUI's chat id, the
+// in it the request is (Conversations): Open WebUI's chat id, the
 // Responses API's previous_response_id, the conversation's first user
 // message; and whether the request continues an agent's tool loop (its
 // last message is a tool result), which continues the turn of the last

@@ -11,8 +11,8 @@ import (
 )
 
 // toolCallAnswers are answers that call tools, in every dialect and shape:
-// an agent's loop goes on after them, so none of them is a turn (SPEC §4:
-// the turn is stored once, with the answer that comes without tool calls).
+// an agent's loop goes on after them, so none of them is a turn (the turn
+// is stored once, with the answer that comes without tool calls).
 var toolCallAnswers = []struct {
 	name, ctype string
 	d           dialect

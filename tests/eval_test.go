@@ -64,7 +64,7 @@ func TestEvalRouting(t *testing.T) {
 	}
 	assert.Equal(t, res.Overall.Queries, n)
 
-	// SPEC §7's shape: {"text","tier"} in; queries, accuracy, per_tier n
+	// The report's shape: {"text","tier"} in; queries, accuracy, per_tier n
 	// and accuracy, confusion out.
 	spec := filepath.Join(t.TempDir(), "spec.jsonl")
 	require.NoError(t, os.WriteFile(spec, []byte(`{"text":"hi","tier":"light"}`+"\n"+`{"text":"Prove that the square root of 2 is irrational, step by step.","tier":"complex","note":"ignored"}`+"\n"), 0o644))

@@ -29,7 +29,7 @@ import (
 // killAnswer is what the fake Ollama answers to every chat.
 const killAnswer = "Hello from Ollama"
 
-// TestKill9LosesNoAcknowledgedTurn is SPEC §4 "Nothing is lost": the end
+// TestKill9LosesNoAcknowledgedTurn is the promise that nothing is lost: the end
 // of an answer reaches the client only once the turn is committed to the
 // durable queue, so a kill -9 right after a client got its whole answer
 // loses nothing. Each round runs many quick chats in parallel (streamed

@@ -1,7 +1,7 @@
 // Package locomo measures memory quality on LoCoMo conversations (Maharana
 // et al., ACL 2024): it stores each conversation as turns, then for every
 // question builds the semantic layer under a token budget and checks how
-// much of the question's evidence made it in (SPEC §8).
+// much of the question's evidence made it in.
 package locomo
 
 import (
@@ -136,7 +136,7 @@ func (c *Conversation) Turns(ns string, tok *memory.Tokenizer) []memory.Memory {
 	return out
 }
 
-// Result is the benchmark's output (SPEC §8).
+// Result is the benchmark's output.
 type Result struct {
 	Questions      int     `json:"questions"`
 	EvidenceRecall float64 `json:"evidence_recall"`

@@ -1,6 +1,6 @@
 // Package routing scores the tier classifier (proxy/tier) on labelled
 // queries: accuracy per tier, per language and per split, and a confusion
-// matrix (`vera eval routing`, SPEC §8).
+// matrix (`vera eval routing`).
 package routing
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/vera-proxy/vera/proxy/tier"
 )
 
-// Query is one labelled query: its text in "text" (SPEC §7), or in
+// Query is one labelled query: its text in "text", or in
 // "query" as the shipped set writes it.
 type Query struct {
 	Text  string    `json:"text"`
@@ -56,7 +56,7 @@ func Load(r io.Reader) ([]Query, error) {
 	return out, sc.Err()
 }
 
-// Score is the accuracy of one slice of the set; N (SPEC §7's name) and
+// Score is the accuracy of one slice of the set; N (the report's name) and
 // Queries are the same count.
 type Score struct {
 	N        int     `json:"n"`
@@ -76,7 +76,7 @@ func (s *Score) add(ok bool) {
 
 // Report is what `vera eval routing` prints.
 type Report struct {
-	// Queries and Accuracy are the whole set's (SPEC §7), as in Overall.
+	// Queries and Accuracy are the whole set's, as in Overall.
 	Queries  int               `json:"queries"`
 	Accuracy float64           `json:"accuracy"`
 	Embedder string            `json:"embedder"`

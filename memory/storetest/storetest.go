@@ -409,7 +409,7 @@ func Run(t *testing.T, open Open) {
 		assert.Empty(t, back.Metadata)
 	})
 
-	// A regenerated or edited turn replaces the one it redoes (SPEC §4),
+	// A regenerated or edited turn replaces the one it redoes,
 	// whether that one is in the store already or still queued with it.
 	t.Run("WriterReplacesTurns", func(t *testing.T) {
 		s := fresh(t)

@@ -1,5 +1,5 @@
 // Package tier classifies a chat message into the light, medium or complex
-// tier (SPEC §7, [routing]): a "/think " prefix, then regular expressions
+// tier ([routing]): a "/think " prefix, then regular expressions
 // per tier (built in, in English and Russian, plus [routing.rules]), then
 // the message's embedding similarity to per-tier example utterances. A URL
 // means at least medium. It does no HTTP: the embedder is given.

@@ -1,5 +1,5 @@
 // Package vram makes room on one small GPU before a large model answers
-// (SPEC §7, [vram]): the other loaded models are unloaded and /api/ps is
+// ([vram]): the other loaded models are unloaded and /api/ps is
 // polled until they are gone; afterwards a model listed as large is
 // unloaded again and the everyday models are pre-warmed, in the
 // background. Requests for large models are serialised, and other
