@@ -23,9 +23,7 @@ func curateCmd(ctx context.Context, args []string, getenv func(string) string, s
 	dry := fs.Bool("dry-run", false, "")
 	ns := fs.String("namespace", "", "")
 	var flags config.Flags
-	fs.StringVar(&flags.ConfigPath, "config", "", "")
-	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
-	fs.StringVar(&flags.DataDir, "data-dir", "", "")
+	configFlags(fs, &flags)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}

@@ -33,8 +33,7 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 	budget := fs.Int("budget", 2000, "")
 	emb := fs.String("embedder", "ollama", "")
 	var flags config.Flags
-	fs.StringVar(&flags.ConfigPath, "config", "", "")
-	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	configFlags(fs, &flags)
 	files, err := parseFiles(fs, args[1:])
 	if err != nil {
 		return err
@@ -98,8 +97,7 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 	fs.SetOutput(io.Discard)
 	emb := fs.String("embedder", "ollama", "")
 	var flags config.Flags
-	fs.StringVar(&flags.ConfigPath, "config", "", "")
-	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
+	configFlags(fs, &flags)
 	files, err := parseFiles(fs, args)
 	if err != nil {
 		return err

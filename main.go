@@ -105,10 +105,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.SetOutput(io.Discard)
 	var flags config.Flags
 	showVersion := fs.Bool("version", false, "")
-	fs.StringVar(&flags.ConfigPath, "config", "", "")
+	configFlags(fs, &flags)
 	fs.StringVar(&flags.Listen, "listen", "", "")
-	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
-	fs.StringVar(&flags.DataDir, "data-dir", "", "")
 	fs.BoolVar(&flags.Debug, "debug", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -169,4 +167,12 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(r)
 	}
 	return a
+}
+
+// configFlags declares, on fs into f, the flags every command takes to
+// choose its config: --config, --ollama-url and --data-dir.
+func configFlags(fs *flag.FlagSet, f *config.Flags) {
+	fs.StringVar(&f.ConfigPath, "config", "", "")
+	fs.StringVar(&f.OllamaURL, "ollama-url", "", "")
+	fs.StringVar(&f.DataDir, "data-dir", "", "")
 }

@@ -68,9 +68,7 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	fs.BoolVar(&o.confirm, "confirm", false, "")
 	fs.StringVar(&o.output, "output", "", "")
 	var flags config.Flags
-	fs.StringVar(&flags.ConfigPath, "config", "", "")
-	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
-	fs.StringVar(&flags.DataDir, "data-dir", "", "")
+	configFlags(fs, &flags)
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return usageError{fmt.Sprintf("memories %s: %v", sub, err)}
@@ -468,9 +466,7 @@ func importVeraAICmd(ctx context.Context, args []string, getenv func(string) str
 	collection := fs.String("collection", "memories", "")
 	ns := fs.String("namespace", memory.DefaultNamespace, "")
 	var flags config.Flags
-	fs.StringVar(&flags.ConfigPath, "config", "", "")
-	fs.StringVar(&flags.OllamaURL, "ollama-url", "", "")
-	fs.StringVar(&flags.DataDir, "data-dir", "", "")
+	configFlags(fs, &flags)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}

@@ -11,12 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/config"
-	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
-	"github.com/vera-proxy/vera/proxy/tier"
-	"github.com/vera-proxy/vera/proxy/vram"
 )
 
 // serve runs the proxy until ctx is cancelled, then stops accepting and lets
@@ -50,7 +46,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 			logger.Error("memory", slog.Any("error", err))
 		}
 	}()
-	srv, err := newServer(cfg, a, logger)
+	srv, err := a.server()
 	if err != nil {
 		return err
 	}
@@ -94,64 +90,4 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 	}
 	logger.Info("stopped")
 	return nil
-}
-
-// newServer builds Ollama's surface and vera's own routes on the app's
-// parts.
-func newServer(cfg config.Config, a *app, logger *slog.Logger) (*proxy.Server, error) {
-	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
-	srv.Ollama = a.ollama // one client for Ollama's API in the process
-	adm := admin.New(version, a.ollama)
-	adm.Token, adm.TrustLoopback = cfg.Server.AdminToken, cfg.Server.TrustLoopback
-	srv.Own = adm.Mount
-	srv.NamespaceHeader, srv.ChatIDHeader = cfg.Memory.NamespaceHeader, cfg.Memory.ChatIDHeader
-	srv.AllowedOrigins = cfg.Server.AllowedOrigins
-	if cfg.Memory.JWTSecret != "" {
-		srv.Identity = &proxy.Identity{Secret: []byte(cfg.Memory.JWTSecret), Require: cfg.Memory.RequireIdentity}
-	}
-	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
-	srv.RecordTasks = !cfg.Memory.SkipTasks
-	srv.RecallEveryTurn = !cfg.Memory.StablePrefix
-	if a.cloud != nil {
-		srv.Cloud = a.cloud
-		srv.FallbackModel = cfg.Cloud.FallbackModel
-		adm.CloudHealth = func() admin.CloudHealth {
-			return admin.CloudHealth{Provider: a.cloud.Host(), Models: a.cloud.Names(), KeySet: cfg.CloudKey != "", FallbackModel: cfg.Cloud.FallbackModel}
-		}
-	}
-	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
-	srv.StripThink = cfg.Routing.StripThink
-	srv.Metrics = proxy.NewMetrics(a.metrics)
-	adm.Metrics = a.metrics
-	if a.cloud != nil {
-		a.cloud.Observe = srv.Metrics.CloudAttempt
-	}
-	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
-	adm.AccessHealth = func() admin.AccessHealth {
-		return admin.AccessHealth{APIKeys: len(cfg.Server.APIKeys) > 0, VerifiedIdentity: cfg.Memory.JWTSecret != "",
-			TrustLoopback: cfg.Server.TrustLoopback, ForwardedLoopback: srv.ForwardedLoopback()}
-	}
-	if cfg.VRAM.Enabled {
-		var prewarm []string
-		if cfg.VRAM.Prewarm {
-			prewarm = []string{cfg.Routing.Medium, cfg.Routing.Light}
-		}
-		a.vram = vram.New(a.ollama, vram.Config{
-			Large: cfg.VRAM.LargeModels, TotalMB: cfg.VRAM.TotalMB,
-			FlushTimeout: cfg.VRAM.FlushTimeout.Duration, PollInterval: cfg.VRAM.PollInterval.Duration,
-			Prewarm: prewarm, MaxLarge: cfg.VRAM.MaxLargeConcurrency, Keep: []string{cfg.General.EmbeddingModel},
-		}, logger)
-		srv.VRAM = a.vram
-	}
-	if cfg.Routing.Enabled {
-		dir := prompts.New(cfg.Prompts.Dir)
-		r, err := newRouter(cfg, a.embedder, func() map[tier.Tier][]string { return tierExamples(dir) })
-		if err != nil {
-			return nil, err
-		}
-		srv.Routing = &proxy.Routing{Router: r, Virtual: cfg.Routing.VirtualModel, Deep: cfg.Routing.DeepModel,
-			Models: map[tier.Tier]string{tier.Light: cfg.Routing.Light, tier.Medium: cfg.Routing.Medium, tier.Complex: cfg.Routing.Complex}}
-	}
-	a.attach(srv, adm)
-	return srv, nil
 }
