@@ -20,6 +20,7 @@ import (
 
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/httperr"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -158,15 +159,8 @@ func bearer(h string) (string, bool) {
 	return token, true
 }
 
-// statusError is an error answered with its status and message.
-type statusError struct {
-	code int
-	msg  string
-}
-
-func (e *statusError) Error() string { return e.msg }
-
-func httpError(code int, msg string) error { return &statusError{code: code, msg: msg} }
+// httpError returns an error answered with code and msg.
+func httpError(code int, msg string) error { return httperr.New(code, msg, nil) }
 
 // handle adapts a handler that returns an error: the error becomes a status
 // and Ollama's {"error":"..."} body, unless bytes have already gone out, in
@@ -188,10 +182,7 @@ func handle(h func(*gin.Context) error) gin.HandlerFunc {
 // writeError answers err in Ollama's shape, {"error":"..."}, as every
 // route vera serves does outside /v1.
 func writeError(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	if se, ok := err.(*statusError); ok {
-		code = se.code
-	}
+	code := httperr.Status(err)
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Del("Content-Length")

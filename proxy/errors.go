@@ -13,44 +13,18 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/httperr"
 )
 
 // StatusClientClosed is nginx's code for a client that hung up before the
-// answer; Ollama's clients never see it, but logs and metrics do.
-const StatusClientClosed = 499
-
-// statusError carries the HTTP status an error should be answered with.
-type statusError struct {
-	code int
-	msg  string
-	err  error
-}
-
-func (e *statusError) Error() string {
-	if e.err != nil {
-		return e.msg + ": " + e.err.Error()
-	}
-	return e.msg
-}
-
-func (e *statusError) Unwrap() error { return e.err }
+// answer (httperr.StatusClientClosed).
+const StatusClientClosed = httperr.StatusClientClosed
 
 // httpError returns an error answered with code and msg (plus err's text).
-func httpError(code int, msg string, err error) error {
-	return &statusError{code: code, msg: msg, err: err}
-}
+func httpError(code int, msg string, err error) error { return httperr.New(code, msg, err) }
 
 // statusOf maps an error to the status it is answered with.
-func statusOf(err error) int {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.code
-	}
-	if errors.Is(err, context.Canceled) {
-		return StatusClientClosed
-	}
-	return http.StatusInternalServerError
-}
+func statusOf(err error) int { return httperr.Status(err) }
 
 // upstreamError classifies a failed round trip to Ollama: the client hung
 // up (499), Ollama was too slow to answer (504), it could not be reached at
