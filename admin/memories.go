@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -415,191 +412,6 @@ func (s *Server) exportMemories(c *gin.Context) error {
 		}
 	}
 	return nil
-}
-
-// importMemories takes the export's JSONL: each line is upserted by its
-// id (importing twice changes nothing); bad lines are reported by number
-// and the good ones kept. Whatever the body, its memory stays bounded:
-// the body is read line by line, never held; a line longer than
-// maxImportLine is reported and skipped without being held either; and at
-// most maxImportErrors bad lines are listed, with the count of all.
-// An import's bad line is reported in at most maxImportError bytes (its
-// error may quote a field of a megabyte), and a batch is written once
-// its texts reach maxImportBatchBytes.
-const (
-	maxImportError      = 300
-	maxImportBatchBytes = 4 << 20
-)
-
-// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func (s *Server) importMemories(c *gin.Context) error {
-	ctx := c.Request.Context()
-	lines := newLineReader(c.Request.Body, maxImportLine)
-	type lineError struct {
-		Line  int    `json:"line"`
-		Error string `json:"error"`
-	}
-	errs := []lineError{}
-	errorCount := 0
-	// bad counts line n as bad and lists it, while the list has room:
-	// msg is only called then.
-	bad := func(n int, msg func() string) {
-		errorCount++
-		if len(errs) < maxImportErrors {
-			errs = append(errs, lineError{n, clip(msg(), maxImportError)})
-		}
-	}
-	imported := 0
-	var batch []memory.Memory
-	held := 0 // the batch's text bytes: lines may hold 1 MiB each
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		s.prepare(ctx, batch)
-		if err := s.Memories.Store.Upsert(ctx, batch...); err != nil {
-			return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
-		}
-		ids := make([]string, len(batch))
-		for i, m := range batch {
-			ids[i] = m.ID
-		}
-		s.Memories.withdraw("", ids...) // a memory replaced: its old text leaves conversations
-		imported += len(batch)
-		batch, held = batch[:0], 0
-		return nil
-	}
-	for n := 1; ; n++ {
-		raw, long, err := lines.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return httpError(http.StatusBadRequest, "reading the body: "+err.Error())
-		}
-		if long {
-			bad(n, func() string { return "the line is longer than 1 MiB, the most a line may hold" })
-			continue
-		}
-		line := bytes.TrimSpace(raw)
-		if len(line) == 0 {
-			continue
-		}
-		if line[0] != '{' && len(errs) == maxImportErrors {
-			// Not a JSON object, so not a MEMORY, and its error would not
-			// be listed: counted without decoding (junk is cheap).
-			errorCount++
-			continue
-		}
-		var in memoryJSON
-		if err := json.Unmarshal(line, &in); err != nil {
-			bad(n, func() string { return "not a MEMORY: " + jsonProblem(err) })
-			continue
-		}
-		if in.ID == "" {
-			in.ID = memory.NewID()
-		}
-		if in.Timestamp.IsZero() {
-			in.Timestamp = time.Now().UTC()
-		}
-		m := memory.Memory{ID: in.ID, Namespace: in.Namespace, Type: in.Type, Text: in.Text, Time: in.Timestamp, Model: in.Model, Metadata: in.Metadata}
-		if err := m.Validate(); err != nil {
-			bad(n, err.Error)
-			continue
-		}
-		if strings.TrimSpace(m.Text) == "" {
-			bad(n, func() string { return "text is empty" })
-			continue
-		}
-		if old, err := s.Memories.Store.Get(ctx, m.ID); err == nil && old.Namespace != m.Namespace {
-			bad(n, func() string {
-				return fmt.Sprintf("id %s is a memory of another namespace: an import never moves one", m.ID)
-			})
-			continue
-		}
-		batch = append(batch, m)
-		held += len(m.Text)
-		if len(batch) == 200 || held >= maxImportBatchBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, gin.H{"imported": imported, "errors": errs, "error_count": errorCount})
-	return nil
-}
-
-const (
-	// maxImportLine is the longest line POST /memories/import takes, its
-	// newline (and a \r before it) not counted.
-	maxImportLine = 1 << 20
-	// maxImportErrors is how many bad lines POST /memories/import lists;
-	// error_count counts them all.
-	maxImportErrors = 100
-)
-
-// lineReader reads lines of at most limit bytes without ever holding a
-// longer one: what is past limit is read and dropped up to the next newline.
-type lineReader struct {
-	r     *bufio.Reader
-	limit int
-	buf   []byte // the current line; reused, at most limit+2 bytes
-}
-
-func newLineReader(r io.Reader, limit int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
-}
-
-// next returns the next line without its newline (nor a \r before it),
-// valid until the following call, or long when the line held more than
-// limit bytes (then line is nil). The last line may lack its newline; after
-// it, next returns io.EOF.
-func (l *lineReader) next() (line []byte, long bool, err error) {
-	l.buf = l.buf[:0]
-	read := false // whether any byte of this line was read
-	for {
-		frag, err := l.r.ReadSlice('\n')
-		read = read || len(frag) > 0
-		if !long {
-			// limit+2: room for the \r\n, which is not counted.
-			if len(l.buf)+len(frag) > l.limit+2 {
-				long, l.buf = true, l.buf[:0]
-			} else {
-				l.buf = append(l.buf, frag...)
-			}
-		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			continue // the line goes on: read (or drop) the rest
-		case err == io.EOF && !read:
-			return nil, false, io.EOF
-		case err != nil && err != io.EOF:
-			return nil, false, err
-		}
-		if long {
-			return nil, true, nil
-		}
-		line = bytes.TrimSuffix(l.buf, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) > l.limit {
-			return nil, true, nil
-		}
-		return line, false, nil
-	}
 }
 
 // jsonProblem says what is wrong with a JSON body in the request's own
