@@ -262,8 +262,10 @@ func TestCloudWithoutMemory(t *testing.T) {
 	sent := fmt.Sprint(provider.last(t)["messages"])
 	assert.NotContains(t, sent, "Lisbon")
 	assert.Equal(t, "[map[content:Where does my sister live? role:user]]", sent, "the client's messages, nothing added")
-	// A local model still gets memory.
-	chat(t, p, "alice", false, user("Where does my sister live?"))
+	// A local model still gets memory. (Another question: the same one
+	// asked again within minutes, without a chat id, would be taken for a
+	// regenerate of the cloud turn, whichever model answers it.)
+	chat(t, p, "alice", false, user("Where does Ana live?"))
 	assert.Contains(t, systemOf(up.LastChat(t)), "Lisbon")
 	p.stop(t)
 	page, _, err := openStore(t, data).Scroll(ctx, memory.Filter{Namespace: "alice"}, "", 100)

@@ -211,6 +211,9 @@ type fallback struct {
 	s     *Server
 	own   []byte // the chat as the client sent it, before memory
 	asked string
+	// memory: the fallback plan takes the memory the chat was sent with;
+	// else it gets the chat as the client sent it.
+	memory bool
 }
 
 func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -228,7 +231,7 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil || r.Context().Err() != nil || !unreachable(err) {
 		return res, err
 	}
-	withheld := f.s.KeepMemoryLocal
+	withheld := !f.memory
 	if withheld {
 		sent = f.own // inject_memory = false: nothing remembered leaves
 	}

@@ -89,6 +89,8 @@ type chat struct {
 	// gen is the conversations' withdrawal count when the chat's recall
 	// began (conversations.stale).
 	gen uint64
+	// plan is where the chat goes and what goes with it (route).
+	plan plan
 	// route is the tier decision, for the debug log; nil: not routed.
 	route map[string]any
 	// unrouted is the body as it came, before a tier model was put in.
@@ -108,11 +110,11 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if err != nil {
 		return err
 	}
-	up, err := s.route(ch)
+	p, err := s.route(ch)
 	if err != nil {
 		return err
 	}
-	after, err := s.makeRoom(c, ch, asked, &up)
+	after, err := s.makeRoom(c, ch, asked, &p)
 	if err != nil {
 		return err
 	}
@@ -121,7 +123,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	s.command(c, ch)
 	switch {
 	case ch.untouched:
-	case s.keepsMemoryLocal(ch.req.model()):
+	case !p.memory:
 		s.follow(ch) // no memory leaves, but the turn is still one of its conversation's
 	default:
 		if mc, err = s.inject(c, ch); err != nil {
@@ -133,7 +135,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if asked != "" {
 		rename = &[2]string{ch.req.model(), asked}
 	}
-	if err := s.forward(c, up, ch.d, ch.body, tee, rename); err != nil {
+	if err := s.forward(c, p.up, ch.d, ch.body, tee, rename); err != nil {
 		return err
 	}
 	if tee != nil && s.Debug != nil {
@@ -198,20 +200,39 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 	return ch, nil
 }
 
-// route chooses where the chat goes: the cloud provider for a cloud name,
-// else Ollama. Tier routing (a later issue) chooses here too, before
-// recall, so memory is sized for the model that answers.
-func (s *Server) route(ch *chat) (upstream, error) {
-	if !s.cloudModel(ch.req.model()) {
-		if s.FallbackModel != "" && !ch.untouched && ch.d != anthropicMessages {
-			return upstream{url: s.ollama.url, transport: &fallback{s: s, own: ch.body, asked: ch.req.model()}}, nil
-		}
-		return s.ollama, nil
+// plan is where a chat goes and what goes with it. The route step decides
+// it once; every later step reads it, and the answer's X-Vera-Context
+// comes from the plan that answered (the fallback's, when it did).
+type plan struct {
+	model string // the model that answers, after tier routing
+	// cloud: a cloud name, with no Modelfile and the provider's window.
+	cloud bool
+	up    upstream
+	// memory: memory layers go with the chat. Under cloud.inject_memory =
+	// false they stay here when the chat leaves the machine.
+	memory bool
+	// fallback answers while Ollama cannot be reached (cloud.fallback_model),
+	// with its own memory decision; nil: none.
+	fallback *plan
+}
+
+// route decides the chat's plan: the cloud provider for a cloud name, else
+// Ollama, with the fallback model behind it. It runs after tier routing,
+// and before recall, so that memory is sized for the model that answers.
+func (s *Server) route(ch *chat) (plan, error) {
+	model := ch.req.model()
+	p := plan{model: model, cloud: s.cloudModel(model), up: s.ollama, memory: !s.keepsMemoryLocal(model)}
+	switch {
+	case p.cloud && ch.d == anthropicMessages:
+		return plan{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on /api/chat, /api/generate, /v1/chat/completions and /v1/responses, not on /v1/messages", model), nil)
+	case p.cloud:
+		p.up = upstream{url: s.Cloud.URL(), transport: s.Cloud, name: "cloud"}
+	case s.FallbackModel != "" && !ch.untouched && ch.d != anthropicMessages:
+		p.fallback = &plan{model: s.FallbackModel, cloud: true, memory: !s.KeepMemoryLocal}
+		p.up = upstream{url: s.ollama.url, transport: &fallback{s: s, own: ch.body, asked: model, memory: p.fallback.memory}}
 	}
-	if ch.d == anthropicMessages {
-		return upstream{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on /api/chat, /api/generate, /v1/chat/completions and /v1/responses, not on /v1/messages", ch.req.model()), nil)
-	}
-	return upstream{url: s.Cloud.URL(), transport: s.Cloud, name: "cloud"}, nil
+	ch.plan = p
+	return p, nil
 }
 
 // inject recalls the memory layers and writes them into the request in its

@@ -260,7 +260,7 @@ func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 	if len(ch.msgs) == 0 {
 		return mreq
 	}
-	if s.cloudModel(ch.req.model()) {
+	if ch.plan.cloud {
 		// No Modelfile; the window is the provider's.
 		if numCtx <= 0 {
 			mreq.ContextLength = s.Cloud.Window(ctx, ch.req.model())

@@ -259,8 +259,8 @@ func (r *renamer) Read(p []byte) (int, error) {
 // the medium tier instead, and a chat that named its model goes on with
 // X-Vera-VRAM: flush-timeout. It returns what to run once the answer is
 // over.
-func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up *upstream) (func(), error) {
-	if s.VRAM == nil || up.url != s.ollama.url {
+func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, p *plan) (func(), error) {
+	if s.VRAM == nil || p.cloud {
 		return func() {}, nil // the cloud's, not this GPU's
 	}
 	ctx := c.Request.Context()
@@ -291,7 +291,7 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, up *upstream) 
 		return func() {}, rerr
 	}
 	if next, rerr := s.route(ch); rerr == nil {
-		*up = next // a cloud medium model goes to the cloud
+		*p = next // a cloud medium model goes to the cloud
 	}
 	s.log.Warn("VRAM flush timed out: the chat goes to the medium tier", "asked", asked, "instead_of", instead, "model", medium)
 	c.Writer.Header().Set("X-Vera-Tier", string(t)+" "+medium)
