@@ -38,25 +38,8 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	if !at.first {
 		cv = s.convs.get(at.key)
 	}
-	if at.toolLoop && cv != nil {
-		var last *memory.Context
-		s.convs.locked(func() {
-			if at.chained {
-				// Each step links to the step before by its id: the
-				// loop stands where its question did.
-				at.point = cv.point
-			}
-			if cv.point == at.point {
-				last = cv.last
-				if ch.user == "" {
-					ch.user = cv.user // a Responses loop chained by id
-				}
-			}
-		})
-		if last != nil {
-			ch.conv, ch.at = cv, at
-			return last
-		}
+	if last := s.toolLoopStep(ch, cv, &at); last != nil {
+		return last
 	}
 	if len(ch.msgs) == 0 {
 		return &memory.Context{} // chained to an answer vera forgot
@@ -69,27 +52,42 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	if plan == nil {
 		return s.freshLayers(c, ch, cv, mreq, "")
 	}
-	blocks, again := keptBlocks(blocks, ch.msgs, at)
-	exclude := maps.Clone(mreq.Exclude)
-	if exclude == nil {
-		exclude = map[string]bool{}
+	return s.laterTurn(c, ch, cv, at, mreq, plan, blocks)
+}
+
+// toolLoopStep returns what the turn under way forwarded, for a later step
+// of its agent's tool loop: no new recall. nil when the request is none.
+// A step chained by id takes its question's point into at.
+func (s *Server) toolLoopStep(ch *chat, cv *conversation, at *place) *memory.Context {
+	if !at.toolLoop || cv == nil {
+		return nil
 	}
-	for _, id := range plan.IDs() {
-		exclude[id] = true
-	}
-	held := []string{plan.System}
-	for _, m := range plan.Recent {
-		held = append(held, m.Content)
-	}
-	for _, b := range blocks {
-		held = append(held, b.Text)
-		for _, h := range b.hits {
-			exclude[h.ID] = true
+	var last *memory.Context
+	s.convs.locked(func() {
+		if at.chained {
+			// Each step links to the step before by its id: the loop
+			// stands where its question did.
+			at.point = cv.point
 		}
+		if cv.point == at.point {
+			last = cv.last
+			if ch.user == "" {
+				ch.user = cv.user // a Responses loop chained by id
+			}
+		}
+	})
+	if last != nil {
+		ch.conv, ch.at = cv, *at
 	}
-	lreq := mreq
-	lreq.Later, lreq.Exclude, lreq.Held = true, exclude, held
-	now := s.recall(c, lreq)
+	return last
+}
+
+// laterTurn keeps a later turn's plan and the blocks of the turns before,
+// adds a block of what became relevant now, and rebuilds the plan when the
+// system layer changed or the conversation outgrew its window.
+func (s *Server) laterTurn(c *gin.Context, ch *chat, cv *conversation, at place, mreq memory.Request, plan *memory.Context, blocks []convBlock) *memory.Context {
+	blocks, again := keptBlocks(blocks, ch.msgs, at)
+	now := s.recall(c, laterRequest(mreq, plan, blocks))
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
 		return s.freshLayers(c, ch, cv, mreq, "the system layer changed")
@@ -119,6 +117,31 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		}
 	})
 	return out
+}
+
+// laterRequest is a later turn's recall: only what is not in the prompt
+// yet (the plan's memories, the blocks' hits, and what mreq excludes),
+// with what the prompt already holds taking its part of the window.
+func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock) memory.Request {
+	exclude := maps.Clone(mreq.Exclude)
+	if exclude == nil {
+		exclude = map[string]bool{}
+	}
+	for _, id := range plan.IDs() {
+		exclude[id] = true
+	}
+	held := []string{plan.System}
+	for _, m := range plan.Recent {
+		held = append(held, m.Content)
+	}
+	for _, b := range blocks {
+		held = append(held, b.Text)
+		for _, h := range b.hits {
+			exclude[h.ID] = true
+		}
+	}
+	mreq.Later, mreq.Exclude, mreq.Held = true, exclude, held
+	return mreq
 }
 
 // follow places a chat that gets no memory layers (its memory stays on
