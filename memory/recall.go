@@ -1,0 +1,237 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The two layers recalled from the store: the semantic layer (memories
+// relevant to the conversation, with the turns around the best of them)
+// and the recent layer (the namespace's latest turns).
+
+// semantic fills the semantic layer and returns its entries.
+func (b *Builder) semantic(ctx context.Context, req Request, query, lexical string, thr float64, hist historySet, seen map[string]bool, c *Context) []string {
+	if c.SemanticBudget <= 0 {
+		return nil
+	}
+	qvec := b.queryVector(ctx, query, c)
+	q := Query{
+		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Vector: qvec, Threshold: thr,
+		Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
+	}
+	hits, err := b.store.Search(ctx, q)
+	if err != nil {
+		c.Err = fmt.Errorf("semantic layer: %w", err)
+		return nil
+	}
+	// Recency breaks ties: of two memories that match as well, the newer
+	// is likelier true now.
+	slices.SortStableFunc(hits, func(x, y Hit) int {
+		if c := cmp.Compare(y.Score, x.Score); c != 0 {
+			return c
+		}
+		return y.Time.Compare(x.Time)
+	})
+	intro := b.count(semanticIntro) + 2
+	left := c.SemanticBudget - intro
+	// Every date header has the same shape, and so the same count. The
+	// memories are rendered in time order under one header per day, so a
+	// memory costs a header only when its day is new to the block.
+	header := b.count("[2006-01-02]\n")
+	days := map[string]bool{}
+	take := func(h Hit) {
+		key := normalize(h.Text)
+		if seen[key] || req.Exclude[h.ID] || hist.has(h.Text) {
+			return
+		}
+		day := h.Time.Format(time.DateOnly)
+		n := h.Tokens + 2
+		if h.Tokens <= 0 {
+			n = b.countAtMost(h.Text, left) + 2
+		}
+		if !days[day] {
+			n += header
+		}
+		if past := pastMark(h.Memory); past != "" {
+			// Superseded by a newer memory of the same key: kept for
+			// questions about the past, never given as current.
+			h.Text = past + h.Text
+			n += b.count(past)
+		}
+		if n > left {
+			return
+		}
+		seen[key], days[day] = true, true
+		left -= n
+		c.SemanticTokens += n
+		c.Semantic = append(c.Semantic, h)
+	}
+	context := b.neighbours(ctx, hits)
+	for i, h := range hits {
+		take(h)
+		if i < len(context) {
+			for _, n := range context[i] {
+				take(n)
+			}
+		}
+	}
+	if len(c.Semantic) == 0 {
+		return nil
+	}
+	c.SemanticTokens += intro
+	return renderDays(c.Semantic)
+}
+
+// queryVector embeds the recall's query; nil (and c.LexicalOnly) when
+// there is no embedder or it fails: recall goes on lexically.
+func (b *Builder) queryVector(ctx context.Context, query string, c *Context) []float32 {
+	if b.embedder == nil {
+		c.LexicalOnly = true
+		return nil
+	}
+	timeout := b.EmbedTimeout
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := b.embedder.Embed(ectx, []string{query})
+	if err != nil || len(v) != 1 {
+		c.LexicalOnly = true
+		return nil
+	}
+	return v[0]
+}
+
+// neighbours returns the turns around each of the best raw hits: the
+// question a hit answers, or what it goes on to say, often lies there.
+// Looked up at once (a round trip each on Qdrant).
+func (b *Builder) neighbours(ctx context.Context, hits []Hit) [][]Hit {
+	context := make([][]Hit, min(contextHits, len(hits)))
+	var wg sync.WaitGroup
+	for i := range context {
+		if hits[i].Type == Raw {
+			wg.Go(func() { context[i] = b.around(ctx, hits[i].Memory) })
+		}
+	}
+	wg.Wait()
+	return context
+}
+
+// contextHits is how many of the best hits bring the turns around them;
+// contextWindow is how far apart in time two turns of one exchange can be.
+const (
+	contextHits   = 8
+	contextWindow = 30 * time.Minute
+)
+
+// around returns the raw turns just before and just after h in its
+// namespace, within contextWindow: the context of a hit.
+func (b *Builder) around(ctx context.Context, h Memory) []Hit {
+	f := Filter{Namespace: h.Namespace, Types: []Type{Raw}}
+	var out []Hit
+	before := f
+	before.Since, before.Until = h.Time.Add(-contextWindow), h.Time
+	// Two: a store that keeps time in microseconds (Qdrant) rounds until
+	// up, and finds h itself.
+	if prev, err := b.store.Latest(ctx, before, 2); err == nil {
+		for _, m := range prev {
+			if m.ID != h.ID && !m.Time.After(h.Time) {
+				out = append(out, Hit{Memory: m})
+				break
+			}
+		}
+	}
+	// Newest first: the turn right after h is the last of a window that
+	// holds few enough of them; the narrow window first.
+	for _, w := range []time.Duration{2 * time.Minute, contextWindow} {
+		after := f
+		after.Since, after.Until = h.Time.Add(time.Microsecond), h.Time.Add(w)
+		next, err := b.store.Latest(ctx, after, aroundLimit)
+		if err != nil || len(next) == 0 {
+			continue
+		}
+		if m := next[len(next)-1]; m.ID != h.ID {
+			out = append(out, Hit{Memory: m})
+		}
+		break
+	}
+	return out
+}
+
+// aroundLimit bounds one look for the turn after a hit.
+const aroundLimit = 32
+
+// pastMark is what a superseded memory is rendered after: "(past,
+// superseded on 2026-11-20) ", or "" for a current memory.
+func pastMark(m Memory) string {
+	if m.Metadata["superseded_by"] == nil {
+		return ""
+	}
+	at, _ := m.Metadata["superseded_at"].(string)
+	if len(at) >= len(time.DateOnly) {
+		return "(past, superseded on " + at[:len(time.DateOnly)] + ") "
+	}
+	return "(past, superseded) "
+}
+
+// renderDays puts hits in time order (in place) and renders them, one
+// "[YYYY-MM-DD]" header for each day's run of memories.
+func renderDays(hits []Hit) []string {
+	slices.SortStableFunc(hits, func(a, b Hit) int { return a.Time.Compare(b.Time) })
+	var block []string
+	var day string
+	for _, h := range hits {
+		if d := h.Time.Format(time.DateOnly); d != day || len(block) == 0 {
+			day = d
+			block = append(block, "["+d+"]\n"+h.Text)
+			continue
+		}
+		block[len(block)-1] += "\n\n" + h.Text
+	}
+	return block
+}
+
+// recent fills the recent layer: newest first until the budget runs out,
+// then put back in time order.
+func (b *Builder) recent(ctx context.Context, ns string, turns int, hist historySet, seen, exclude map[string]bool, c *Context) {
+	if c.RecentBudget <= 0 {
+		return
+	}
+	latest, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Raw}}, turns+len(c.Semantic)+8)
+	if err != nil {
+		c.Err = fmt.Errorf("recent layer: %w", err)
+	}
+	left := c.RecentBudget
+	for _, m := range latest {
+		if len(c.RecentIDs) == turns {
+			break
+		}
+		key := normalize(m.Text)
+		if seen[key] || exclude[m.ID] || hist.has(m.Text) {
+			continue
+		}
+		user, assistant, ok := ParseExchange(m.Text)
+		if !ok {
+			continue
+		}
+		n := m.Tokens + 10
+		if m.Tokens <= 0 {
+			n = b.countAtMost(m.Text, left) + 10
+		}
+		if n > left {
+			break // older turns would leave a gap in the recent past
+		}
+		seen[key] = true
+		left -= n
+		c.RecentTokens += n
+		c.RecentIDs = append(c.RecentIDs, m.ID)
+		c.Recent = append(c.Recent, Message{Role: "assistant", Content: assistant}, Message{Role: "user", Content: user})
+	}
+	slices.Reverse(c.Recent)
+	slices.Reverse(c.RecentIDs)
+}
