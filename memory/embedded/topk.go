@@ -1,0 +1,98 @@
+package embedded
+
+import "slices"
+
+// The bounded heaps of search: the newest memories of a filter, and the k
+// best scored ones.
+
+// newest keeps the newest slots: a min-heap on (time, slot).
+type newest struct {
+	meta  []slotMeta
+	slots []int32
+}
+
+// older reports whether slot a is older than slot b.
+func (h *newest) older(a, b int32) bool {
+	ta, tb := h.meta[a].ts, h.meta[b].ts
+	return ta < tb || ta == tb && a < b
+}
+
+func (h *newest) Len() int           { return len(h.slots) }
+func (h *newest) Less(i, j int) bool { return h.older(h.slots[i], h.slots[j]) }
+func (h *newest) Swap(i, j int)      { h.slots[i], h.slots[j] = h.slots[j], h.slots[i] }
+func (h *newest) Push(x any)         { h.slots = append(h.slots, x.(int32)) }
+func (h *newest) Pop() any {
+	x := h.slots[len(h.slots)-1]
+	h.slots = h.slots[:len(h.slots)-1]
+	return x
+}
+
+// scored is a candidate with a score, for top-k selection.
+type scored struct {
+	slot  int32
+	score float64
+}
+
+// topK keeps the k highest scores (a min-heap). Its heap is typed, not
+// container/heap's: that one boxes every pushed value in an interface, an
+// allocation per candidate.
+type topK struct {
+	k int
+	h []scored
+}
+
+func (t *topK) offer(s scored) {
+	if len(t.h) < t.k {
+		if t.h == nil {
+			t.h = make([]scored, 0, t.k)
+		}
+		t.h = append(t.h, s)
+		t.up(len(t.h) - 1)
+	} else if s.score > t.h[0].score {
+		t.h[0] = s
+		t.down(0)
+	}
+}
+
+func (t *topK) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if t.h[p].score <= t.h[i].score {
+			return
+		}
+		t.h[p], t.h[i] = t.h[i], t.h[p]
+		i = p
+	}
+}
+
+func (t *topK) down(i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(t.h) {
+			return
+		}
+		if c+1 < len(t.h) && t.h[c+1].score < t.h[c].score {
+			c++
+		}
+		if t.h[i].score <= t.h[c].score {
+			return
+		}
+		t.h[i], t.h[c] = t.h[c], t.h[i]
+		i = c
+	}
+}
+
+// best returns the kept candidates, best first.
+func (t *topK) best() []scored {
+	out := slices.Clone(t.h)
+	slices.SortFunc(out, func(a, b scored) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return int(a.slot - b.slot)
+	})
+	return out
+}
