@@ -35,37 +35,11 @@ type queryTerm struct {
 // postings then only add to the documents already scored, found by binary
 // search, instead of being walked whole. The ranking is exact.
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
-	qt := memory.Terms(text)
-	if len(qt) == 0 || ix.live == 0 {
-		return nil
-	}
-	n := float64(ix.live)
-	var terms []queryTerm
-	for _, t := range qt {
-		id, ok := ix.terms[t]
-		if !ok || len(ix.post[id]) == 0 {
-			continue
-		}
-		df := float64(len(ix.post[id]))
-		scale := float32(math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1))
-		if i := slices.IndexFunc(terms, func(q queryTerm) bool { return q.id == id }); i >= 0 {
-			terms[i].scale += scale
-		} else {
-			terms = append(terms, queryTerm{id: id, scale: scale})
-		}
-	}
+	terms := ix.queryTerms(text)
 	if len(terms) == 0 {
 		return nil
 	}
-	slices.SortFunc(terms, func(a, b queryTerm) int {
-		switch {
-		case a.scale > b.scale:
-			return -1
-		case a.scale < b.scale:
-			return 1
-		}
-		return int(a.id - b.id)
-	})
+	n := float64(ix.live)
 	// rest[i]: the most terms[i:] can add to one document.
 	rest := make([]float32, len(terms)+1)
 	for i := len(terms) - 1; i >= 0; i-- {
@@ -119,6 +93,40 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		acc[s] = 0
 	}
 	return top.best()
+}
+
+// queryTerms weighs the query's terms that the index holds (BM25's idf,
+// times k1+1; a term asked twice counts twice), heaviest first.
+func (ix *index) queryTerms(text string) []queryTerm {
+	qt := memory.Terms(text)
+	if len(qt) == 0 || ix.live == 0 {
+		return nil
+	}
+	n := float64(ix.live)
+	var terms []queryTerm
+	for _, t := range qt {
+		id, ok := ix.terms[t]
+		if !ok || len(ix.post[id]) == 0 {
+			continue
+		}
+		df := float64(len(ix.post[id]))
+		scale := float32(math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1))
+		if i := slices.IndexFunc(terms, func(q queryTerm) bool { return q.id == id }); i >= 0 {
+			terms[i].scale += scale
+		} else {
+			terms = append(terms, queryTerm{id: id, scale: scale})
+		}
+	}
+	slices.SortFunc(terms, func(a, b queryTerm) int {
+		switch {
+		case a.scale > b.scale:
+			return -1
+		case a.scale < b.scale:
+			return 1
+		}
+		return int(a.id - b.id)
+	})
+	return terms
 }
 
 // settled reports whether at least limit scored documents passing sf
