@@ -150,27 +150,8 @@ type Result struct {
 // embedder when it is not nil) and scores every question of categories
 // 1-4 that names its evidence.
 func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, budget int) (Result, error) {
-	for _, c := range convs {
-		turns := c.Turns(c.Name, tok)
-		for i := 0; i < len(turns); i += 64 {
-			batch := turns[i:min(i+64, len(turns))]
-			if embedder != nil {
-				texts := make([]string, len(batch))
-				for j, m := range batch {
-					texts[j] = m.Text
-				}
-				vecs, err := embedder.Embed(ctx, texts)
-				if err != nil {
-					return Result{}, fmt.Errorf("embedding %s: %w", c.Name, err)
-				}
-				for j := range batch {
-					batch[j].Vector = vecs[j]
-				}
-			}
-			if err := store.Upsert(ctx, batch...); err != nil {
-				return Result{}, err
-			}
-		}
+	if err := seed(ctx, convs, store, embedder, tok); err != nil {
+		return Result{}, err
 	}
 	b := memory.NewBuilder(store, embedder, tok)
 	b.SemanticBudget = budget
@@ -196,27 +177,8 @@ func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedde
 			if mc.Err != nil {
 				return res, mc.Err
 			}
-			got := map[string]bool{}
-			for _, h := range mc.Semantic {
-				ids, _ := h.Metadata["dia_ids"].([]any)
-				for _, id := range ids {
-					if s, ok := id.(string); ok {
-						got[s] = true
-					}
-				}
-			}
-			found := 0
-			for _, e := range q.Evidence {
-				// A few evidence ids carry spaces or lists ("D8:6; D9:17").
-				for _, id := range strings.FieldsFunc(e, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
-					if got[id] {
-						found++
-						break
-					}
-				}
-			}
-			r := float64(found) / float64(len(q.Evidence))
-			recallSum += r
+			found := evidenceFound(mc, q.Evidence)
+			recallSum += float64(found) / float64(len(q.Evidence))
 			if found == len(q.Evidence) {
 				all++
 			}
@@ -235,6 +197,59 @@ func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedde
 	res.P50MS = round(ms(lat[len(lat)/2]))
 	res.P95MS = round(ms(lat[min(len(lat)-1, len(lat)*95/100)]))
 	return res, nil
+}
+
+// seed stores every conversation's turns, embedded when there is an
+// embedder, in batches of 64.
+func seed(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer) error {
+	for _, c := range convs {
+		turns := c.Turns(c.Name, tok)
+		for i := 0; i < len(turns); i += 64 {
+			batch := turns[i:min(i+64, len(turns))]
+			if embedder != nil {
+				texts := make([]string, len(batch))
+				for j, m := range batch {
+					texts[j] = m.Text
+				}
+				vecs, err := embedder.Embed(ctx, texts)
+				if err != nil {
+					return fmt.Errorf("embedding %s: %w", c.Name, err)
+				}
+				for j := range batch {
+					batch[j].Vector = vecs[j]
+				}
+			}
+			if err := store.Upsert(ctx, batch...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// evidenceFound counts the question's evidence turns that recall
+// injected.
+func evidenceFound(mc *memory.Context, evidence []string) int {
+	got := map[string]bool{}
+	for _, h := range mc.Semantic {
+		ids, _ := h.Metadata["dia_ids"].([]any)
+		for _, id := range ids {
+			if s, ok := id.(string); ok {
+				got[s] = true
+			}
+		}
+	}
+	found := 0
+	for _, e := range evidence {
+		// A few evidence ids carry spaces or lists ("D8:6; D9:17").
+		for _, id := range strings.FieldsFunc(e, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
+			if got[id] {
+				found++
+				break
+			}
+		}
+	}
+	return found
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
