@@ -27,6 +27,8 @@ import (
 	"github.com/vera-proxy/vera/proxy/vram"
 )
 
+var _ admin.Withdrawer = (*proxy.Server)(nil)
+
 // appOptions chooses the parts a command needs beyond the Ollama client
 // and the embedder, which every app has.
 type appOptions struct {
@@ -384,7 +386,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	srv.Commands = a.commands
 	adm.MemoryHealth = a.health
 	adm.Memories = a.adminMemories()
-	adm.Memories.Withdraw = srv.Withdraw
+	adm.Memories.Conversations = srv
 	adm.Curator = a.curator
 	if a.sched != nil {
 		adm.CuratorSchedule = a.cfg.CuratorSpec

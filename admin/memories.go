@@ -29,19 +29,24 @@ type Memories struct {
 	// store what is deleted, should it be on its way; nil: nothing is.
 	Forget          func(ids ...string)
 	ForgetNamespace func(ns string)
-	// Withdraw takes deleted, hidden or edited memories out of the
-	// conversations whose kept prompt carries them (proxy.Server.Withdraw);
-	// with ns and no ids, a whole namespace; nil: nothing does.
-	Withdraw func(ns string, ids ...string)
+	// Conversations are the running conversations a deleted, hidden or
+	// edited memory is taken out of; nil: none.
+	Conversations Withdrawer
 	// Threshold is the vector score a search hit needs, as in chats
 	// (layers.semantic_score_threshold); 0 means 0.5.
 	Threshold float64
 }
 
-// withdraw calls Withdraw when it is set.
+// Withdrawer takes memories out of the conversations whose kept prompt
+// carries them: with ns and no ids, every memory of the namespace.
+type Withdrawer interface {
+	Withdraw(ns string, ids ...string)
+}
+
+// withdraw tells the conversations, when there are any.
 func (m *Memories) withdraw(ns string, ids ...string) {
-	if m.Withdraw != nil {
-		m.Withdraw(ns, ids...)
+	if m.Conversations != nil {
+		m.Conversations.Withdraw(ns, ids...)
 	}
 }
 
