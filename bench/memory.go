@@ -180,30 +180,15 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 	}
 	defer fake.stop()
 	up := fake.base
-	// The embedding's round trip, measured apart: the fake answers it in
-	// constant time, and a chat with memory on makes one.
-	var trips []time.Duration
-	for range max(chats, 20) {
-		d, err := call("POST", up+"/api/embed", `{"model":"nomic-embed-text","input":["What did we say about the trip?"]}`)
-		if err != nil {
-			return nil, 0, fmt.Errorf("embedding: %w", err)
-		}
-		trips = append(trips, d)
+	embed, err := embedRoundTrip(up, max(chats, 20))
+	if err != nil {
+		return nil, 0, err
 	}
-	embed := ms(trips, 0.5)
 	var rows []MemoryRow
 	for _, n := range stores {
 		dir := filepath.Join(work, fmt.Sprintf("memory-%s-%d", strings.ReplaceAll(backend, " ", "-"), n))
 		fmt.Fprintf(log, "bench: seeding %d memories (%s)\n", n, backend)
-		env := []string{"VERA_EMBEDDING_MODEL=nomic-embed-text"}
-		var sd seeded
-		if qdrantURL == "" {
-			sd, err = seed(ctx, dir, n)
-		} else {
-			collection := fmt.Sprintf("bench_%d_%d", n, time.Now().UnixNano())
-			sd, err = seedQdrant(ctx, qdrantURL, collection, n)
-			env = append(env, "VERA_QDRANT_URL="+qdrantURL, "VERA_QDRANT_COLLECTION="+collection)
-		}
+		sd, env, err := seedStore(ctx, dir, n, qdrantURL)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -257,6 +242,35 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		v.stop()
 	}
 	return rows, embed, nil
+}
+
+// embedRoundTrip is the p50, in ms, of the fake's embedding round trip,
+// measured apart: the fake answers it in constant time, and a chat with
+// memory on makes one.
+func embedRoundTrip(up string, n int) (float64, error) {
+	var trips []time.Duration
+	for range n {
+		d, err := call("POST", up+"/api/embed", `{"model":"nomic-embed-text","input":["What did we say about the trip?"]}`)
+		if err != nil {
+			return 0, fmt.Errorf("embedding: %w", err)
+		}
+		trips = append(trips, d)
+	}
+	return ms(trips, 0.5), nil
+}
+
+// seedStore seeds n memories into the embedded store in dir, or into a new
+// collection of the Qdrant at qdrantURL, and returns vera's environment
+// for that store.
+func seedStore(ctx context.Context, dir string, n int, qdrantURL string) (seeded, []string, error) {
+	env := []string{"VERA_EMBEDDING_MODEL=nomic-embed-text"}
+	if qdrantURL == "" {
+		sd, err := seed(ctx, dir, n)
+		return sd, env, err
+	}
+	collection := fmt.Sprintf("bench_%d_%d", n, time.Now().UnixNano())
+	sd, err := seedQdrant(ctx, qdrantURL, collection, n)
+	return sd, append(env, "VERA_QDRANT_URL="+qdrantURL, "VERA_QDRANT_COLLECTION="+collection), err
 }
 
 // injects checks that a chat with memory on through url was given

@@ -79,7 +79,28 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 	time.Sleep(200 * time.Millisecond) // let start-up work settle before the idle figure
 	rs.IdleRSSMB = v.rssMB()
 	paths := []path{{"direct", up}, {"bare", bare}, {"vera", v.base}}
+	rows, err := measureOverhead(paths, sz, log)
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	streams, err := measureStreams(paths, sz, log)
+	if err != nil {
+		return nil, nil, rs, err
+	}
+	rs.Streams = 32
+	if rs.StreamsRSSMB, err = streamsRSS(bin, work, sz, rs.Streams); err != nil {
+		return nil, nil, rs, err
+	}
+	return rows, streams, rs, nil
+}
 
+// streamBody is the chat the streaming figures ask for.
+const streamBody = `{"model":"llama3.2","messages":[{"role":"user","content":"Tell me a story."}]}`
+
+// measureOverhead is the latency each path adds on Ollama's plain routes
+// and a chat without memory, at concurrency 1 and 32, and vera's
+// throughput at 32.
+func measureOverhead(paths []path, sz sizes, log io.Writer) ([]OverheadRow, error) {
 	chat := `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":"How are you?"}]}`
 	routes := []struct {
 		name, method, path, body string
@@ -105,7 +126,7 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 				return d, err
 			})
 			if err != nil {
-				return nil, nil, rs, err
+				return nil, err
 			}
 			row := OverheadRow{Route: rt.name, Concurrency: conc, Direct: latency(got["direct"]), Bare: latency(got["bare"]), Vera: latency(got["vera"]), BareFailures: bareFailures}
 			row.VeraAddedP50, row.BareAddedP50 = row.Vera.P50-row.Direct.P50, row.Bare.P50-row.Direct.P50
@@ -115,16 +136,20 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 					return call(rt.method, p.base+rt.path, rt.body, "X-Vera-Memory", "off")
 				})
 				if err != nil {
-					return nil, nil, rs, err
+					return nil, err
 				}
 				row.VeraRPS = float64(max(sz.requests/conc, 1)*conc) / wall.Seconds()
 			}
 			rows = append(rows, row)
 		}
 	}
+	return rows, nil
+}
 
+// measureStreams is each path's time to first byte, lag between records
+// and time to the last record of a streamed chat.
+func measureStreams(paths []path, sz sizes, log io.Writer) ([]StreamRow, error) {
 	fmt.Fprintf(log, "bench: streaming, %d records\n", sz.chunks)
-	streamBody := `{"model":"llama3.2","messages":[{"role":"user","content":"Tell me a story."}]}`
 	type streamStats struct {
 		ttfb, last, lag []time.Duration
 		cut             int
@@ -134,7 +159,7 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 		stats[p.name] = &streamStats{}
 	}
 	var mu sync.Mutex
-	_, _, err = interleave(paths, sz.streams, 1, func(p path) (time.Duration, error) {
+	_, _, err := interleave(paths, sz.streams, 1, func(p path) (time.Duration, error) {
 		s, err := stream(p.base+"/api/chat", streamBody, "X-Vera-Memory", "off")
 		mu.Lock()
 		defer mu.Unlock()
@@ -150,43 +175,42 @@ func measureProxy(ctx context.Context, bin, work string, sz sizes, log io.Writer
 		return s.last, nil
 	})
 	if err != nil {
-		return nil, nil, rs, err
+		return nil, err
 	}
 	var streams []StreamRow
 	for _, p := range paths {
 		st := stats[p.name]
 		streams = append(streams, StreamRow{Path: p.name, TTFBP50: ms(st.ttfb, 0.5), LagP50: ms(st.lag, 0.5), LagP99: ms(st.lag, 0.99), LastP50: ms(st.last, 0.5), Cut: st.cut})
 	}
+	return streams, nil
+}
 
-	// RSS under 32 concurrent streams.
-	rs.Streams = 32
-	peak := 0.0
-	var wg sync.WaitGroup
+// streamsRSS is vera's peak RSS, in MB, under n concurrent slow streams.
+func streamsRSS(bin, work string, sz sizes, n int) (float64, error) {
 	slow, err := fakeChild(max(sz.chunks, 50), 5*time.Millisecond)
 	if err != nil {
-		return nil, nil, rs, err
+		return 0, err
 	}
 	defer slow.stop()
-	slowUp := slow.base
-	v2, err := startVera(bin, slowUp, filepath.Join(work, "streams"))
+	v, err := startVera(bin, slow.base, filepath.Join(work, "streams"))
 	if err != nil {
-		return nil, nil, rs, err
+		return 0, err
 	}
-	defer v2.stop()
-	for range rs.Streams {
+	defer v.stop()
+	var wg sync.WaitGroup
+	for range n {
 		wg.Add(1)
-		go func() { defer wg.Done(); stream(v2.base+"/api/chat", streamBody, "X-Vera-Memory", "off") }()
+		go func() { defer wg.Done(); stream(v.base+"/api/chat", streamBody, "X-Vera-Memory", "off") }()
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	for loop := true; loop; {
+	peak := 0.0
+	for {
 		select {
 		case <-done:
-			loop = false
+			return peak, nil
 		case <-time.After(20 * time.Millisecond):
-			peak = max(peak, v2.rssMB())
+			peak = max(peak, v.rssMB())
 		}
 	}
-	rs.StreamsRSSMB = peak
-	return rows, streams, rs, nil
 }
