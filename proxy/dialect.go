@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 )
@@ -44,34 +43,6 @@ func (d dialect) parse(body []byte) (chatRequest, error) {
 
 // sse reports whether the dialect streams Server-Sent Events (else NDJSON).
 func (d dialect) sse() bool { return d != ollamaChat && d != ollamaGenerate }
-
-// history reports whether the dialect's requests carry a conversation's
-// history; a generate's prompt is the whole conversation, with none.
-func (d dialect) history() bool { return d != ollamaGenerate }
-
-// servesCloud reports whether cloud models are served in the dialect
-// (Anthropic's Messages are Ollama's alone).
-func (d dialect) servesCloud() bool { return d != anthropicMessages }
-
-// chainsByID reports whether a request links to the answer before by its
-// id, carrying no history (the Responses API's previous_response_id).
-func (d dialect) chainsByID() bool { return d == openAIResponses }
-
-// stripsThink reports whether vera takes inline <think> blocks out of the
-// dialect's answers (routing.strip_think): the dialects whose answers
-// carry the text as models write it.
-func (d dialect) stripsThink() bool {
-	return d == ollamaChat || d == ollamaGenerate || d == openAIChat
-}
-
-// withoutThink wraps an answer of the dialect (of content type ct) so that
-// inline <think> blocks are taken out as it streams.
-func (d dialect) withoutThink(body io.ReadCloser, ct string) io.ReadCloser {
-	if d.sse() {
-		return newThinkSSE(body, strings.HasPrefix(ct, "text/event-stream"))
-	}
-	return newThinkNDJSON(body, strings.HasPrefix(ct, "application/x-ndjson"))
-}
 
 // dialectOf tells the dialect of a request vera does not intercept, for
 // the shape of its errors.

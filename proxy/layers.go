@@ -23,7 +23,7 @@ import (
 //     layer's sources changed or the conversation outgrew the window.
 func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	mreq := s.memoryRequest(c, ch)
-	if ch.off || !ch.d.history() {
+	if ch.off || ch.d == ollamaGenerate {
 		// Memory off, or a prompt without history: no conversation.
 		return s.recall(c, mreq)
 	}
@@ -148,7 +148,7 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock)
 // this machine) in its conversation, as layers would: a regenerate or an
 // edit then replaces the turn it redoes, and a tool loop is stored once.
 func (s *Server) follow(ch *chat) {
-	if s.Recorder == nil || ch.off || !ch.d.history() || len(ch.msgs) == 0 {
+	if s.Recorder == nil || ch.off || ch.d == ollamaGenerate || len(ch.msgs) == 0 {
 		return // nothing is recorded, or no conversation to follow
 	}
 	at := placeOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
@@ -259,7 +259,7 @@ const maxKeptUser = 64 << 10
 // only a Responses loop chained by id needs it, and only a bounded one is
 // kept (a conversation must stay small).
 func keptUser(ch *chat) string {
-	if !ch.d.chainsByID() || len(ch.user) > maxKeptUser {
+	if ch.d != openAIResponses || len(ch.user) > maxKeptUser {
 		return ""
 	}
 	return ch.user

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,9 +49,15 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 		ModifyResponse: func(res *http.Response) error {
 			dropCORS(res.Header)
 			body := res.Body
-			if s.StripThink && d.stripsThink() && tee != nil && res.StatusCode == http.StatusOK {
+			if s.StripThink && tee != nil && res.StatusCode == http.StatusOK {
 				// Before the tee: what is stored is what the client sees.
-				body = d.withoutThink(body, res.Header.Get("Content-Type"))
+				ct := res.Header.Get("Content-Type")
+				switch d {
+				case ollamaChat, ollamaGenerate:
+					body = newThinkNDJSON(body, strings.HasPrefix(ct, "application/x-ndjson"))
+				case openAIChat:
+					body = newThinkSSE(body, strings.HasPrefix(ct, "text/event-stream"))
+				}
 				res.Header.Del("Content-Length")
 				res.ContentLength = -1
 			}

@@ -223,11 +223,11 @@ func (s *Server) route(ch *chat) (plan, error) {
 	model := ch.req.model()
 	p := plan{model: model, cloud: s.cloudModel(model), up: s.ollama, memory: !s.keepsMemoryLocal(model)}
 	switch {
-	case p.cloud && !ch.d.servesCloud():
+	case p.cloud && ch.d == anthropicMessages:
 		return plan{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on /api/chat, /api/generate, /v1/chat/completions and /v1/responses, not on /v1/messages", model), nil)
 	case p.cloud:
 		p.up = upstream{url: s.Cloud.URL(), transport: s.Cloud, name: "cloud"}
-	case s.FallbackModel != "" && !ch.untouched && ch.d.servesCloud():
+	case s.FallbackModel != "" && !ch.untouched && ch.d != anthropicMessages:
 		p.fallback = &plan{model: s.FallbackModel, cloud: true, memory: !s.KeepMemoryLocal}
 		p.up = upstream{url: s.ollama.url, transport: &fallback{s: s, own: ch.body, asked: model, memory: p.fallback.memory}}
 	}
@@ -264,7 +264,7 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		ch.forgetting = kind == memory.Forget
 	}
 	record = record && !ch.forgetting
-	strip := s.StripThink && ch.d.stripsThink()
+	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate || ch.d == openAIChat)
 	if !record && !strip && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
