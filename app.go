@@ -18,6 +18,7 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
 	"github.com/vera-proxy/vera/ollama"
@@ -27,7 +28,7 @@ import (
 	"github.com/vera-proxy/vera/proxy/vram"
 )
 
-var _ admin.Withdrawer = (*proxy.Server)(nil)
+var _ admin.Withdrawer = (*conversation.Set)(nil)
 
 // appOptions chooses the parts a command needs beyond the Ollama client
 // and the embedder, which every app has.
@@ -69,6 +70,9 @@ type app struct {
 	qdrant *qdrant.Store
 
 	prompts *prompts.Dir
+	// convs are the running conversations, shared by the proxy and the
+	// admin routes; nil until server builds them.
+	convs   *conversation.Set
 	gate    *memory.Gate
 	writer  *memory.Writer
 	builder *memory.Builder
@@ -321,6 +325,8 @@ func (a *app) server() (*proxy.Server, error) {
 	cfg, logger := a.cfg, a.logger
 	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
 	srv.Ollama = a.ollama // one client for Ollama's API in the process
+	a.convs = conversation.New(0)
+	srv.Conversations = a.convs // the admin routes reach them too (attach)
 	adm := admin.New(version, a.ollama)
 	adm.Token, adm.TrustLoopback = cfg.Server.AdminToken, cfg.Server.TrustLoopback
 	srv.Own = adm.Mount
@@ -386,7 +392,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	srv.Commands = a.commands
 	adm.MemoryHealth = a.health
 	adm.Memories = a.adminMemories()
-	adm.Memories.Conversations = srv
+	adm.Memories.Conversations = a.convs
 	adm.Curator = a.curator
 	if a.sched != nil {
 		adm.CuratorSchedule = a.cfg.CuratorSpec

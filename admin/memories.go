@@ -38,9 +38,10 @@ type Memories struct {
 }
 
 // Withdrawer takes memories out of the conversations whose kept prompt
-// carries them: with ns and no ids, every memory of the namespace.
+// carries them (with ns and no ids, every memory of the namespace), and
+// tells how many conversations will rebuild.
 type Withdrawer interface {
-	Withdraw(ns string, ids ...string)
+	Withdraw(ns string, ids ...string) int
 }
 
 // withdraw tells the conversations, when there are any.

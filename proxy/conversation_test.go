@@ -10,123 +10,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/conversation"
 )
-
-func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
-	cs := newConversations(2)
-	a := cs.start("a", false)
-	cs.alias(a, "a2")
-	b := cs.start("b", false)
-	require.Same(t, a, cs.get("a")) // a is now the most recent
-	c := cs.start("c", false)
-	assert.Nil(t, cs.get("b"), "b was the least recently used")
-	assert.Same(t, a, cs.get("a2"), "a is known by both its keys")
-	assert.Same(t, c, cs.get("c"))
-	_ = b
-	cs.start("d", false)
-	assert.Nil(t, cs.get("a"))
-	assert.Nil(t, cs.get("a2"), "an evicted conversation's every key goes with it")
-	assert.Equal(t, 2, cs.order.Len())
-	assert.Len(t, cs.keys, 2)
-}
-
-func TestConversationsStayBounded(t *testing.T) {
-	cs := newConversations(100)
-	for i := range 10000 {
-		cv := cs.start(fmt.Sprint("first", i), false)
-		cs.alias(cv, fmt.Sprint("answer", i))
-		cs.alias(cv, fmt.Sprint("response", i))
-	}
-	assert.Equal(t, 100, cs.order.Len())
-	assert.Len(t, cs.keys, 300)
-}
-
-// A first turn asked again starts a new conversation, which keeps the
-// turns recorded under its key: a regenerate of a first turn replaces it.
-func TestStartKeepsTheTurnsRecordedUnderTheKey(t *testing.T) {
-	cs := newConversations(0)
-	now := time.Now()
-	old := cs.start("k", false)
-	old.replace("p0", "turn-1", now, false)
-	cv := cs.start("k", false)
-	require.NotSame(t, old, cv)
-	assert.Equal(t, "turn-1", cv.replace("p0", "turn-2", now.Add(time.Minute), false))
-}
-
-// Without a chat id, a turn is taken for a regenerate or an edit only
-// within 10 minutes of the one it would replace; with an id, at any time.
-func TestReplaceWindow(t *testing.T) {
-	now := time.Now()
-	cv := &conversation{}
-	assert.Empty(t, cv.replace("p", "t1", now, false), "nothing recorded there yet")
-	assert.Equal(t, "t1", cv.replace("p", "t2", now.Add(9*time.Minute), false))
-	assert.Empty(t, cv.replace("p", "t3", now.Add(20*time.Minute), false), "11 minutes later: a new question")
-	assert.Empty(t, cv.replace("q", "t4", now, false), "another point")
-	assert.Equal(t, "t3", cv.replace("p", "t5", now.Add(48*time.Hour), true), "a chat id: any time")
-	for i := range 200 {
-		cv.replace(fmt.Sprint("point", i), "x", now, true)
-	}
-	assert.Len(t, cv.turns, maxTurnsKept)
-}
-
-func TestPlaceOf(t *testing.T) {
-	msgs := func(ms ...string) []memory.Message {
-		var out []memory.Message
-		for i := 0; i+1 < len(ms); i += 2 {
-			out = append(out, memory.Message{Role: ms[i], Content: ms[i+1]})
-		}
-		return out
-	}
-	first := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi"))
-	assert.True(t, first.first)
-	require.NotNil(t, first.answerKey)
-	second := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
-	assert.False(t, second.first)
-	assert.Equal(t, first.answerKey("Hello!"), second.key, "known by its first message and the answer vera gave")
-	assert.Equal(t, second.key, first.answerKey("  Hello!\n"), "whitespace a client trims does not matter")
-	other := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hi there.", "user", "how are you?"))
-	assert.NotEqual(t, second.key, other.key, "two chats that begin alike are told apart by their answers")
-	bob := placeOf("bob", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
-	assert.NotEqual(t, second.key, bob.key, "never across namespaces")
-	assert.Equal(t, 1, second.user)
-
-	regen := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
-	edit := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how old are you?"))
-	assert.Equal(t, second.point, regen.point)
-	assert.Equal(t, second.point, edit.point, "an edit stands at the same point")
-	assert.NotEqual(t, second.userDigest, edit.userDigest)
-
-	loop := placeOf("alice", thread{firstUser: "hi", toolLoop: true}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?"),
-		memory.Message{Role: "assistant"}, memory.Message{Role: "tool", Content: "21C"}))
-	start := placeOf("alice", thread{firstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "weather?"))
-	assert.Equal(t, start.point, loop.point, "a tool loop's steps stand where its question does")
-	// A user message without text (an image) is a turn of its own.
-	image := placeOf("alice", thread{firstUser: "hi"}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?", "assistant", "Sunny."),
-		memory.Message{Role: "user"}))
-	assert.Equal(t, 2, image.user)
-	assert.NotEqual(t, start.point, image.point)
-
-	chat := placeOf("alice", thread{chatID: "c1", firstUser: "hi"}, msgs("user", "hi"))
-	assert.True(t, chat.strong)
-	assert.NotEqual(t, chat.key, placeOf("bob", thread{chatID: "c1", firstUser: "hi"}, msgs("user", "hi")).key)
-	resp := placeOf("alice", thread{previousResponseID: "resp_1"}, msgs("user", "and then?"))
-	assert.True(t, resp.strong)
-	assert.False(t, resp.first, "a request chained to an answer is a later turn")
-	assert.Equal(t, responseKey("alice", "resp_1"), resp.key)
-}
 
 func TestThreadOfReadsTheChatID(t *testing.T) {
 	r, _ := http.NewRequest("POST", "/api/chat", nil)
 	r.Header.Set("X-Chat", " c-42 ")
 	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
-	assert.Equal(t, thread{chatID: "c-42", firstUser: "hi"}, threadOf(chatIDOf(r, "X-Chat"), req), "the header memory.chat_id_header names")
+	assert.Equal(t, conversation.Thread{ChatID: "c-42", FirstUser: "hi"}, threadOf(chatIDOf(r, "X-Chat"), req), "the header memory.chat_id_header names")
 }
 
 // countingMemory counts recalls. A first turn gets a system layer naming
@@ -230,48 +127,10 @@ func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
 	}
 }
 
-func TestConversationKeysAndBytesStayBounded(t *testing.T) {
-	cs := newConversations(0)
-	cv := cs.start("first", false)
-	for i := range 1000 {
-		cs.alias(cv, fmt.Sprint("response", i))
-	}
-	assert.Len(t, cv.keys, maxKeys, "a long Responses session keeps its latest keys only")
-	assert.Len(t, cs.keys, maxKeys)
-	assert.Same(t, cv, cs.get("first"), "the first key stays")
-	assert.Same(t, cv, cs.get("response999"))
-
-	cs = newConversations(0)
-	cs.maxBytes = 1 << 20
-	big := strings.Repeat("a long system prompt ", 5000) // ~100 KB
-	for i := range 50 {
-		c := cs.start(fmt.Sprint("chat", i), true)
-		cs.update(c, func() { c.plan = &memory.Context{System: big} })
-	}
-	assert.LessOrEqual(t, cs.bytes, cs.maxBytes)
-	assert.Less(t, cs.order.Len(), 50, "the oldest went to stay within the bytes")
-	assert.NotNil(t, cs.get("chat49"))
-}
-
-// A first message asked again after its conversation went on is a new
-// chat: it does not take over the old one's turns (without an id).
-func TestStartAfterTheChatWentOn(t *testing.T) {
-	cs := newConversations(0)
-	now := time.Now()
-	old := cs.start("k", false)
-	old.replace("p0", "turn-1", now, false)
-	old.advanced = true
-	assert.Empty(t, cs.start("k", false).replace("p0", "turn-2", now, false))
-	old = cs.start("chat", true)
-	old.replace("p0", "turn-1", now, true)
-	old.advanced = true
-	assert.Equal(t, "turn-1", cs.start("chat", true).replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
-}
-
 func TestTemporaryChatIDsAreNotConversations(t *testing.T) {
 	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
-	assert.Empty(t, threadOf("local:Xy12socket", req).chatID, "Open WebUI's temporary chats share one id per browser tab")
+	assert.Empty(t, threadOf("local:Xy12socket", req).ChatID, "Open WebUI's temporary chats share one id per browser tab")
 }
 
 // A later turn whose user message has no text (an image) gets its block

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/conversation"
 )
 
 // layers decides what memory a chat gets, as a turn of its conversation
@@ -27,16 +28,16 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		// Memory off, or a prompt without history: no conversation.
 		return s.recall(c, mreq)
 	}
-	at := placeOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
-	ch.at, ch.gen = at, s.convs.generation()
-	if id := s.convs.replacing(at, time.Now()); id != "" {
+	at := conversation.PlaceOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
+	ch.at, ch.gen = at, s.convs.Generation()
+	if id := s.convs.Replacing(at, time.Now()); id != "" {
 		// A regenerate is not primed with the answer it replaces, nor an
 		// edit with the words taken back.
 		mreq.Exclude = map[string]bool{id: true}
 	}
-	var cv *conversation
-	if !at.first {
-		cv = s.convs.get(at.key)
+	var cv *conversation.Conversation
+	if !at.First {
+		cv = s.convs.Get(at.Key)
 	}
 	if last := s.toolLoopStep(ch, cv, &at); last != nil {
 		return last
@@ -45,9 +46,9 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 		return &memory.Context{} // chained to an answer vera forgot
 	}
 	var plan *memory.Context
-	var blocks []convBlock
+	var blocks []conversation.Block
 	if cv != nil && !s.RecallEveryTurn {
-		s.convs.locked(func() { plan, blocks = cv.plan, slices.Clone(cv.blocks) })
+		s.convs.Locked(func() { plan, blocks = cv.Plan, slices.Clone(cv.Blocks) })
 	}
 	if plan == nil {
 		return s.freshLayers(c, ch, cv, mreq, "")
@@ -58,21 +59,21 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 // toolLoopStep returns what the turn under way forwarded, for a later step
 // of its agent's tool loop: no new recall. nil when the request is none.
 // A step chained by id takes its question's point into at.
-func (s *Server) toolLoopStep(ch *chat, cv *conversation, at *place) *memory.Context {
-	if !at.toolLoop || cv == nil {
+func (s *Server) toolLoopStep(ch *chat, cv *conversation.Conversation, at *conversation.Place) *memory.Context {
+	if !at.ToolLoop || cv == nil {
 		return nil
 	}
 	var last *memory.Context
-	s.convs.locked(func() {
-		if at.chained {
+	s.convs.Locked(func() {
+		if at.Chained {
 			// Each step links to the step before by its id: the loop
 			// stands where its question did.
-			at.point = cv.point
+			at.Point = cv.Point
 		}
-		if cv.point == at.point {
-			last = cv.last
+		if cv.Point == at.Point {
+			last = cv.Last
 			if ch.user == "" {
-				ch.user = cv.user // a Responses loop chained by id
+				ch.user = cv.User // a Responses loop chained by id
 			}
 		}
 	})
@@ -85,8 +86,8 @@ func (s *Server) toolLoopStep(ch *chat, cv *conversation, at *place) *memory.Con
 // laterTurn keeps a later turn's plan and the blocks of the turns before,
 // adds a block of what became relevant now, and rebuilds the plan when the
 // system layer changed or the conversation outgrew its window.
-func (s *Server) laterTurn(c *gin.Context, ch *chat, cv *conversation, at place, mreq memory.Request, plan *memory.Context, blocks []convBlock) *memory.Context {
-	blocks, again := keptBlocks(blocks, ch.msgs, at)
+func (s *Server) laterTurn(c *gin.Context, ch *chat, cv *conversation.Conversation, at conversation.Place, mreq memory.Request, plan *memory.Context, blocks []conversation.Block) *memory.Context {
+	blocks, again := conversation.KeptBlocks(blocks, ch.msgs, at)
 	now := s.recall(c, laterRequest(mreq, plan, blocks))
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
@@ -100,20 +101,20 @@ func (s *Server) laterTurn(c *gin.Context, ch *chat, cv *conversation, at place,
 	switch {
 	case again != nil:
 		blocks = append(blocks, *again) // a regenerate: the same block again
-	case now.Block != "" && at.user >= 0:
-		blocks = append(blocks, convBlock{
-			Block:  memory.Block{User: at.user, Text: now.Block},
-			digest: at.userDigest, hits: now.Semantic, tokens: now.SemanticTokens,
+	case now.Block != "" && at.User >= 0:
+		blocks = append(blocks, conversation.Block{
+			Block:  memory.Block{User: at.User, Text: now.Block},
+			Digest: at.UserDigest, Hits: now.Semantic, Tokens: now.SemanticTokens,
 		})
 	}
-	out := withBlocks(plan, blocks)
+	out := conversation.WithBlocks(plan, blocks)
 	out.Err = now.Err
 	ch.conv = cv
-	s.convs.update(cv, func() {
-		cv.blocks, cv.last, cv.point, cv.user, cv.advanced = blocks, out, at.point, keptUser(ch), true
-		if s.convs.stale(ch.gen, ch.ns, out) {
+	s.convs.Update(cv, func() {
+		cv.Blocks, cv.Last, cv.Point, cv.User, cv.Advanced = blocks, out, at.Point, keptUser(ch), true
+		if s.convs.Stale(ch.gen, ch.ns, out) {
 			// A memory it carries was deleted during this recall.
-			cv.plan, cv.blocks, cv.last = nil, nil, nil
+			cv.Plan, cv.Blocks, cv.Last = nil, nil, nil
 		}
 	})
 	return out
@@ -122,7 +123,7 @@ func (s *Server) laterTurn(c *gin.Context, ch *chat, cv *conversation, at place,
 // laterRequest is a later turn's recall: only what is not in the prompt
 // yet (the plan's memories, the blocks' hits, and what mreq excludes),
 // with what the prompt already holds taking its part of the window.
-func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock) memory.Request {
+func laterRequest(mreq memory.Request, plan *memory.Context, blocks []conversation.Block) memory.Request {
 	exclude := maps.Clone(mreq.Exclude)
 	if exclude == nil {
 		exclude = map[string]bool{}
@@ -136,7 +137,7 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock)
 	}
 	for _, b := range blocks {
 		held = append(held, b.Text)
-		for _, h := range b.hits {
+		for _, h := range b.Hits {
 			exclude[h.ID] = true
 		}
 	}
@@ -151,90 +152,48 @@ func (s *Server) follow(ch *chat) {
 	if s.Recorder == nil || ch.off || ch.d == ollamaGenerate || len(ch.msgs) == 0 {
 		return // nothing is recorded, or no conversation to follow
 	}
-	at := placeOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
+	at := conversation.PlaceOf(ch.ns, threadOf(ch.chatID, ch.req), ch.msgs)
 	ch.at = at
-	var cv *conversation
-	if !at.first {
-		cv = s.convs.get(at.key)
+	var cv *conversation.Conversation
+	if !at.First {
+		cv = s.convs.Get(at.Key)
 	}
 	if cv == nil {
-		cv = s.convs.start(at.key, at.strong)
+		cv = s.convs.Start(at.Key, at.Strong)
 	}
 	ch.conv = cv
-	s.convs.update(cv, func() {
-		cv.point, cv.ns = at.point, ch.ns
-		cv.advanced = cv.advanced || !at.first
+	s.convs.Update(cv, func() {
+		cv.Point, cv.NS = at.Point, ch.ns
+		cv.Advanced = cv.Advanced || !at.First
 	})
 }
 
 // freshLayers chooses a chat's layers afresh and makes them its
 // conversation's plan (a rebuild says why).
-func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation, mreq memory.Request, why string) *memory.Context {
+func (s *Server) freshLayers(c *gin.Context, ch *chat, cv *conversation.Conversation, mreq memory.Request, why string) *memory.Context {
 	mc := s.recall(c, mreq)
 	if why != "" {
 		s.log.Debug("conversation plan rebuilt", slog.String("why", why), slog.String("request_id", c.GetString(requestIDKey)))
 	}
-	if cv == nil || ch.at.first {
-		cv = s.convs.start(ch.at.key, ch.at.strong)
+	if cv == nil || ch.at.First {
+		cv = s.convs.Start(ch.at.Key, ch.at.Strong)
 	}
 	ch.conv = cv
-	s.convs.update(cv, func() {
-		cv.plan, cv.blocks = nil, nil
+	s.convs.Update(cv, func() {
+		cv.Plan, cv.Blocks = nil, nil
 		if mc.Err == nil && !s.RecallEveryTurn {
 			// A plan made while memory failed would keep the conversation
 			// without memory: the next turn tries again.
-			cv.plan = mc
+			cv.Plan = mc
 		}
-		cv.last, cv.point, cv.user, cv.ns = mc, ch.at.point, keptUser(ch), ch.ns
-		cv.advanced = cv.advanced || !ch.at.first
-		if s.convs.stale(ch.gen, ch.ns, mc) {
+		cv.Last, cv.Point, cv.User, cv.NS = mc, ch.at.Point, keptUser(ch), ch.ns
+		cv.Advanced = cv.Advanced || !ch.at.First
+		if s.convs.Stale(ch.gen, ch.ns, mc) {
 			// A memory it carries was deleted during this recall.
-			cv.plan, cv.last = nil, nil
+			cv.Plan, cv.Last = nil, nil
 		}
 	})
 	return mc
-}
-
-// keptBlocks returns the blocks of earlier turns that still stand where
-// they were put (an edit of an earlier message drops its block and every
-// later one), and the block of the request's own user message when it is
-// asked again unchanged (a regenerate).
-func keptBlocks(blocks []convBlock, msgs []memory.Message, at place) (kept []convBlock, again *convBlock) {
-	users := map[int]string{}
-	n := 0
-	for _, m := range msgs {
-		if m.Role == "user" {
-			if n < at.user {
-				users[n] = messageDigest(m.Content)
-			}
-			n++
-		}
-	}
-	for i, b := range blocks {
-		switch {
-		case b.User < at.user && users[b.User] == b.digest:
-			kept = append(kept, b)
-			continue
-		case b.User == at.user && b.digest == at.userDigest:
-			again = &blocks[i]
-		}
-		break
-	}
-	return kept, again
-}
-
-// withBlocks returns plan with blocks in place, reporting their memories
-// with the plan's.
-func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
-	out := *plan
-	out.Semantic = slices.Clone(plan.Semantic)
-	out.Blocks = make([]memory.Block, len(blocks))
-	for i, b := range blocks {
-		out.Blocks[i] = b.Block
-		out.Semantic = append(out.Semantic, b.hits...)
-		out.SemanticTokens += b.tokens
-	}
-	return &out
 }
 
 // followAnswer returns the tee's onStep for a chat in a conversation: the
@@ -243,11 +202,11 @@ func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
 // answer's Responses id.
 func (s *Server) followAnswer(ch *chat) func(*answerTee) {
 	return func(t *answerTee) {
-		if answer := t.content.String(); ch.at.answerKey != nil && strings.TrimSpace(answer) != "" {
-			s.convs.alias(ch.conv, ch.at.answerKey(answer))
+		if answer := t.content.String(); ch.at.AnswerKey != nil && strings.TrimSpace(answer) != "" {
+			s.convs.Alias(ch.conv, ch.at.AnswerKey(answer))
 		}
 		if t.responseID != "" {
-			s.convs.alias(ch.conv, responseKey(ch.ns, t.responseID))
+			s.convs.Alias(ch.conv, conversation.ResponseKey(ch.ns, t.responseID))
 		}
 	}
 }

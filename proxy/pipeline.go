@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/conversation"
 )
 
 // chatRequest is what memory needs from a chat request, whichever dialect
@@ -78,8 +79,8 @@ type chat struct {
 	prefill string
 	// conv is the conversation the chat belongs to, and at is where in
 	// it; nil for a chat outside any (memory off, generate).
-	conv *conversation
-	at   place
+	conv *conversation.Conversation
+	at   conversation.Place
 	// forgetting: the chat asked to forget; it is not stored, or what it
 	// hid would come straight back.
 	forgetting bool
@@ -348,7 +349,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 			// A regenerate or an edit replaces the turn recorded at its
 			// place in the conversation.
 			t.ID = memory.NewID()
-			s.convs.locked(func() { t.Replaces = ch.conv.replace(ch.at.point, t.ID, t.Time, ch.at.strong) })
+			s.convs.Locked(func() { t.Replaces = ch.conv.Replace(ch.at.Point, t.ID, t.Time, ch.at.Strong) })
 		}
 		hctx, cancel := context.WithTimeout(ctx, maxHold)
 		defer cancel()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/proxy/vram"
 )
@@ -83,9 +84,9 @@ type Server struct {
 	// conversation's later turns keep its first turn's layers byte for
 	// byte, so that Ollama's prompt cache holds.
 	RecallEveryTurn bool
-	// Conversations bounds how many conversations are remembered between
-	// their turns; 0 means 2048.
-	Conversations int
+	// Conversations are the running conversations, which the admin
+	// routes reach too (memory/conversation); nil: a set of its own.
+	Conversations *conversation.Set
 	// Cloud serves the names in [cloud.models]; nil: no cloud models.
 	Cloud *cloud.Provider
 	// Routing sends virtual model names to tier models; nil: off.
@@ -129,7 +130,7 @@ type Server struct {
 	buffers      *bufferPool
 	client       *ollama.Client // Ollama's API: Ollama, or one made from New's address
 	windows      *ollama.ModelInfo
-	convs        *conversations
+	convs        *conversation.Set
 	// memoryDown is set while memory fails, so that the failure is logged
 	// once, when it starts, and its end once too.
 	memoryDown atomic.Bool
@@ -172,7 +173,10 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.client = oc
 	s.windows = ollama.NewModelInfo(oc)
-	s.convs = newConversations(s.Conversations)
+	s.convs = s.Conversations
+	if s.convs == nil {
+		s.convs = conversation.New(0)
+	}
 	s.origins, s.hosts = NewOrigins(s.AllowedOrigins), newHosts()
 	if a, ok := s.Listen.(*net.TCPAddr); ok && a.IP.IsLoopback() {
 		s.checkHost = true

@@ -4,20 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-)
 
-// thread is what tells which conversation a request belongs to, and where
-// in it the request is (Conversations): Open WebUI's chat id, the
-// Responses API's previous_response_id, the conversation's first user
-// message; and whether the request continues an agent's tool loop (its
-// last message is a tool result), which continues the turn of the last
-// user message rather than starting one.
-type thread struct {
-	chatID             string
-	previousResponseID string
-	firstUser          string
-	toolLoop           bool
-}
+	"github.com/vera-proxy/vera/memory/conversation"
+)
 
 // temporaryChat opens the chat id of every temporary chat of Open WebUI.
 const temporaryChat = "local:"
@@ -28,17 +17,17 @@ func chatIDOf(r *http.Request, header string) string {
 }
 
 // threadOf reads a request's thread, given its chat id.
-func threadOf(chatID string, req chatRequest) thread {
+func threadOf(chatID string, req chatRequest) conversation.Thread {
 	if strings.HasPrefix(chatID, temporaryChat) {
 		// Open WebUI's temporary chats are all "local:" + the browser
 		// tab's socket id: it names a tab, not a conversation.
 		chatID = ""
 	}
-	return thread{
-		chatID:             chatID,
-		previousResponseID: req.previousResponseID(),
-		firstUser:          req.firstUser(),
-		toolLoop:           req.toolLoop(),
+	return conversation.Thread{
+		ChatID:             chatID,
+		PreviousResponseID: req.previousResponseID(),
+		FirstUser:          req.firstUser(),
+		ToolLoop:           req.toolLoop(),
 	}
 }
 

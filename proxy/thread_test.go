@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/conversation"
 )
 
 // Each dialect tells what the conversations step needs: the first user
@@ -18,27 +19,27 @@ func TestThreadOfEachDialect(t *testing.T) {
 		name string
 		d    dialect
 		body string
-		want thread
+		want conversation.Thread
 	}{
 		{"chat", ollamaChat, `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"first"},{"role":"assistant","content":"a"},{"role":"user","content":"second"}]}`,
-			thread{firstUser: "first"}},
+			conversation.Thread{FirstUser: "first"}},
 		{"chat tool loop", ollamaChat, `{"model":"m","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"w","arguments":{}}}]},{"role":"tool","content":"12C"}]}`,
-			thread{firstUser: "weather?", toolLoop: true}},
+			conversation.Thread{FirstUser: "weather?", ToolLoop: true}},
 		{"openai tool loop", openAIChat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"weather?"}]},{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","tool_call_id":"1","content":"12C"}]}`,
-			thread{firstUser: "weather?", toolLoop: true}},
-		{"generate", ollamaGenerate, `{"model":"m","prompt":"hello"}`, thread{firstUser: "hello"}},
+			conversation.Thread{FirstUser: "weather?", ToolLoop: true}},
+		{"generate", ollamaGenerate, `{"model":"m","prompt":"hello"}`, conversation.Thread{FirstUser: "hello"}},
 		{"responses", openAIResponses, `{"model":"m","previous_response_id":"resp_9","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"c","output":"x"}]}`,
-			thread{firstUser: "hi", previousResponseID: "resp_9", toolLoop: true}},
+			conversation.Thread{FirstUser: "hi", PreviousResponseID: "resp_9", ToolLoop: true}},
 		{"messages tool loop", anthropicMessages, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"w","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"12C"}]}]}`,
-			thread{firstUser: "weather?", toolLoop: true}},
+			conversation.Thread{FirstUser: "weather?", ToolLoop: true}},
 		{"messages", anthropicMessages, `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}`,
-			thread{firstUser: "hello"}},
+			conversation.Thread{FirstUser: "hello"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := tc.d.parse([]byte(tc.body))
 			require.NoError(t, err)
-			tc.want.chatID = "chat-1"
+			tc.want.ChatID = "chat-1"
 			assert.Equal(t, tc.want, threadOf("chat-1", req))
 		})
 	}

@@ -1,0 +1,576 @@
+// Package conversation is what vera remembers of each chat between its
+// turns: which conversation a request belongs to and where in it it
+// stands, the layers forwarded at its first turn (its plan) and the
+// blocks later turns added, so that every later prompt starts with the
+// previous one; the turns recorded at each place, so that a regenerate or
+// an edit replaces the turn it redoes; and the withdrawal of deleted
+// memories from every kept prompt.
+package conversation
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// A Conversation is what vera remembers of one chat between its turns
+// (Conversations): the layers it forwarded at the first turn (its
+// plan), the memory blocks later turns added, and the turns it recorded, by
+// their Place in the chat. With them a later turn's prompt starts with the
+// previous prompt plus its answer, so Ollama's prompt cache evaluates only
+// what is new; a regenerate or an edit replaces the turn it redoes; and an
+// agent's tool loop reuses its turn's memory instead of recalling again.
+type Conversation struct {
+	keys []string // every key the conversation is known by
+	// plan is the layers chosen afresh at the conversation's first turn,
+	// or when it was rebuilt; nil until then.
+	Plan   *memory.Context
+	Blocks []Block
+	// user is the user text of the turn under way, for a Responses tool
+	// loop chained by previous_response_id (its requests carry none); at
+	// most maxKeptUser bytes.
+	User  string
+	Point string
+	// last is what the turn under way forwarded: the steps of its tool
+	// loop forward it again.
+	Last  *memory.Context
+	turns []recordedTurn // the latest turns recorded, oldest first
+	// advanced is set once a later turn came: a first message asked again
+	// is then a new chat, never a regenerate of this one's first turn.
+	Advanced bool
+	// size is what the conversation holds, in bytes, as last accounted.
+	size int
+	// ns is the conversation's namespace.
+	NS string
+}
+
+// holds reports whether the conversation's prompt carries one of ids, or
+// any memory at all when all is set.
+func (cv *Conversation) holds(ids map[string]bool, all bool) bool {
+	for _, mc := range []*memory.Context{cv.Plan, cv.Last} {
+		if mc == nil {
+			continue
+		}
+		for _, id := range mc.IDs() {
+			if all || ids[id] {
+				return true
+			}
+		}
+	}
+	for _, b := range cv.Blocks {
+		for _, h := range b.Hits {
+			if all || ids[h.ID] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withdrawal is one call of withdraw, kept so that a recall that was under
+// way meanwhile is not kept as a plan (stale).
+type withdrawal struct {
+	gen uint64
+	ns  string
+	ids map[string]bool
+}
+
+// maxWithdrawals bounds the withdrawals kept: a recall older than all of
+// them is taken as stale.
+const maxWithdrawals = 256
+
+// Generation is the withdrawal count now: a recall notes it when it
+// begins.
+func (cs *Set) Generation() uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.gen
+}
+
+// Stale reports whether a withdrawal since generation since touches
+// what the contexts carry (a memory of ids, or any memory of a forgotten
+// namespace ns): a recall under way when a memory was deleted must not
+// become a plan that replays it. cs.mu is held.
+func (cs *Set) Stale(since uint64, ns string, mcs ...*memory.Context) bool {
+	if since == cs.gen {
+		return false
+	}
+	if since < cs.floor {
+		return true
+	}
+	for _, w := range cs.withdrawals {
+		if w.gen <= since {
+			continue
+		}
+		for _, mc := range mcs {
+			if mc == nil {
+				continue
+			}
+			for _, id := range mc.IDs() {
+				if w.ids[id] || w.ns != "" && w.ns == ns {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Withdraw takes deleted or hidden memories out of the conversations
+// whose kept prompt carries them: each rebuilds its layers at its next
+// turn, without them. A deleted memory is never sent again, not even
+// inside a conversation's kept prefix. With ns set and no ids, every
+// conversation of that namespace that holds any memory rebuilds (a
+// namespace forgotten whole). It reports how many will rebuild.
+func (cs *Set) Withdraw(ns string, ids ...string) int {
+	set := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	if len(ids) > 0 {
+		ns = ""
+	}
+	return cs.withdraw(ns, set)
+}
+
+// withdraw drops the plan of every conversation whose prompt carries one
+// of ids, or, with ns set, any memory of that namespace.
+func (cs *Set) withdraw(ns string, ids map[string]bool) int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.gen++
+	cs.withdrawals = append(cs.withdrawals, withdrawal{gen: cs.gen, ns: ns, ids: ids})
+	if len(cs.withdrawals) > maxWithdrawals {
+		cs.floor = cs.withdrawals[0].gen
+		cs.withdrawals = slices.Delete(cs.withdrawals, 0, 1)
+	}
+	n := 0
+	for e := cs.order.Front(); e != nil; e = e.Next() {
+		cv := e.Value.(*Conversation)
+		if ns != "" && cv.NS != ns || !cv.holds(ids, ns != "") {
+			continue
+		}
+		cv.Plan, cv.Blocks, cv.Last = nil, nil, nil
+		n++
+	}
+	return n
+}
+
+// footprint estimates the bytes a conversation holds.
+func (cv *Conversation) footprint() int {
+	n := 256 + len(cv.User) + 64*len(cv.turns)
+	for _, k := range cv.keys {
+		n += len(k)
+	}
+	for _, mc := range []*memory.Context{cv.Plan, cv.Last} {
+		if mc == nil {
+			continue
+		}
+		n += len(mc.System) + 64*len(mc.Semantic)
+		for _, m := range mc.Recent {
+			n += len(m.Content)
+		}
+		for _, b := range mc.Blocks {
+			n += len(b.Text)
+		}
+	}
+	return n
+}
+
+// Block is a later turn's memory block, and the user message it is on.
+type Block struct {
+	memory.Block
+	Digest string // of the user message's text
+	Hits   []memory.Hit
+	Tokens int
+}
+
+// recordedTurn is a turn vera recorded at a Place in the conversation.
+type recordedTurn struct {
+	point string
+	id    string
+	at    time.Time
+}
+
+// maxTurnsKept bounds the recorded turns a conversation remembers: older
+// ones can no longer be regenerated in place.
+const maxTurnsKept = 64
+
+// replaceWindow is how long after a turn a request without a chat id or a
+// previous_response_id is taken for its regenerate or edit.
+const replaceWindow = 10 * time.Minute
+
+// Set is a bounded set of conversations, least recently used
+// first out. It is lost on restart, which costs each conversation one full
+// turn.
+type Set struct {
+	max      int
+	maxBytes int
+
+	mu    sync.Mutex
+	bytes int // the conversations' footprints, summed
+	// gen counts withdrawals; withdrawals holds the latest (at most
+	// maxWithdrawals), and floor is the count before the oldest kept.
+	gen         uint64
+	floor       uint64
+	withdrawals []withdrawal
+	order       *list.List               // *Conversation, most recently used first
+	keys        map[string]*list.Element // key → element of order
+}
+
+// defaultConversations is how many conversations are remembered when
+// New is given 0; maxConversationBytes bounds what they hold
+// together (a caller's system prompt can be long).
+const (
+	defaultConversations = 2048
+	maxConversationBytes = 64 << 20
+)
+
+// maxKeys bounds the keys one conversation is known by: every Responses
+// answer adds one, and only the latest are ever chained to.
+const maxKeys = 16
+
+func New(max int) *Set {
+	if max <= 0 {
+		max = defaultConversations
+	}
+	return &Set{max: max, maxBytes: maxConversationBytes, order: list.New(), keys: map[string]*list.Element{}}
+}
+
+// Get returns the conversation known by key, or nil.
+func (cs *Set) Get(key string) *Conversation {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	e, ok := cs.keys[key]
+	if !ok {
+		return nil
+	}
+	cs.order.MoveToFront(e)
+	return e.Value.(*Conversation)
+}
+
+// Start begins a conversation under key, in Place of the one known by it.
+// It keeps that one's recorded turns, so that a first turn asked again can
+// still replace the turn it redoes, when the key is an id (strong) or the
+// old conversation never went past its first turn.
+func (cs *Set) Start(key string, strong bool) *Conversation {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cv := &Conversation{}
+	if e, ok := cs.keys[key]; ok {
+		if old := e.Value.(*Conversation); strong || !old.Advanced {
+			cv.turns = append(cv.turns, old.turns...)
+		}
+		cs.unkey(e, key)
+	}
+	cs.add(cv, key)
+	return cv
+}
+
+// Alias makes cv known by key too.
+func (cs *Set) Alias(cv *Conversation, key string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if e, ok := cs.keys[key]; ok {
+		if e.Value == cv {
+			return
+		}
+		cs.unkey(e, key)
+	}
+	cs.add(cv, key)
+}
+
+// add files cv under key; cs.mu is held.
+func (cs *Set) add(cv *Conversation, key string) {
+	var e *list.Element
+	for _, k := range cv.keys {
+		if el, ok := cs.keys[k]; ok && el.Value == cv {
+			e = el
+			break
+		}
+	}
+	if e == nil {
+		e = cs.order.PushFront(cv)
+	}
+	cv.keys = append(cv.keys, key)
+	if len(cv.keys) > maxKeys {
+		// The oldest alias goes; the first key (an id, or the first
+		// message) stays.
+		if cs.keys[cv.keys[1]] == e {
+			delete(cs.keys, cv.keys[1])
+		}
+		cv.keys = append(cv.keys[:1], cv.keys[2:]...)
+	}
+	cs.order.MoveToFront(e)
+	cs.keys[key] = e
+	cs.account(cv)
+}
+
+// account updates the footprint of cv and forgets the least recently used
+// conversations while there are too many or they hold too much; cs.mu is
+// held.
+func (cs *Set) account(cv *Conversation) {
+	n := cv.footprint()
+	cs.bytes += n - cv.size
+	cv.size = n
+	for cs.order.Len() > cs.max || (cs.bytes > cs.maxBytes && cs.order.Len() > 1) {
+		last := cs.order.Back()
+		old := last.Value.(*Conversation)
+		for _, k := range old.keys {
+			if cs.keys[k] == last {
+				delete(cs.keys, k)
+			}
+		}
+		cs.bytes -= old.size
+		cs.order.Remove(last)
+	}
+}
+
+// unkey drops key from the conversation of e, and the conversation when
+// no key is left; cs.mu is held.
+func (cs *Set) unkey(e *list.Element, key string) {
+	delete(cs.keys, key)
+	cv := e.Value.(*Conversation)
+	for _, k := range cv.keys {
+		if cs.keys[k] == e {
+			return
+		}
+	}
+	cs.bytes -= cv.size
+	cs.order.Remove(e)
+}
+
+// Locked runs f with the conversations' lock held: a conversation's
+// fields are read and written only so.
+func (cs *Set) Locked(f func()) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	f()
+}
+
+// Update runs f on cv with the lock held, then accounts for what cv holds
+// now.
+func (cs *Set) Update(cv *Conversation, f func()) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	f()
+	for _, k := range cv.keys {
+		if e, ok := cs.keys[k]; ok && e.Value == cv {
+			cs.account(cv) // still remembered: not evicted meanwhile
+			return
+		}
+	}
+}
+
+// Replacing returns the id of the turn that a request at place, answered
+// now, would replace (a regenerate or an edit), "" for none: by the rules
+// of start and replace. That turn is never recalled into the request.
+func (cs *Set) Replacing(at Place, now time.Time) string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	e, ok := cs.keys[at.Key]
+	if !ok {
+		return ""
+	}
+	cv := e.Value.(*Conversation)
+	if at.First && !at.Strong && cv.Advanced {
+		return "" // a first message asked again after later turns: a new chat
+	}
+	for _, t := range cv.turns {
+		if t.point == at.Point && (at.Strong || now.Sub(t.at) < replaceWindow) {
+			return t.id
+		}
+	}
+	return ""
+}
+
+// Replace records that turn id was recorded at point, and returns the ID
+// of the turn it replaces there, if any: one recorded at the same point,
+// at any time when the conversation is identified by an id (strong), else
+// within replaceWindow. cs.mu is held.
+func (cv *Conversation) Replace(point, id string, now time.Time, strong bool) string {
+	var replaced string
+	for i, t := range cv.turns {
+		if t.point != point {
+			continue
+		}
+		if strong || now.Sub(t.at) < replaceWindow {
+			replaced = t.id
+		}
+		cv.turns = append(cv.turns[:i], cv.turns[i+1:]...)
+		break
+	}
+	cv.turns = append(cv.turns, recordedTurn{point: point, id: id, at: now})
+	if len(cv.turns) > maxTurnsKept {
+		cv.turns = cv.turns[len(cv.turns)-maxTurnsKept:]
+	}
+	return replaced
+}
+
+// Place is where a request stands in its conversation.
+type Place struct {
+	Key    string // the conversation's key
+	Strong bool   // identified by a chat id or previous_response_id
+	// First: no earlier answer in the request; its layers are chosen
+	// afresh.
+	First    bool
+	ToolLoop bool
+	// Chained: linked to the answer before by previous_response_id.
+	Chained bool
+	// Point identifies the history before the last user message: a
+	// request at the point of a recorded turn redoes it.
+	Point string
+	// User is the ordinal, among the request's user messages, of its last
+	// one (-1: none), and userDigest that message's digest.
+	User       int
+	UserDigest string
+	// AnswerKey, when set, makes a key of an answer: a conversation
+	// without an id is known by its first user message and the first
+	// answer vera gave to it.
+	AnswerKey func(answer string) string
+}
+
+// PlaceOf tells which conversation a request belongs to and where in it it
+// stands: by Open WebUI's chat id, else by the Responses API's
+// previous_response_id, else by the namespace, the first user message and
+// the first answer in the request.
+func PlaceOf(ns string, th Thread, msgs []memory.Message) Place {
+	p := Place{ToolLoop: th.ToolLoop, User: -1}
+	h := sha256.New()
+	users, last, firstAnswer, answered := 0, -1, "", false
+	for i, m := range msgs {
+		switch m.Role {
+		case "user": // tool results have role tool, whatever the dialect
+			last, p.User = i, users
+			users++
+		case "assistant":
+			answered = true
+			if firstAnswer == "" {
+				firstAnswer = m.Content
+			}
+		}
+	}
+	for _, m := range msgs[:max(last, 0)] {
+		writeMessage(h, m)
+	}
+	if last >= 0 {
+		p.UserDigest = messageDigest(msgs[last].Content)
+	}
+	// A tool loop's step continues a turn even when its calls are not
+	// messages (the Responses API's function_call items).
+	p.First = !answered && !th.ToolLoop && th.PreviousResponseID == ""
+	switch {
+	case th.ChatID != "":
+		p.Key, p.Strong = "chat\x00"+ns+"\x00"+th.ChatID, true
+	case th.PreviousResponseID != "":
+		p.Key, p.Strong, p.Chained = ResponseKey(ns, th.PreviousResponseID), true, true
+		fmt.Fprintf(h, "prev:%s", th.PreviousResponseID)
+	case firstAnswer != "":
+		p.Key = answerKey(ns, th.FirstUser, firstAnswer)
+	default:
+		first := th.FirstUser
+		p.Key = "first\x00" + ns + "\x00" + digest(normalize(first))
+		p.AnswerKey = func(answer string) string { return answerKey(ns, first, answer) }
+	}
+	p.Point = hex.EncodeToString(h.Sum(nil)[:16])
+	return p
+}
+
+func answerKey(ns, firstUser, answer string) string {
+	return "answer\x00" + ns + "\x00" + digest(normalize(firstUser)) + "\x00" + digest(normalize(answer))
+}
+
+func ResponseKey(ns, id string) string { return "response\x00" + ns + "\x00" + id }
+
+func writeMessage(h hash.Hash, m memory.Message) {
+	c := m.Content
+	if len(c) <= maxNormalized {
+		c = normalize(c)
+	}
+	fmt.Fprintf(h, "%s:%d:%s\n", m.Role, len(c), c)
+}
+
+// maxNormalized is the longest message whose spacing is normalised
+// before it is compared: normalising costs time in proportion to its size
+// on every turn, and no client re-spaces a message that long.
+const maxNormalized = 256 << 10
+
+// messageDigest identifies a message's text.
+func messageDigest(s string) string {
+	if len(s) <= maxNormalized {
+		s = normalize(s)
+	}
+	return digest(s)
+}
+
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}
+
+// normalize makes texts comparable across clients that trim or re-space
+// what they send back.
+func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// KeptBlocks returns the blocks of earlier turns that still stand where
+// they were put (an edit of an earlier message drops its block and every
+// later one), and the block of the request's own user message when it is
+// asked again unchanged (a regenerate).
+func KeptBlocks(blocks []Block, msgs []memory.Message, at Place) (kept []Block, again *Block) {
+	users := map[int]string{}
+	n := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			if n < at.User {
+				users[n] = messageDigest(m.Content)
+			}
+			n++
+		}
+	}
+	for i, b := range blocks {
+		switch {
+		case b.User < at.User && users[b.User] == b.Digest:
+			kept = append(kept, b)
+			continue
+		case b.User == at.User && b.Digest == at.UserDigest:
+			again = &blocks[i]
+		}
+		break
+	}
+	return kept, again
+}
+
+// WithBlocks returns plan with blocks in place, reporting their memories
+// with the plan's.
+func WithBlocks(plan *memory.Context, blocks []Block) *memory.Context {
+	out := *plan
+	out.Semantic = slices.Clone(plan.Semantic)
+	out.Blocks = make([]memory.Block, len(blocks))
+	for i, b := range blocks {
+		out.Blocks[i] = b.Block
+		out.Semantic = append(out.Semantic, b.Hits...)
+		out.SemanticTokens += b.Tokens
+	}
+	return &out
+}
+
+// Thread is what tells which conversation a request belongs to, and where
+// in it the request is (Conversations): Open WebUI's chat id, the
+// Responses API's previous_response_id, the conversation's first user
+// message; and whether the request continues an agent's tool loop (its
+// last message is a tool result), which continues the turn of the last
+// user message rather than starting one.
+type Thread struct {
+	ChatID             string
+	PreviousResponseID string
+	FirstUser          string
+	ToolLoop           bool
+}
