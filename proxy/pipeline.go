@@ -77,19 +77,15 @@ type chat struct {
 	// message (Open WebUI's "continue", Anthropic's prefill): the stored
 	// answer is it plus what comes back.
 	prefill string
-	// conv is the conversation the chat belongs to, and at is where in
-	// it; nil for a chat outside any (memory off, generate).
-	conv *conversation.Conversation
-	at   conversation.Place
+	// turn is the chat's turn in its conversation; nil for a chat outside
+	// any (memory off, generate).
+	turn *conversation.Turn
 	// forgetting: the chat asked to forget; it is not stored, or what it
 	// hid would come straight back.
 	forgetting bool
 	// commanded is the user text command parsed: one that came from the
 	// conversation since is parsed again before the turn is recorded.
 	commanded string
-	// gen is the conversations' withdrawal count when the chat's recall
-	// began (conversations.stale).
-	gen uint64
 	// plan is where the chat goes and what goes with it (route).
 	plan plan
 	// route is the tier decision, for the debug log; nil: not routed.
@@ -270,8 +266,8 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
-	if ch.conv != nil {
-		tee.onStep = s.followAnswer(ch)
+	if ch.turn != nil {
+		tee.onStep = func(t *answerTee) { s.convs.Answered(ch.turn, ch.ns, t.content.String(), t.responseID) }
 	}
 	if record && strings.TrimSpace(ch.user) != "" {
 		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.model(), User: ch.user})
@@ -345,11 +341,11 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 	return func(answer string) {
 		// Thinking is never stored, also when a model writes it inline.
 		t.Assistant, t.Time = stripThink(ch.prefill+answer), time.Now().UTC()
-		if ch.conv != nil {
+		if ch.turn != nil {
 			// A regenerate or an edit replaces the turn recorded at its
 			// place in the conversation.
 			t.ID = memory.NewID()
-			s.convs.Locked(func() { t.Replaces = ch.conv.Replace(ch.at.Point, t.ID, t.Time, ch.at.Strong) })
+			t.Replaces = s.convs.Record(ch.turn, t.ID, t.Time)
 		}
 		hctx, cancel := context.WithTimeout(ctx, maxHold)
 		defer cancel()

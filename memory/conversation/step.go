@@ -1,0 +1,254 @@
+package conversation
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Request is what the conversation step needs of a chat, whatever its
+// dialect.
+type Request struct {
+	NS     string
+	Thread Thread
+	Msgs   []memory.Message
+	// User is the user text the turn is stored with; a step of a
+	// Responses tool loop chained by id carries none (Turn.User).
+	User string
+	// KeepUser: the dialect chains requests by id, carrying no history;
+	// the turn's user text is kept (at most maxKeptUser bytes) for the
+	// loop's later steps.
+	KeepUser bool
+}
+
+// Step is how the step recalls: Recall chooses layers; EveryTurn chooses
+// them afresh on every turn (memory.stable_prefix = false); Rebuilt, when
+// set, hears why a conversation's plan was rebuilt.
+type Step struct {
+	Recall    func(memory.Request) *memory.Context
+	EveryTurn bool
+	Rebuilt   func(why string)
+}
+
+// Turn is a request's turn in its conversation: what recording its
+// answer (Record) and following it (Answered) need.
+type Turn struct {
+	conv *Conversation
+	at   Place
+	gen  uint64
+	// User is the turn's user text: its question's, for a step of a
+	// Responses loop chained by id.
+	User string
+}
+
+// maxKeptUser bounds the user text a conversation keeps between requests.
+const maxKeptUser = 64 << 10
+
+// Layers decides what memory a chat gets, as a turn of its conversation:
+//   - a first turn, a conversation forgotten, or any turn with EveryTurn:
+//     layers chosen afresh, which become the plan;
+//   - a step of an agent's tool loop: what its turn forwarded, again;
+//   - a later turn: the plan byte for byte, the blocks earlier turns added
+//     where they were, and a block of what became relevant now at the
+//     start of the user's message; the plan is rebuilt when the system
+//     layer's sources changed or the conversation outgrew the window.
+//
+// mreq is the chat's recall; the turn a regenerate or an edit replaces is
+// never recalled into it. The Turn is nil when the chat has no place in a
+// conversation (chained to an answer forgotten).
+func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Context, *Turn) {
+	at := PlaceOf(req.NS, req.Thread, req.Msgs)
+	t := &Turn{at: at, gen: cs.Generation(), User: req.User}
+	if id := cs.Replacing(at, time.Now()); id != "" {
+		// A regenerate is not primed with the answer it replaces, nor an
+		// edit with the words taken back.
+		mreq.Exclude = map[string]bool{id: true}
+	}
+	var cv *Conversation
+	if !at.First {
+		cv = cs.Get(at.Key)
+	}
+	if last := cs.toolLoopStep(t, cv, &at); last != nil {
+		return last, t
+	}
+	if len(req.Msgs) == 0 {
+		return &memory.Context{}, nil // chained to an answer forgotten
+	}
+	var plan *memory.Context
+	var blocks []Block
+	if cv != nil && !st.EveryTurn {
+		cs.Locked(func() { plan, blocks = cv.Plan, slices.Clone(cv.Blocks) })
+	}
+	if plan == nil {
+		return cs.fresh(req, t, cv, mreq, st, ""), t
+	}
+	return cs.later(req, t, cv, at, mreq, st, plan, blocks), t
+}
+
+// toolLoopStep returns what the turn under way forwarded, for a later step
+// of its agent's tool loop: no new recall. nil when the request is none.
+// A step chained by id takes its question's point into at.
+func (cs *Set) toolLoopStep(t *Turn, cv *Conversation, at *Place) *memory.Context {
+	if !at.ToolLoop || cv == nil {
+		return nil
+	}
+	var last *memory.Context
+	cs.Locked(func() {
+		if at.Chained {
+			// Each step links to the step before by its id: the loop
+			// stands where its question did.
+			at.Point = cv.Point
+		}
+		if cv.Point == at.Point {
+			last = cv.Last
+			if t.User == "" {
+				t.User = cv.User // a Responses loop chained by id
+			}
+		}
+	})
+	if last != nil {
+		t.conv, t.at = cv, *at
+	}
+	return last
+}
+
+// later keeps a later turn's plan and the blocks of the turns before, adds
+// a block of what became relevant now, and rebuilds the plan when the
+// system layer changed or the conversation outgrew its window.
+func (cs *Set) later(req Request, t *Turn, cv *Conversation, at Place, mreq memory.Request, st Step, plan *memory.Context, blocks []Block) *memory.Context {
+	blocks, again := KeptBlocks(blocks, req.Msgs, at)
+	now := st.Recall(laterRequest(mreq, plan, blocks))
+	switch {
+	case now.Err == nil && now.Sources != plan.Sources:
+		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
+	case now.Full:
+		// Leave an eighth of the window for the conversation to grow, or
+		// every next turn would rebuild again.
+		mreq.Reserve = mreq.ContextLength / 8
+		return cs.fresh(req, t, cv, mreq, st, "the conversation outgrew the context window")
+	}
+	switch {
+	case again != nil:
+		blocks = append(blocks, *again) // a regenerate: the same block again
+	case now.Block != "" && at.User >= 0:
+		blocks = append(blocks, Block{
+			Block:  memory.Block{User: at.User, Text: now.Block},
+			Digest: at.UserDigest, Hits: now.Semantic, Tokens: now.SemanticTokens,
+		})
+	}
+	out := WithBlocks(plan, blocks)
+	out.Err = now.Err
+	t.conv = cv
+	cs.Update(cv, func() {
+		cv.Blocks, cv.Last, cv.Point, cv.User, cv.Advanced = blocks, out, at.Point, keptUser(req, t.User), true
+		if cs.Stale(t.gen, req.NS, out) {
+			// A memory it carries was deleted during this recall.
+			cv.Plan, cv.Blocks, cv.Last = nil, nil, nil
+		}
+	})
+	return out
+}
+
+// laterRequest is a later turn's recall: only what is not in the prompt
+// yet (the plan's memories, the blocks' hits, and what mreq excludes),
+// with what the prompt already holds taking its part of the window.
+func laterRequest(mreq memory.Request, plan *memory.Context, blocks []Block) memory.Request {
+	exclude := maps.Clone(mreq.Exclude)
+	if exclude == nil {
+		exclude = map[string]bool{}
+	}
+	for _, id := range plan.IDs() {
+		exclude[id] = true
+	}
+	held := []string{plan.System}
+	for _, m := range plan.Recent {
+		held = append(held, m.Content)
+	}
+	for _, b := range blocks {
+		held = append(held, b.Text)
+		for _, h := range b.Hits {
+			exclude[h.ID] = true
+		}
+	}
+	mreq.Later, mreq.Exclude, mreq.Held = true, exclude, held
+	return mreq
+}
+
+// fresh chooses a chat's layers afresh and makes them its conversation's
+// plan (a rebuild says why).
+func (cs *Set) fresh(req Request, t *Turn, cv *Conversation, mreq memory.Request, st Step, why string) *memory.Context {
+	mc := st.Recall(mreq)
+	if why != "" && st.Rebuilt != nil {
+		st.Rebuilt(why)
+	}
+	if cv == nil || t.at.First {
+		cv = cs.Start(t.at.Key, t.at.Strong)
+	}
+	t.conv = cv
+	cs.Update(cv, func() {
+		cv.Plan, cv.Blocks = nil, nil
+		if mc.Err == nil && !st.EveryTurn {
+			// A plan made while memory failed would keep the conversation
+			// without memory: the next turn tries again.
+			cv.Plan = mc
+		}
+		cv.Last, cv.Point, cv.User, cv.NS = mc, t.at.Point, keptUser(req, t.User), req.NS
+		cv.Advanced = cv.Advanced || !t.at.First
+		if cs.Stale(t.gen, req.NS, mc) {
+			// A memory it carries was deleted during this recall.
+			cv.Plan, cv.Last = nil, nil
+		}
+	})
+	return mc
+}
+
+// Follow places a chat that gets no memory layers (its memory stays on
+// this machine) in its conversation, as Layers would: a regenerate or an
+// edit then replaces the turn it redoes, and a tool loop is stored once.
+func (cs *Set) Follow(req Request) *Turn {
+	at := PlaceOf(req.NS, req.Thread, req.Msgs)
+	var cv *Conversation
+	if !at.First {
+		cv = cs.Get(at.Key)
+	}
+	if cv == nil {
+		cv = cs.Start(at.Key, at.Strong)
+	}
+	cs.Update(cv, func() {
+		cv.Point, cv.NS = at.Point, req.NS
+		cv.Advanced = cv.Advanced || !at.First
+	})
+	return &Turn{conv: cv, at: at, User: req.User}
+}
+
+// Record notes that the turn's answer was recorded as turn id, and returns
+// the ID of the turn it replaces (a regenerate or an edit), if any.
+func (cs *Set) Record(t *Turn, id string, now time.Time) (replaces string) {
+	cs.Locked(func() { replaces = t.conv.Replace(t.at.Point, id, now, t.at.Strong) })
+	return replaces
+}
+
+// Answered makes the turn's conversation known by what the client will
+// send back with its next turn: the first answer given to its first
+// message, or the answer's Responses id.
+func (cs *Set) Answered(t *Turn, ns, answer, responseID string) {
+	if t.at.AnswerKey != nil && strings.TrimSpace(answer) != "" {
+		cs.Alias(t.conv, t.at.AnswerKey(answer))
+	}
+	if responseID != "" {
+		cs.Alias(t.conv, ResponseKey(ns, responseID))
+	}
+}
+
+// keptUser is the user text a conversation keeps for the turn under way:
+// only a loop chained by id needs it, and only a bounded one is kept (a
+// conversation must stay small).
+func keptUser(req Request, user string) string {
+	if !req.KeepUser || len(user) > maxKeptUser {
+		return ""
+	}
+	return user
+}
