@@ -21,19 +21,19 @@ import (
 	"github.com/vera-proxy/vera/memory"
 )
 
-// A Conversation is what vera remembers of one chat between its turns
+// A conversation is what vera remembers of one chat between its turns
 // (Conversations): the layers it forwarded at the first turn (its
 // plan), the memory blocks later turns added, and the turns it recorded, by
-// their Place in the chat. With them a later turn's prompt starts with the
+// their place in the chat. With them a later turn's prompt starts with the
 // previous prompt plus its answer, so Ollama's prompt cache evaluates only
 // what is new; a regenerate or an edit replaces the turn it redoes; and an
 // agent's tool loop reuses its turn's memory instead of recalling again.
-type Conversation struct {
+type conversation struct {
 	keys []string // every key the conversation is known by
 	// plan is the layers chosen afresh at the conversation's first turn,
 	// or when it was rebuilt; nil until then.
 	Plan   *memory.Context
-	Blocks []Block
+	Blocks []convBlock
 	// user is the user text of the turn under way, for a Responses tool
 	// loop chained by previous_response_id (its requests carry none); at
 	// most maxKeptUser bytes.
@@ -54,7 +54,7 @@ type Conversation struct {
 
 // holds reports whether the conversation's prompt carries one of ids, or
 // any memory at all when all is set.
-func (cv *Conversation) holds(ids map[string]bool, all bool) bool {
+func (cv *conversation) holds(ids map[string]bool, all bool) bool {
 	for _, mc := range []*memory.Context{cv.Plan, cv.Last} {
 		if mc == nil {
 			continue
@@ -87,19 +87,19 @@ type withdrawal struct {
 // them is taken as stale.
 const maxWithdrawals = 256
 
-// Generation is the withdrawal count now: a recall notes it when it
+// generation is the withdrawal count now: a recall notes it when it
 // begins.
-func (cs *Set) Generation() uint64 {
+func (cs *Set) generation() uint64 {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return cs.gen
 }
 
-// Stale reports whether a withdrawal since generation since touches
+// stale reports whether a withdrawal since generation since touches
 // what the contexts carry (a memory of ids, or any memory of a forgotten
 // namespace ns): a recall under way when a memory was deleted must not
 // become a plan that replays it. cs.mu is held.
-func (cs *Set) Stale(since uint64, ns string, mcs ...*memory.Context) bool {
+func (cs *Set) stale(since uint64, ns string, mcs ...*memory.Context) bool {
 	if since == cs.gen {
 		return false
 	}
@@ -154,7 +154,7 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 	}
 	n := 0
 	for e := cs.order.Front(); e != nil; e = e.Next() {
-		cv := e.Value.(*Conversation)
+		cv := e.Value.(*conversation)
 		if ns != "" && cv.NS != ns || !cv.holds(ids, ns != "") {
 			continue
 		}
@@ -165,7 +165,7 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 }
 
 // footprint estimates the bytes a conversation holds.
-func (cv *Conversation) footprint() int {
+func (cv *conversation) footprint() int {
 	n := 256 + len(cv.User) + 64*len(cv.turns)
 	for _, k := range cv.keys {
 		n += len(k)
@@ -185,15 +185,15 @@ func (cv *Conversation) footprint() int {
 	return n
 }
 
-// Block is a later turn's memory block, and the user message it is on.
-type Block struct {
+// convBlock is a later turn's memory block, and the user message it is on.
+type convBlock struct {
 	memory.Block
 	Digest string // of the user message's text
 	Hits   []memory.Hit
 	Tokens int
 }
 
-// recordedTurn is a turn vera recorded at a Place in the conversation.
+// recordedTurn is a turn vera recorded at a place in the conversation.
 type recordedTurn struct {
 	point string
 	id    string
@@ -222,7 +222,7 @@ type Set struct {
 	gen         uint64
 	floor       uint64
 	withdrawals []withdrawal
-	order       *list.List               // *Conversation, most recently used first
+	order       *list.List               // *conversation, most recently used first
 	keys        map[string]*list.Element // key → element of order
 }
 
@@ -245,8 +245,8 @@ func New(max int) *Set {
 	return &Set{max: max, maxBytes: maxConversationBytes, order: list.New(), keys: map[string]*list.Element{}}
 }
 
-// Get returns the conversation known by key, or nil.
-func (cs *Set) Get(key string) *Conversation {
+// get returns the conversation known by key, or nil.
+func (cs *Set) get(key string) *conversation {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	e, ok := cs.keys[key]
@@ -254,19 +254,19 @@ func (cs *Set) Get(key string) *Conversation {
 		return nil
 	}
 	cs.order.MoveToFront(e)
-	return e.Value.(*Conversation)
+	return e.Value.(*conversation)
 }
 
-// Start begins a conversation under key, in Place of the one known by it.
+// start begins a conversation under key, in place of the one known by it.
 // It keeps that one's recorded turns, so that a first turn asked again can
 // still replace the turn it redoes, when the key is an id (strong) or the
 // old conversation never went past its first turn.
-func (cs *Set) Start(key string, strong bool) *Conversation {
+func (cs *Set) start(key string, strong bool) *conversation {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cv := &Conversation{}
+	cv := &conversation{}
 	if e, ok := cs.keys[key]; ok {
-		if old := e.Value.(*Conversation); strong || !old.Advanced {
+		if old := e.Value.(*conversation); strong || !old.Advanced {
 			cv.turns = append(cv.turns, old.turns...)
 		}
 		cs.unkey(e, key)
@@ -275,8 +275,8 @@ func (cs *Set) Start(key string, strong bool) *Conversation {
 	return cv
 }
 
-// Alias makes cv known by key too.
-func (cs *Set) Alias(cv *Conversation, key string) {
+// alias makes cv known by key too.
+func (cs *Set) alias(cv *conversation, key string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if e, ok := cs.keys[key]; ok {
@@ -289,7 +289,7 @@ func (cs *Set) Alias(cv *Conversation, key string) {
 }
 
 // add files cv under key; cs.mu is held.
-func (cs *Set) add(cv *Conversation, key string) {
+func (cs *Set) add(cv *conversation, key string) {
 	var e *list.Element
 	for _, k := range cv.keys {
 		if el, ok := cs.keys[k]; ok && el.Value == cv {
@@ -317,13 +317,13 @@ func (cs *Set) add(cv *Conversation, key string) {
 // account updates the footprint of cv and forgets the least recently used
 // conversations while there are too many or they hold too much; cs.mu is
 // held.
-func (cs *Set) account(cv *Conversation) {
+func (cs *Set) account(cv *conversation) {
 	n := cv.footprint()
 	cs.bytes += n - cv.size
 	cv.size = n
 	for cs.order.Len() > cs.max || (cs.bytes > cs.maxBytes && cs.order.Len() > 1) {
 		last := cs.order.Back()
-		old := last.Value.(*Conversation)
+		old := last.Value.(*conversation)
 		for _, k := range old.keys {
 			if cs.keys[k] == last {
 				delete(cs.keys, k)
@@ -338,7 +338,7 @@ func (cs *Set) account(cv *Conversation) {
 // no key is left; cs.mu is held.
 func (cs *Set) unkey(e *list.Element, key string) {
 	delete(cs.keys, key)
-	cv := e.Value.(*Conversation)
+	cv := e.Value.(*conversation)
 	for _, k := range cv.keys {
 		if cs.keys[k] == e {
 			return
@@ -348,17 +348,17 @@ func (cs *Set) unkey(e *list.Element, key string) {
 	cs.order.Remove(e)
 }
 
-// Locked runs f with the conversations' lock held: a conversation's
+// locked runs f with the conversations' lock held: a conversation's
 // fields are read and written only so.
-func (cs *Set) Locked(f func()) {
+func (cs *Set) locked(f func()) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	f()
 }
 
-// Update runs f on cv with the lock held, then accounts for what cv holds
+// update runs f on cv with the lock held, then accounts for what cv holds
 // now.
-func (cs *Set) Update(cv *Conversation, f func()) {
+func (cs *Set) update(cv *conversation, f func()) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	f()
@@ -370,17 +370,17 @@ func (cs *Set) Update(cv *Conversation, f func()) {
 	}
 }
 
-// Replacing returns the id of the turn that a request at place, answered
+// replacing returns the id of the turn that a request at place, answered
 // now, would replace (a regenerate or an edit), "" for none: by the rules
 // of start and replace. That turn is never recalled into the request.
-func (cs *Set) Replacing(at Place, now time.Time) string {
+func (cs *Set) replacing(at place, now time.Time) string {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	e, ok := cs.keys[at.Key]
 	if !ok {
 		return ""
 	}
-	cv := e.Value.(*Conversation)
+	cv := e.Value.(*conversation)
 	if at.First && !at.Strong && cv.Advanced {
 		return "" // a first message asked again after later turns: a new chat
 	}
@@ -392,11 +392,11 @@ func (cs *Set) Replacing(at Place, now time.Time) string {
 	return ""
 }
 
-// Replace records that turn id was recorded at point, and returns the ID
+// replace records that turn id was recorded at point, and returns the ID
 // of the turn it replaces there, if any: one recorded at the same point,
 // at any time when the conversation is identified by an id (strong), else
 // within replaceWindow. cs.mu is held.
-func (cv *Conversation) Replace(point, id string, now time.Time, strong bool) string {
+func (cv *conversation) replace(point, id string, now time.Time, strong bool) string {
 	var replaced string
 	for i, t := range cv.turns {
 		if t.point != point {
@@ -415,8 +415,8 @@ func (cv *Conversation) Replace(point, id string, now time.Time, strong bool) st
 	return replaced
 }
 
-// Place is where a request stands in its conversation.
-type Place struct {
+// place is where a request stands in its conversation.
+type place struct {
 	Key    string // the conversation's key
 	Strong bool   // identified by a chat id or previous_response_id
 	// First: no earlier answer in the request; its layers are chosen
@@ -438,12 +438,12 @@ type Place struct {
 	AnswerKey func(answer string) string
 }
 
-// PlaceOf tells which conversation a request belongs to and where in it it
+// placeOf tells which conversation a request belongs to and where in it it
 // stands: by Open WebUI's chat id, else by the Responses API's
 // previous_response_id, else by the namespace, the first user message and
 // the first answer in the request.
-func PlaceOf(ns string, th Thread, msgs []memory.Message) Place {
-	p := Place{ToolLoop: th.ToolLoop, User: -1}
+func placeOf(ns string, th Thread, msgs []memory.Message) place {
+	p := place{ToolLoop: th.ToolLoop, User: -1}
 	h := sha256.New()
 	users, last, firstAnswer, answered := 0, -1, "", false
 	for i, m := range msgs {
@@ -471,7 +471,7 @@ func PlaceOf(ns string, th Thread, msgs []memory.Message) Place {
 	case th.ChatID != "":
 		p.Key, p.Strong = "chat\x00"+ns+"\x00"+th.ChatID, true
 	case th.PreviousResponseID != "":
-		p.Key, p.Strong, p.Chained = ResponseKey(ns, th.PreviousResponseID), true, true
+		p.Key, p.Strong, p.Chained = responseKey(ns, th.PreviousResponseID), true, true
 		fmt.Fprintf(h, "prev:%s", th.PreviousResponseID)
 	case firstAnswer != "":
 		p.Key = answerKey(ns, th.FirstUser, firstAnswer)
@@ -488,7 +488,7 @@ func answerKey(ns, firstUser, answer string) string {
 	return "answer\x00" + ns + "\x00" + digest(normalize(firstUser)) + "\x00" + digest(normalize(answer))
 }
 
-func ResponseKey(ns, id string) string { return "response\x00" + ns + "\x00" + id }
+func responseKey(ns, id string) string { return "response\x00" + ns + "\x00" + id }
 
 func writeMessage(h hash.Hash, m memory.Message) {
 	c := m.Content
@@ -520,11 +520,11 @@ func digest(s string) string {
 // what they send back.
 func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// KeptBlocks returns the blocks of earlier turns that still stand where
+// keptBlocks returns the blocks of earlier turns that still stand where
 // they were put (an edit of an earlier message drops its block and every
 // later one), and the block of the request's own user message when it is
 // asked again unchanged (a regenerate).
-func KeptBlocks(blocks []Block, msgs []memory.Message, at Place) (kept []Block, again *Block) {
+func keptBlocks(blocks []convBlock, msgs []memory.Message, at place) (kept []convBlock, again *convBlock) {
 	users := map[int]string{}
 	n := 0
 	for _, m := range msgs {
@@ -548,9 +548,9 @@ func KeptBlocks(blocks []Block, msgs []memory.Message, at Place) (kept []Block, 
 	return kept, again
 }
 
-// WithBlocks returns plan with blocks in place, reporting their memories
+// withBlocks returns plan with blocks in place, reporting their memories
 // with the plan's.
-func WithBlocks(plan *memory.Context, blocks []Block) *memory.Context {
+func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
 	out := *plan
 	out.Semantic = slices.Clone(plan.Semantic)
 	out.Blocks = make([]memory.Block, len(blocks))

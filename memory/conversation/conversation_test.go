@@ -14,18 +14,18 @@ import (
 
 func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
 	cs := New(2)
-	a := cs.Start("a", false)
-	cs.Alias(a, "a2")
-	b := cs.Start("b", false)
-	require.Same(t, a, cs.Get("a")) // a is now the most recent
-	c := cs.Start("c", false)
-	assert.Nil(t, cs.Get("b"), "b was the least recently used")
-	assert.Same(t, a, cs.Get("a2"), "a is known by both its keys")
-	assert.Same(t, c, cs.Get("c"))
+	a := cs.start("a", false)
+	cs.alias(a, "a2")
+	b := cs.start("b", false)
+	require.Same(t, a, cs.get("a")) // a is now the most recent
+	c := cs.start("c", false)
+	assert.Nil(t, cs.get("b"), "b was the least recently used")
+	assert.Same(t, a, cs.get("a2"), "a is known by both its keys")
+	assert.Same(t, c, cs.get("c"))
 	_ = b
-	cs.Start("d", false)
-	assert.Nil(t, cs.Get("a"))
-	assert.Nil(t, cs.Get("a2"), "an evicted conversation's every key goes with it")
+	cs.start("d", false)
+	assert.Nil(t, cs.get("a"))
+	assert.Nil(t, cs.get("a2"), "an evicted conversation's every key goes with it")
 	assert.Equal(t, 2, cs.order.Len())
 	assert.Len(t, cs.keys, 2)
 }
@@ -33,9 +33,9 @@ func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
 func TestConversationsStayBounded(t *testing.T) {
 	cs := New(100)
 	for i := range 10000 {
-		cv := cs.Start(fmt.Sprint("first", i), false)
-		cs.Alias(cv, fmt.Sprint("answer", i))
-		cs.Alias(cv, fmt.Sprint("response", i))
+		cv := cs.start(fmt.Sprint("first", i), false)
+		cs.alias(cv, fmt.Sprint("answer", i))
+		cs.alias(cv, fmt.Sprint("response", i))
 	}
 	assert.Equal(t, 100, cs.order.Len())
 	assert.Len(t, cs.keys, 300)
@@ -46,25 +46,25 @@ func TestConversationsStayBounded(t *testing.T) {
 func TestStartKeepsTheTurnsRecordedUnderTheKey(t *testing.T) {
 	cs := New(0)
 	now := time.Now()
-	old := cs.Start("k", false)
-	old.Replace("p0", "turn-1", now, false)
-	cv := cs.Start("k", false)
+	old := cs.start("k", false)
+	old.replace("p0", "turn-1", now, false)
+	cv := cs.start("k", false)
 	require.NotSame(t, old, cv)
-	assert.Equal(t, "turn-1", cv.Replace("p0", "turn-2", now.Add(time.Minute), false))
+	assert.Equal(t, "turn-1", cv.replace("p0", "turn-2", now.Add(time.Minute), false))
 }
 
 // Without a chat id, a turn is taken for a regenerate or an edit only
 // within 10 minutes of the one it would replace; with an id, at any time.
 func TestReplaceWindow(t *testing.T) {
 	now := time.Now()
-	cv := &Conversation{}
-	assert.Empty(t, cv.Replace("p", "t1", now, false), "nothing recorded there yet")
-	assert.Equal(t, "t1", cv.Replace("p", "t2", now.Add(9*time.Minute), false))
-	assert.Empty(t, cv.Replace("p", "t3", now.Add(20*time.Minute), false), "11 minutes later: a new question")
-	assert.Empty(t, cv.Replace("q", "t4", now, false), "another point")
-	assert.Equal(t, "t3", cv.Replace("p", "t5", now.Add(48*time.Hour), true), "a chat id: any time")
+	cv := &conversation{}
+	assert.Empty(t, cv.replace("p", "t1", now, false), "nothing recorded there yet")
+	assert.Equal(t, "t1", cv.replace("p", "t2", now.Add(9*time.Minute), false))
+	assert.Empty(t, cv.replace("p", "t3", now.Add(20*time.Minute), false), "11 minutes later: a new question")
+	assert.Empty(t, cv.replace("q", "t4", now, false), "another point")
+	assert.Equal(t, "t3", cv.replace("p", "t5", now.Add(48*time.Hour), true), "a chat id: any time")
 	for i := range 200 {
-		cv.Replace(fmt.Sprint("point", i), "x", now, true)
+		cv.replace(fmt.Sprint("point", i), "x", now, true)
 	}
 	assert.Len(t, cv.turns, maxTurnsKept)
 }
@@ -77,65 +77,65 @@ func TestPlaceOf(t *testing.T) {
 		}
 		return out
 	}
-	first := PlaceOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi"))
+	first := placeOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi"))
 	assert.True(t, first.First)
 	require.NotNil(t, first.AnswerKey)
-	second := PlaceOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
+	second := placeOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
 	assert.False(t, second.First)
 	assert.Equal(t, first.AnswerKey("Hello!"), second.Key, "known by its first message and the answer vera gave")
 	assert.Equal(t, second.Key, first.AnswerKey("  Hello!\n"), "whitespace a client trims does not matter")
-	other := PlaceOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hi there.", "user", "how are you?"))
+	other := placeOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hi there.", "user", "how are you?"))
 	assert.NotEqual(t, second.Key, other.Key, "two chats that begin alike are told apart by their answers")
-	bob := PlaceOf("bob", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
+	bob := placeOf("bob", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
 	assert.NotEqual(t, second.Key, bob.Key, "never across namespaces")
 	assert.Equal(t, 1, second.User)
 
-	regen := PlaceOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
-	edit := PlaceOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how old are you?"))
+	regen := placeOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how are you?"))
+	edit := placeOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "how old are you?"))
 	assert.Equal(t, second.Point, regen.Point)
 	assert.Equal(t, second.Point, edit.Point, "an edit stands at the same point")
 	assert.NotEqual(t, second.UserDigest, edit.UserDigest)
 
-	loop := PlaceOf("alice", Thread{FirstUser: "hi", ToolLoop: true}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?"),
+	loop := placeOf("alice", Thread{FirstUser: "hi", ToolLoop: true}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?"),
 		memory.Message{Role: "assistant"}, memory.Message{Role: "tool", Content: "21C"}))
-	start := PlaceOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "weather?"))
+	start := placeOf("alice", Thread{FirstUser: "hi"}, msgs("user", "hi", "assistant", "Hello!", "user", "weather?"))
 	assert.Equal(t, start.Point, loop.Point, "a tool loop's steps stand where its question does")
 	// A user message without text (an image) is a turn of its own.
-	image := PlaceOf("alice", Thread{FirstUser: "hi"}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?", "assistant", "Sunny."),
+	image := placeOf("alice", Thread{FirstUser: "hi"}, append(msgs("user", "hi", "assistant", "Hello!", "user", "weather?", "assistant", "Sunny."),
 		memory.Message{Role: "user"}))
 	assert.Equal(t, 2, image.User)
 	assert.NotEqual(t, start.Point, image.Point)
 
-	chat := PlaceOf("alice", Thread{ChatID: "c1", FirstUser: "hi"}, msgs("user", "hi"))
+	chat := placeOf("alice", Thread{ChatID: "c1", FirstUser: "hi"}, msgs("user", "hi"))
 	assert.True(t, chat.Strong)
-	assert.NotEqual(t, chat.Key, PlaceOf("bob", Thread{ChatID: "c1", FirstUser: "hi"}, msgs("user", "hi")).Key)
-	resp := PlaceOf("alice", Thread{PreviousResponseID: "resp_1"}, msgs("user", "and then?"))
+	assert.NotEqual(t, chat.Key, placeOf("bob", Thread{ChatID: "c1", FirstUser: "hi"}, msgs("user", "hi")).Key)
+	resp := placeOf("alice", Thread{PreviousResponseID: "resp_1"}, msgs("user", "and then?"))
 	assert.True(t, resp.Strong)
 	assert.False(t, resp.First, "a request chained to an answer is a later turn")
-	assert.Equal(t, ResponseKey("alice", "resp_1"), resp.Key)
+	assert.Equal(t, responseKey("alice", "resp_1"), resp.Key)
 }
 
 func TestConversationKeysAndBytesStayBounded(t *testing.T) {
 	cs := New(0)
-	cv := cs.Start("first", false)
+	cv := cs.start("first", false)
 	for i := range 1000 {
-		cs.Alias(cv, fmt.Sprint("response", i))
+		cs.alias(cv, fmt.Sprint("response", i))
 	}
 	assert.Len(t, cv.keys, maxKeys, "a long Responses session keeps its latest keys only")
 	assert.Len(t, cs.keys, maxKeys)
-	assert.Same(t, cv, cs.Get("first"), "the first key stays")
-	assert.Same(t, cv, cs.Get("response999"))
+	assert.Same(t, cv, cs.get("first"), "the first key stays")
+	assert.Same(t, cv, cs.get("response999"))
 
 	cs = New(0)
 	cs.maxBytes = 1 << 20
 	big := strings.Repeat("a long system prompt ", 5000) // ~100 KB
 	for i := range 50 {
-		c := cs.Start(fmt.Sprint("chat", i), true)
-		cs.Update(c, func() { c.Plan = &memory.Context{System: big} })
+		c := cs.start(fmt.Sprint("chat", i), true)
+		cs.update(c, func() { c.Plan = &memory.Context{System: big} })
 	}
 	assert.LessOrEqual(t, cs.bytes, cs.maxBytes)
 	assert.Less(t, cs.order.Len(), 50, "the oldest went to stay within the bytes")
-	assert.NotNil(t, cs.Get("chat49"))
+	assert.NotNil(t, cs.get("chat49"))
 }
 
 // A first message asked again after its conversation went on is a new
@@ -143,12 +143,12 @@ func TestConversationKeysAndBytesStayBounded(t *testing.T) {
 func TestStartAfterTheChatWentOn(t *testing.T) {
 	cs := New(0)
 	now := time.Now()
-	old := cs.Start("k", false)
-	old.Replace("p0", "turn-1", now, false)
+	old := cs.start("k", false)
+	old.replace("p0", "turn-1", now, false)
 	old.Advanced = true
-	assert.Empty(t, cs.Start("k", false).Replace("p0", "turn-2", now, false))
-	old = cs.Start("chat", true)
-	old.Replace("p0", "turn-1", now, true)
+	assert.Empty(t, cs.start("k", false).replace("p0", "turn-2", now, false))
+	old = cs.start("chat", true)
+	old.replace("p0", "turn-1", now, true)
 	old.Advanced = true
-	assert.Equal(t, "turn-1", cs.Start("chat", true).Replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
+	assert.Equal(t, "turn-1", cs.start("chat", true).replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
 }

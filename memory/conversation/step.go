@@ -36,8 +36,8 @@ type Step struct {
 // Turn is a request's turn in its conversation: what recording its
 // answer (Record) and following it (Answered) need.
 type Turn struct {
-	conv *Conversation
-	at   Place
+	conv *conversation
+	at   place
 	gen  uint64
 	// User is the turn's user text: its question's, for a step of a
 	// Responses loop chained by id.
@@ -60,16 +60,16 @@ const maxKeptUser = 64 << 10
 // never recalled into it. The Turn is nil when the chat has no place in a
 // conversation (chained to an answer forgotten).
 func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Context, *Turn) {
-	at := PlaceOf(req.NS, req.Thread, req.Msgs)
-	t := &Turn{at: at, gen: cs.Generation(), User: req.User}
-	if id := cs.Replacing(at, time.Now()); id != "" {
+	at := placeOf(req.NS, req.Thread, req.Msgs)
+	t := &Turn{at: at, gen: cs.generation(), User: req.User}
+	if id := cs.replacing(at, time.Now()); id != "" {
 		// A regenerate is not primed with the answer it replaces, nor an
 		// edit with the words taken back.
 		mreq.Exclude = map[string]bool{id: true}
 	}
-	var cv *Conversation
+	var cv *conversation
 	if !at.First {
-		cv = cs.Get(at.Key)
+		cv = cs.get(at.Key)
 	}
 	if last := cs.toolLoopStep(t, cv, &at); last != nil {
 		return last, t
@@ -78,9 +78,9 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 		return &memory.Context{}, nil // chained to an answer forgotten
 	}
 	var plan *memory.Context
-	var blocks []Block
+	var blocks []convBlock
 	if cv != nil && !st.EveryTurn {
-		cs.Locked(func() { plan, blocks = cv.Plan, slices.Clone(cv.Blocks) })
+		cs.locked(func() { plan, blocks = cv.Plan, slices.Clone(cv.Blocks) })
 	}
 	if plan == nil {
 		return cs.fresh(req, t, cv, mreq, st, ""), t
@@ -91,12 +91,12 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 // toolLoopStep returns what the turn under way forwarded, for a later step
 // of its agent's tool loop: no new recall. nil when the request is none.
 // A step chained by id takes its question's point into at.
-func (cs *Set) toolLoopStep(t *Turn, cv *Conversation, at *Place) *memory.Context {
+func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place) *memory.Context {
 	if !at.ToolLoop || cv == nil {
 		return nil
 	}
 	var last *memory.Context
-	cs.Locked(func() {
+	cs.locked(func() {
 		if at.Chained {
 			// Each step links to the step before by its id: the loop
 			// stands where its question did.
@@ -118,8 +118,8 @@ func (cs *Set) toolLoopStep(t *Turn, cv *Conversation, at *Place) *memory.Contex
 // later keeps a later turn's plan and the blocks of the turns before, adds
 // a block of what became relevant now, and rebuilds the plan when the
 // system layer changed or the conversation outgrew its window.
-func (cs *Set) later(req Request, t *Turn, cv *Conversation, at Place, mreq memory.Request, st Step, plan *memory.Context, blocks []Block) *memory.Context {
-	blocks, again := KeptBlocks(blocks, req.Msgs, at)
+func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memory.Request, st Step, plan *memory.Context, blocks []convBlock) *memory.Context {
+	blocks, again := keptBlocks(blocks, req.Msgs, at)
 	now := st.Recall(laterRequest(mreq, plan, blocks))
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
@@ -134,17 +134,17 @@ func (cs *Set) later(req Request, t *Turn, cv *Conversation, at Place, mreq memo
 	case again != nil:
 		blocks = append(blocks, *again) // a regenerate: the same block again
 	case now.Block != "" && at.User >= 0:
-		blocks = append(blocks, Block{
+		blocks = append(blocks, convBlock{
 			Block:  memory.Block{User: at.User, Text: now.Block},
 			Digest: at.UserDigest, Hits: now.Semantic, Tokens: now.SemanticTokens,
 		})
 	}
-	out := WithBlocks(plan, blocks)
+	out := withBlocks(plan, blocks)
 	out.Err = now.Err
 	t.conv = cv
-	cs.Update(cv, func() {
+	cs.update(cv, func() {
 		cv.Blocks, cv.Last, cv.Point, cv.User, cv.Advanced = blocks, out, at.Point, keptUser(req, t.User), true
-		if cs.Stale(t.gen, req.NS, out) {
+		if cs.stale(t.gen, req.NS, out) {
 			// A memory it carries was deleted during this recall.
 			cv.Plan, cv.Blocks, cv.Last = nil, nil, nil
 		}
@@ -155,7 +155,7 @@ func (cs *Set) later(req Request, t *Turn, cv *Conversation, at Place, mreq memo
 // laterRequest is a later turn's recall: only what is not in the prompt
 // yet (the plan's memories, the blocks' hits, and what mreq excludes),
 // with what the prompt already holds taking its part of the window.
-func laterRequest(mreq memory.Request, plan *memory.Context, blocks []Block) memory.Request {
+func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock) memory.Request {
 	exclude := maps.Clone(mreq.Exclude)
 	if exclude == nil {
 		exclude = map[string]bool{}
@@ -179,16 +179,16 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []Block) mem
 
 // fresh chooses a chat's layers afresh and makes them its conversation's
 // plan (a rebuild says why).
-func (cs *Set) fresh(req Request, t *Turn, cv *Conversation, mreq memory.Request, st Step, why string) *memory.Context {
+func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request, st Step, why string) *memory.Context {
 	mc := st.Recall(mreq)
 	if why != "" && st.Rebuilt != nil {
 		st.Rebuilt(why)
 	}
 	if cv == nil || t.at.First {
-		cv = cs.Start(t.at.Key, t.at.Strong)
+		cv = cs.start(t.at.Key, t.at.Strong)
 	}
 	t.conv = cv
-	cs.Update(cv, func() {
+	cs.update(cv, func() {
 		cv.Plan, cv.Blocks = nil, nil
 		if mc.Err == nil && !st.EveryTurn {
 			// A plan made while memory failed would keep the conversation
@@ -197,7 +197,7 @@ func (cs *Set) fresh(req Request, t *Turn, cv *Conversation, mreq memory.Request
 		}
 		cv.Last, cv.Point, cv.User, cv.NS = mc, t.at.Point, keptUser(req, t.User), req.NS
 		cv.Advanced = cv.Advanced || !t.at.First
-		if cs.Stale(t.gen, req.NS, mc) {
+		if cs.stale(t.gen, req.NS, mc) {
 			// A memory it carries was deleted during this recall.
 			cv.Plan, cv.Last = nil, nil
 		}
@@ -209,15 +209,15 @@ func (cs *Set) fresh(req Request, t *Turn, cv *Conversation, mreq memory.Request
 // this machine) in its conversation, as Layers would: a regenerate or an
 // edit then replaces the turn it redoes, and a tool loop is stored once.
 func (cs *Set) Follow(req Request) *Turn {
-	at := PlaceOf(req.NS, req.Thread, req.Msgs)
-	var cv *Conversation
+	at := placeOf(req.NS, req.Thread, req.Msgs)
+	var cv *conversation
 	if !at.First {
-		cv = cs.Get(at.Key)
+		cv = cs.get(at.Key)
 	}
 	if cv == nil {
-		cv = cs.Start(at.Key, at.Strong)
+		cv = cs.start(at.Key, at.Strong)
 	}
-	cs.Update(cv, func() {
+	cs.update(cv, func() {
 		cv.Point, cv.NS = at.Point, req.NS
 		cv.Advanced = cv.Advanced || !at.First
 	})
@@ -227,7 +227,7 @@ func (cs *Set) Follow(req Request) *Turn {
 // Record notes that the turn's answer was recorded as turn id, and returns
 // the ID of the turn it replaces (a regenerate or an edit), if any.
 func (cs *Set) Record(t *Turn, id string, now time.Time) (replaces string) {
-	cs.Locked(func() { replaces = t.conv.Replace(t.at.Point, id, now, t.at.Strong) })
+	cs.locked(func() { replaces = t.conv.replace(t.at.Point, id, now, t.at.Strong) })
 	return replaces
 }
 
@@ -236,10 +236,10 @@ func (cs *Set) Record(t *Turn, id string, now time.Time) (replaces string) {
 // message, or the answer's Responses id.
 func (cs *Set) Answered(t *Turn, ns, answer, responseID string) {
 	if t.at.AnswerKey != nil && strings.TrimSpace(answer) != "" {
-		cs.Alias(t.conv, t.at.AnswerKey(answer))
+		cs.alias(t.conv, t.at.AnswerKey(answer))
 	}
 	if responseID != "" {
-		cs.Alias(t.conv, ResponseKey(ns, responseID))
+		cs.alias(t.conv, responseKey(ns, responseID))
 	}
 }
 
