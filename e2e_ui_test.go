@@ -69,6 +69,30 @@ func newBrowser(t *testing.T, bin string, extra ...chromedp.ExecAllocatorOption)
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	opts = append(opts, extra...)
+	// A Chromium that exits before it listens (seen once in CI, on a
+	// loaded machine: "chrome failed to start") is given one more try,
+	// with a fresh profile; a browser that cannot start twice fails the
+	// test.
+	var ctx context.Context
+	var err error
+	for try := range 2 {
+		if try > 0 {
+			t.Logf("Chromium did not start (%v); trying once more", err)
+			opts = append(opts, chromedp.UserDataDir(t.TempDir()))
+		}
+		ctx, err = startBrowser(t, opts)
+		if err == nil {
+			break
+		}
+	}
+	require.NoError(t, err, "starting Chromium at %s", bin)
+	_, err = chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchProblems})
+	require.NoError(t, err)
+	return &browser{t: t, ctx: ctx}
+}
+
+// startBrowser starts one Chromium with opts, stopped when the test ends.
+func startBrowser(t *testing.T, opts []chromedp.ExecAllocatorOption) (context.Context, error) {
 	// The browser lives as long as the context of its first Run: give the
 	// whole session a deadline, and each step a shorter one below.
 	life, stop := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -79,10 +103,7 @@ func newBrowser(t *testing.T, bin string, extra ...chromedp.ExecAllocatorOption)
 		cancelAlloc() // waits for the browser to exit
 		stop()
 	})
-	require.NoError(t, chromedp.Do(ctx), "starting Chromium at %s", bin)
-	_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchProblems})
-	require.NoError(t, err)
-	return &browser{t: t, ctx: ctx}
+	return ctx, chromedp.Do(ctx)
 }
 
 // do runs steps with a deadline.
