@@ -248,22 +248,12 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	res, err = f.s.Cloud.Serve(out, f.asked)
 	if err == nil {
 		res.Header.Set("X-Vera-Fallback", f.s.FallbackModel)
-		if withheld {
-			// The plan that answered carried no memory: forward reports
-			// that, not the local plan's.
-			res.Header.Set(sentContextHeader, emptyContext)
-		}
 	}
 	return res, err
 }
 
-// sentContextHeader, on an upstream answer inside vera, replaces the
-// X-Vera-Context decided before forwarding: the fallback sent other
-// memory than the plan it fell back from. It never reaches the client.
-const (
-	sentContextHeader = "X-Vera-Sent-Context"
-	emptyContext      = "semantic=0; recent=0; rules=0; tokens=0"
-)
+// emptyContext is X-Vera-Context for a chat that was sent no memory.
+const emptyContext = "semantic=0; recent=0; rules=0; tokens=0"
 
 // unreachable reports whether err means nobody answered at Ollama's
 // address (as opposed to a slow or failing Ollama).

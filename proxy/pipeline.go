@@ -132,7 +132,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	if asked != "" {
 		rename = &[2]string{ch.req.model(), asked}
 	}
-	if err := s.forward(c, p.up, ch.d, ch.body, tee, rename); err != nil {
+	if err := s.forward(c, p, ch.d, ch.body, tee, rename); err != nil {
 		return err
 	}
 	if tee != nil && s.Debug != nil {
@@ -306,26 +306,26 @@ func readChatBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // answer through tee when it is set. It returns only once the whole answer
 // went out (a broken stream panics with http.ErrAbortHandler inside
 // ServeHTTP).
-func (s *Server) forward(c *gin.Context, up upstream, d dialect, body []byte, tee *answerTee, rename *[2]string) error {
+func (s *Server) forward(c *gin.Context, p plan, d dialect, body []byte, tee *answerTee, rename *[2]string) error {
 	r := c.Request
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
-	rp := s.newReverseProxy(up, d, tee, rename)
+	rp := s.newReverseProxy(p.up, d, tee, rename)
 	if h := c.Writer.Header(); h.Get("X-Vera-Context") != "" {
 		modify := rp.ModifyResponse
 		rp.ModifyResponse = func(res *http.Response) error {
 			// Before the answer's headers are copied and sent.
-			switch sent := res.Header.Get(sentContextHeader); {
+			switch {
 			case refused(res.StatusCode):
 				dropMemoryHeaders(h)
-			case sent != "":
+			case p.fallback != nil && !p.fallback.memory && res.Header.Get("X-Vera-Fallback") != "":
+				// The fallback's plan answered, and it was sent no memory.
 				dropMemoryHeaders(h)
-				h.Set("X-Vera-Context", sent)
+				h.Set("X-Vera-Context", emptyContext)
 			}
-			res.Header.Del(sentContextHeader)
 			return modify(res)
 		}
 	}
