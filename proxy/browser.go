@@ -113,18 +113,20 @@ func (h hosts) allowed(hostport string) bool {
 	if err != nil {
 		host = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() || localIP(ip)
-	}
-	host = strings.ToLower(host)
+	// Names first: a failed ParseAddr costs an allocation, and localhost
+	// is what most clients send.
+	name := strings.ToLower(host)
 	switch {
-	case host == "", host == "localhost", host == h.hostname:
+	case name == "", name == "localhost", name == h.hostname:
 		return true
 	}
 	for _, tld := range []string{".localhost", ".local", ".internal"} {
-		if strings.HasSuffix(host, tld) {
+		if strings.HasSuffix(name, tld) {
 			return true
 		}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() || localIP(ip)
 	}
 	return false
 }
