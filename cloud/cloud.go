@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // DefaultContextLength is a cloud model's window when its provider's
@@ -132,6 +134,18 @@ func (p *Provider) now() time.Time {
 		return p.Now()
 	}
 	return time.Now()
+}
+
+// Routes lists the routes a cloud model is served on, for messages.
+const Routes = "/api/chat, /api/generate, /v1/chat/completions and /v1/responses"
+
+// Serves reports whether a cloud model is served on a route (Routes).
+func Serves(path string) bool {
+	switch path {
+	case "/api/chat", "/api/generate", "/v1/chat/completions", "/v1/responses":
+		return true
+	}
+	return false
 }
 
 // RoundTrip serves a chat for a cloud name, on the route the client used:
@@ -368,21 +382,10 @@ func providerMessage(b []byte) string {
 	return e.Message
 }
 
-// errorResponse is an error in the shape of the request's route.
+// errorResponse is an error in the shape of the request's route: the
+// route's dialect draws it, as it draws vera's own.
 func (p *Provider) errorResponse(r *http.Request, code int, msg string) *http.Response {
-	var body any = map[string]string{"error": msg}
-	if strings.HasPrefix(r.URL.Path, "/v1/") {
-		typ := "invalid_request_error"
-		switch {
-		case code == http.StatusUnauthorized:
-			typ = "authentication_error"
-		case code == http.StatusTooManyRequests:
-			typ = "rate_limit_error"
-		case code >= 500:
-			typ = "api_error"
-		}
-		body = map[string]any{"error": map[string]any{"message": msg, "type": typ}}
-	}
+	body := dialect.Of(r.URL.Path).ErrorBody(code, msg)
 	b, _ := json.Marshal(body)
 	return &http.Response{
 		StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)),

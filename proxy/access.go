@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // requireKey enforces server.api_keys: with keys set, every
@@ -45,7 +46,7 @@ func (s *Server) requireKey(c *gin.Context) {
 		return
 	}
 	c.Header("WWW-Authenticate", `Bearer realm="vera"`)
-	writeError(c.Writer, c.Request.Context(), dialectOf(c.Request.URL.Path),
+	writeError(c.Writer, c.Request.Context(), dialect.Of(c.Request.URL.Path),
 		httpError(http.StatusUnauthorized, "this vera needs an API key: send Authorization: Bearer <key> or x-api-key: <key>", nil))
 	c.Abort()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // A web page the user visits can make the browser send "simple" requests
@@ -215,7 +216,7 @@ func AllowsEveryOrigin(patterns []string) bool {
 
 // refuse answers 403 in the request's dialect and stops it.
 func (s *Server) refuse(c *gin.Context, msg string) {
-	writeError(c.Writer, c.Request.Context(), dialectOf(c.Request.URL.Path), httpError(http.StatusForbidden, msg, nil))
+	writeError(c.Writer, c.Request.Context(), dialect.Of(c.Request.URL.Path), httpError(http.StatusForbidden, msg, nil))
 	c.Abort()
 }
 

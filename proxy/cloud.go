@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Cloud models: names from [cloud.models] are listed beside
@@ -48,7 +49,7 @@ func (s *Server) keepsMemoryLocal(model string) bool {
 // nothing to load, nothing is asked of the cloud. It reports whether it
 // answered.
 func (s *Server) answerLoadLocally(c *gin.Context, ch *chat) bool {
-	if !ch.untouched || (!s.cloudModel(ch.req.model()) && !s.virtual(ch.req.model())) {
+	if !ch.untouched || (!s.cloudModel(ch.req.ModelName()) && !s.virtual(ch.req.ModelName())) {
 		return false
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
@@ -60,21 +61,11 @@ func (s *Server) answerLoadLocally(c *gin.Context, ch *chat) bool {
 	if k := strings.Trim(string(keepAlive.KeepAlive), `" `); k == "0" || k == "0s" {
 		reason = "unload"
 	}
-	switch r := ch.req.(type) {
-	case *ChatRequest:
-		if len(r.Messages) > 0 {
-			return false
-		}
-		c.JSON(http.StatusOK, gin.H{"model": r.Model, "created_at": now, "message": gin.H{"role": "assistant", "content": ""}, "done_reason": reason, "done": true})
-	case *GenerateRequest:
-		if strings.TrimSpace(r.Prompt) != "" {
-			return false
-		}
-		c.JSON(http.StatusOK, gin.H{"model": r.Model, "created_at": now, "response": "", "done_reason": reason, "done": true})
-	default:
-		return false
+	answer, ok := dialect.LoadAnswer(ch.req, reason, now)
+	if ok {
+		c.JSON(http.StatusOK, answer)
 	}
-	return true
+	return ok
 }
 
 // ownModelLists registers the routes that list models, so that cloud
@@ -163,7 +154,7 @@ func (s *Server) v1Models(c *gin.Context) {
 func (s *Server) show(c *gin.Context) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 1<<20))
 	if err != nil {
-		writeError(c.Writer, c.Request.Context(), ollamaChat, httpError(http.StatusBadRequest, "reading request body", err))
+		writeError(c.Writer, c.Request.Context(), dialect.Of(c.Request.URL.Path), httpError(http.StatusBadRequest, "reading request body", err))
 		return
 	}
 	var req struct {
@@ -188,7 +179,7 @@ func (s *Server) show(c *gin.Context) {
 	if !s.cloudModel(name) {
 		c.Request.Body = io.NopCloser(bytes.NewReader(body))
 		c.Request.ContentLength = int64(len(body))
-		s.passthrough(c.Writer, c.Request, ollamaChat)
+		s.passthrough(c.Writer, c.Request, dialect.Of(c.Request.URL.Path))
 		return
 	}
 	info := s.Cloud.Info(c.Request.Context(), name)
@@ -209,6 +200,7 @@ func (s *Server) show(c *gin.Context) {
 // client sees one answer.
 type fallback struct {
 	s     *Server
+	d     dialect.Dialect
 	own   []byte // the chat as the client sent it, before memory
 	asked string
 	// memory: the fallback plan takes the memory the chat was sent with;
@@ -235,8 +227,10 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	if withheld {
 		sent = f.own // inject_memory = false: nothing remembered leaves
 	}
-	name, _ := marshal(f.s.FallbackModel)
-	body := withField(sent, "model", name) // the chat was parsed: an object
+	body, err := f.d.Retarget(sent, f.s.FallbackModel, false, false)
+	if err != nil {
+		return nil, err // never: the chat was parsed, an object
+	}
 	f.s.fallbackUsed(f.asked)
 	f.s.Metrics.fellBack()
 	out := r.Clone(r.Context())

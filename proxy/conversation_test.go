@@ -16,12 +16,13 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 func TestThreadOfReadsTheChatID(t *testing.T) {
 	r, _ := http.NewRequest("POST", "/api/chat", nil)
 	r.Header.Set("X-Chat", " c-42 ")
-	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req, err := dialect.ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
 	assert.Equal(t, conversation.Thread{ChatID: "c-42", FirstUser: "hi"}, threadOf(chatIDOf(r, "X-Chat"), req), "the header memory.chat_id_header names")
 }
@@ -54,19 +55,19 @@ func (m *countingMemory) Recall(_ context.Context, req memory.Request) *memory.C
 // layers, and the loop is stored once, with its question and the answer
 // that came without tool calls.
 func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
-	final := map[dialect]string{
+	final := map[dialect.Dialect]string{
 		ollamaChat:        `{"message":{"role":"assistant","content":"It is 21C."},"done":true}`,
 		openAIChat:        `{"choices":[{"index":0,"message":{"role":"assistant","content":"It is 21C."},"finish_reason":"stop"}]}`,
 		openAIResponses:   `{"id":"resp_9","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"It is 21C."}]}]}`,
 		anthropicMessages: `{"type":"message","role":"assistant","content":[{"type":"text","text":"It is 21C."}],"stop_reason":"end_turn"}`,
 	}
-	call := map[dialect]string{}
+	call := map[dialect.Dialect]string{}
 	for _, a := range toolCallAnswers {
 		if a.ctype == "application/json" {
 			call[a.d] = a.body
 		}
 	}
-	step := func(d dialect, results int) (path, body string) {
+	step := func(d dialect.Dialect, results int) (path, body string) {
 		var items []string
 		switch d {
 		case ollamaChat:
@@ -97,7 +98,7 @@ func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
 		}
 		return "/v1/messages", `{"model":"m","max_tokens":100,"messages":[` + strings.Join(items, ",") + `]}`
 	}
-	for _, d := range []dialect{ollamaChat, openAIChat, openAIResponses, anthropicMessages} {
+	for _, d := range []dialect.Dialect{ollamaChat, openAIChat, openAIResponses, anthropicMessages} {
 		t.Run(d.String(), func(t *testing.T) {
 			up := newFakeOllama(t)
 			path, _ := step(d, 0)
@@ -128,7 +129,7 @@ func TestToolLoopRecallsOnceAndIsStoredOnce(t *testing.T) {
 }
 
 func TestTemporaryChatIDsAreNotConversations(t *testing.T) {
-	req, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req, err := dialect.ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
 	assert.Empty(t, threadOf("local:Xy12socket", req).ChatID, "Open WebUI's temporary chats share one id per browser tab")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 var generateSeeds = []string{
@@ -83,8 +84,8 @@ func fuzzLayers(msgs []memory.Message) *memory.Context {
 // survives (bar the known ones a null or zero value may drop), a
 // conversation has a user message last for memory to read, and the
 // request rewritten with memory is still the same conversation.
-func checkParsed(t *testing.T, d dialect, body []byte, droppable func(key string, v json.RawMessage) bool) {
-	req, err := d.parse(body)
+func checkParsed(t *testing.T, d dialect.Dialect, body []byte, droppable func(key string, v json.RawMessage) bool) {
+	req, err := d.Parse(body)
 	if err != nil {
 		for _, goism := range []string{"Go value", "Go struct", "proxy.", "json.RawMessage"} {
 			assert.NotContains(t, err.Error(), goism)
@@ -94,13 +95,13 @@ func checkParsed(t *testing.T, d dialect, body []byte, droppable func(key string
 	out, err := json.Marshal(req)
 	require.NoError(t, err)
 	require.True(t, json.Valid(out), "%s", out)
-	again, err := d.parse(out)
+	again, err := d.Parse(out)
 	require.NoError(t, err, "the re-encoded request must parse: %s", out)
 	out2, err := json.Marshal(again)
 	require.NoError(t, err)
 	assert.JSONEq(t, string(out), string(out2))
-	assert.Equal(t, req.conversation(), again.conversation())
-	assert.Equal(t, req.model(), again.model())
+	assert.Equal(t, req.Conversation(), again.Conversation())
+	assert.Equal(t, req.ModelName(), again.ModelName())
 
 	var in, got map[string]json.RawMessage
 	if json.Unmarshal(body, &in) == nil {
@@ -112,12 +113,12 @@ func checkParsed(t *testing.T, d dialect, body []byte, droppable func(key string
 		}
 	}
 
-	if !req.conversation() {
+	if !req.Conversation() {
 		return
 	}
-	msgs := req.memoryMessages()
-	assert.Equal(t, msgs, again.memoryMessages())
-	assert.Equal(t, req.lastUser(), again.lastUser())
+	msgs := req.MemoryMessages()
+	assert.Equal(t, msgs, again.MemoryMessages())
+	assert.Equal(t, req.LastUser(), again.LastUser())
 	if len(msgs) == 0 {
 		// Input items of roles memory does not read (Responses): decode
 		// forwards the request untouched.
@@ -130,19 +131,19 @@ func checkParsed(t *testing.T, d dialect, body []byte, droppable func(key string
 	}
 
 	mc := fuzzLayers(msgs)
-	rewritten := req.withMemory(mc)
+	rewritten := req.WithMemory(mc)
 	require.NotNil(t, rewritten, "the recent pair changes the request")
 	wb, err := json.Marshal(rewritten)
 	require.NoError(t, err)
 	require.True(t, json.Valid(wb))
-	back, err := d.parse(wb)
+	back, err := d.Parse(wb)
 	require.NoError(t, err, "the rewritten request must parse: %s", wb)
-	assert.True(t, back.conversation())
+	assert.True(t, back.Conversation())
 	if slices.ContainsFunc(msgs, func(m memory.Message) bool { return m.Role == "user" && strings.TrimSpace(m.Content) != "" }) {
 		// (Without a user text of its own, the recent pair's is last.)
-		assert.Equal(t, req.lastUser(), back.lastUser())
+		assert.Equal(t, req.LastUser(), back.LastUser())
 	}
-	assert.Equal(t, req.model(), back.model())
+	assert.Equal(t, req.ModelName(), back.ModelName())
 	assert.JSONEq(t, string(out), marshalOrFail(t, req), "withMemory leaves the parsed request as it was")
 }
 
@@ -171,11 +172,11 @@ func FuzzParseGenerateRequest(f *testing.F) {
 			}
 			return false
 		})
-		req, err := ParseGenerateRequest(body)
-		if err != nil || !req.conversation() {
+		req, err := dialect.ParseGenerateRequest(body)
+		if err != nil || !req.Conversation() {
 			return
 		}
-		assert.Equal(t, req.Prompt, req.lastUser())
+		assert.Equal(t, req.Prompt, req.LastUser())
 		assert.NotEmpty(t, strings.TrimSpace(req.Prompt))
 		assert.False(t, req.Raw)
 		assert.Empty(t, req.Suffix)
@@ -190,12 +191,12 @@ func FuzzParseResponsesRequest(f *testing.F) {
 		checkParsed(t, openAIResponses, body, func(k string, v json.RawMessage) bool {
 			return (k == "stream" || k == "input") && isNull(v)
 		})
-		req, err := ParseResponsesRequest(body)
-		if err != nil || !req.conversation() {
+		req, err := dialect.ParseResponsesRequest(body)
+		if err != nil || !req.Conversation() {
 			return
 		}
 		// input goes out as it came, whatever memory adds.
-		wb, err := json.Marshal(req.withMemory(fuzzLayers(req.memoryMessages())))
+		wb, err := json.Marshal(req.WithMemory(fuzzLayers(req.MemoryMessages())))
 		require.NoError(t, err)
 		var want, got bytes.Buffer
 		require.NoError(t, json.Compact(&want, req.Input))
@@ -212,12 +213,12 @@ func FuzzParseMessagesRequest(f *testing.F) {
 		checkParsed(t, anthropicMessages, body, func(k string, v json.RawMessage) bool {
 			return (k == "stream" || k == "system" || k == "messages") && isNull(v)
 		})
-		req, err := ParseMessagesRequest(body)
-		if err != nil || !req.conversation() {
+		req, err := dialect.ParseMessagesRequest(body)
+		if err != nil || !req.Conversation() {
 			return
 		}
 		// The caller's messages follow the recent pair, each as it came.
-		wb, err := json.Marshal(req.withMemory(fuzzLayers(req.memoryMessages())))
+		wb, err := json.Marshal(req.WithMemory(fuzzLayers(req.MemoryMessages())))
 		require.NoError(t, err)
 		var sent struct {
 			Messages []json.RawMessage `json:"messages"`
@@ -243,7 +244,7 @@ func rawFieldOf(t *testing.T, body []byte, key string) json.RawMessage {
 // sseDialects are the dialects whose streams are Server-Sent Events, with
 // the text of their final record.
 var sseDialects = []struct {
-	d     dialect
+	d     dialect.Dialect
 	final string
 }{
 	{openAIChat, "[DONE]"},
@@ -273,13 +274,13 @@ func FuzzDialectTee(f *testing.F) {
 		parts.finish()
 
 		// However the bytes arrive, the tee sees the same answer.
-		a1, ok1 := whole.Answer()
-		a2, ok2 := parts.Answer()
+		a1, ok1 := whole.Captured()
+		a2, ok2 := parts.Captured()
 		assert.Equal(t, a1, a2)
 		assert.Equal(t, ok1, ok2)
 		// A complete answer only once the final record came.
 		if ok1 {
-			assert.True(t, whole.done)
+			assert.True(t, whole.Done)
 			assert.NotEmpty(t, strings.TrimSpace(a1))
 			if stream {
 				assert.Contains(t, string(body), sd.final)

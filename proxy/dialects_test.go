@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Tests of the three dialects added to the chat pipeline: Ollama's
@@ -124,20 +125,20 @@ func compact(t *testing.T, s string) string {
 // ---- 1. parsers ----
 
 func TestGenerateRequestKeepsEverything(t *testing.T) {
-	req, err := ParseGenerateRequest([]byte(generateFull))
+	req, err := dialect.ParseGenerateRequest([]byte(generateFull))
 	require.NoError(t, err)
-	assert.Equal(t, "llama3.2", req.model())
-	assert.True(t, req.conversation())
-	assert.Equal(t, "why is the sky blue?", req.lastUser())
-	assert.Equal(t, []memory.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "why is the sky blue?"}}, req.memoryMessages())
-	numCtx, answer := req.options()
+	assert.Equal(t, "llama3.2", req.ModelName())
+	assert.True(t, req.Conversation())
+	assert.Equal(t, "why is the sky blue?", req.LastUser())
+	assert.Equal(t, []memory.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "why is the sky blue?"}}, req.MemoryMessages())
+	numCtx, answer := req.Options()
 	assert.Equal(t, 8192, numCtx)
 	assert.Equal(t, 64, answer)
 	assert.JSONEq(t, generateFull, marshalled(t, req), "a round trip keeps every field")
 
 	// With memory, only system changes.
 	mc := memoryLayers(true)
-	out := req.withMemory(&mc)
+	out := req.WithMemory(&mc)
 	require.NotNil(t, out)
 	assert.JSONEq(t, withFields(t, generateFull, map[string]any{"system": mc.System + "\n\n" + recentAsText}), marshalled(t, out))
 	assert.JSONEq(t, generateFull, marshalled(t, req), "the parsed request is left as it was")
@@ -154,11 +155,11 @@ func TestGenerateRequestReads(t *testing.T) {
 		{"null system", `{"model":"m","prompt":"hi","system":null}`, []memory.Message{{Role: "user", Content: "hi"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseGenerateRequest([]byte(tc.body))
+			req, err := dialect.ParseGenerateRequest([]byte(tc.body))
 			require.NoError(t, err)
-			assert.Equal(t, tc.msgs, req.memoryMessages())
-			assert.Equal(t, "hi", req.lastUser())
-			assert.True(t, req.conversation())
+			assert.Equal(t, tc.msgs, req.MemoryMessages())
+			assert.Equal(t, "hi", req.LastUser())
+			assert.True(t, req.Conversation())
 			if tc.name != "null system" { // null goes out as "", which Ollama reads the same
 				assert.JSONEq(t, tc.body, marshalled(t, req), "nothing lost")
 			}
@@ -180,9 +181,9 @@ var generateNotConversations = []struct{ name, body string }{
 
 func TestGenerateConversation(t *testing.T) {
 	for _, tc := range generateNotConversations {
-		req, err := ParseGenerateRequest([]byte(tc.body))
+		req, err := dialect.ParseGenerateRequest([]byte(tc.body))
 		require.NoError(t, err, tc.name)
-		assert.False(t, req.conversation(), tc.name)
+		assert.False(t, req.Conversation(), tc.name)
 	}
 	for _, body := range []string{
 		`{"model":"llama3.2","prompt":"hi"}`,
@@ -191,9 +192,9 @@ func TestGenerateConversation(t *testing.T) {
 		`{"model":"llama3.2","prompt":"hi","context":[]}`,
 		`{"model":"llama3.2","prompt":"hi","context": [] }`,
 	} {
-		req, err := ParseGenerateRequest([]byte(body))
+		req, err := dialect.ParseGenerateRequest([]byte(body))
 		require.NoError(t, err, body)
-		assert.True(t, req.conversation(), body)
+		assert.True(t, req.Conversation(), body)
 	}
 }
 
@@ -204,31 +205,31 @@ func TestGenerateEmptyContextWithBlanks(t *testing.T) {
 		`{"model":"llama3.2","prompt":"hi","context":[ ]}`,
 		"{\"model\":\"llama3.2\",\"prompt\":\"hi\",\"context\":[\n]}",
 	} {
-		req, err := ParseGenerateRequest([]byte(body))
+		req, err := dialect.ParseGenerateRequest([]byte(body))
 		require.NoError(t, err, body)
-		assert.True(t, req.conversation(), "%s: an empty context, like []", body)
+		assert.True(t, req.Conversation(), "%s: an empty context, like []", body)
 	}
 }
 
 func TestResponsesRequestKeepsEverything(t *testing.T) {
-	req, err := ParseResponsesRequest([]byte(responsesFull))
+	req, err := dialect.ParseResponsesRequest([]byte(responsesFull))
 	require.NoError(t, err)
-	assert.Equal(t, "llama3.2", req.model())
-	assert.True(t, req.conversation())
+	assert.Equal(t, "llama3.2", req.ModelName())
+	assert.True(t, req.Conversation())
 	assert.Equal(t, []memory.Message{
 		{Role: "system", Content: "be brief"},
 		{Role: "developer", Content: "use metric units"},
 		{Role: "user", Content: "what is\nthis?"},
 		{Role: "assistant", Content: "It is 42."},
 		{Role: "user", Content: "and now?"},
-	}, req.memoryMessages(), "instructions lead; input's own developer message is not taken for it; calls and outputs are left out")
-	assert.Equal(t, "and now?", req.lastUser())
-	_, answer := req.options()
+	}, req.MemoryMessages(), "instructions lead; input's own developer message is not taken for it; calls and outputs are left out")
+	assert.Equal(t, "and now?", req.LastUser())
+	_, answer := req.Options()
 	assert.Equal(t, 64, answer)
 	assert.JSONEq(t, responsesFull, marshalled(t, req), "a round trip keeps every field, and every item's fields")
 
 	mc := memoryLayers(true)
-	out := req.withMemory(&mc)
+	out := req.WithMemory(&mc)
 	require.NotNil(t, out)
 	got := marshalled(t, out)
 	assert.JSONEq(t, withFields(t, responsesFull, map[string]any{"instructions": mc.System + "\n\n" + recentAsText}), got)
@@ -260,13 +261,13 @@ func TestResponsesRequestReads(t *testing.T) {
 			[]memory.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: ""}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseResponsesRequest([]byte(tc.body))
+			req, err := dialect.ParseResponsesRequest([]byte(tc.body))
 			require.NoError(t, err)
-			assert.True(t, req.conversation())
-			assert.Equal(t, tc.msgs, req.memoryMessages())
-			assert.Equal(t, tc.last, req.lastUser())
+			assert.True(t, req.Conversation())
+			assert.Equal(t, tc.msgs, req.MemoryMessages())
+			assert.Equal(t, tc.last, req.LastUser())
 			assert.JSONEq(t, tc.body, marshalled(t, req))
-			for _, m := range req.memoryMessages()[1:] {
+			for _, m := range req.MemoryMessages()[1:] {
 				assert.NotEqual(t, "system", m.Role, "only instructions is the system layer")
 			}
 		})
@@ -284,35 +285,35 @@ var responsesNotConversations = []struct{ name, body string }{
 
 func TestResponsesConversation(t *testing.T) {
 	for _, tc := range responsesNotConversations {
-		req, err := ParseResponsesRequest([]byte(tc.body))
+		req, err := dialect.ParseResponsesRequest([]byte(tc.body))
 		require.NoError(t, err, tc.name)
-		assert.False(t, req.conversation(), tc.name)
+		assert.False(t, req.Conversation(), tc.name)
 	}
 	// Tool outputs chained to the answer that called for them continue a
 	// conversation vera follows.
-	req, err := ParseResponsesRequest([]byte(`{"model":"llama3.2","previous_response_id":"resp_0","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`))
+	req, err := dialect.ParseResponsesRequest([]byte(`{"model":"llama3.2","previous_response_id":"resp_0","input":[{"type":"function_call_output","call_id":"c1","output":"42"}]}`))
 	require.NoError(t, err)
-	assert.True(t, req.conversation())
+	assert.True(t, req.Conversation())
 }
 
 func TestMessagesRequestKeepsEverything(t *testing.T) {
-	req, err := ParseMessagesRequest([]byte(messagesFull))
+	req, err := dialect.ParseMessagesRequest([]byte(messagesFull))
 	require.NoError(t, err)
-	assert.Equal(t, "llama3.2", req.model())
-	assert.True(t, req.conversation())
+	assert.Equal(t, "llama3.2", req.ModelName())
+	assert.True(t, req.Conversation())
 	assert.Equal(t, []memory.Message{
 		{Role: "system", Content: "be brief"},
 		{Role: "user", Content: "what is\nthis?"},
 		{Role: "assistant", Content: "Let me look."},
 		{Role: "tool", Content: ""},
-	}, req.memoryMessages(), "only text blocks are read: no image, thinking, tool_use or tool_result")
-	assert.Equal(t, "what is\nthis?", req.lastUser(), "a user message of only tool results continues the turn of the question before it")
-	_, answer := req.options()
+	}, req.MemoryMessages(), "only text blocks are read: no image, thinking, tool_use or tool_result")
+	assert.Equal(t, "what is\nthis?", req.LastUser(), "a user message of only tool results continues the turn of the question before it")
+	_, answer := req.Options()
 	assert.Equal(t, 1024, answer)
 	assert.JSONEq(t, messagesFull, marshalled(t, req))
 
 	mc := memoryLayers(true)
-	out := req.withMemory(&mc)
+	out := req.WithMemory(&mc)
 	require.NotNil(t, out)
 	got := []byte(marshalled(t, out))
 	var sys []map[string]any
@@ -338,11 +339,11 @@ func TestMessagesRequestKeepsEverything(t *testing.T) {
 // caller's: they survive a request vera rewrites.
 func TestMessagesRequestKeepsUnknownMessageFields(t *testing.T) {
 	body := `{"model":"llama3.2","messages":[{"role":"user","content":"hi","future_message_field":{"a":1}}]}`
-	req, err := ParseMessagesRequest([]byte(body))
+	req, err := dialect.ParseMessagesRequest([]byte(body))
 	require.NoError(t, err)
 	assert.JSONEq(t, body, marshalled(t, req), "a round trip keeps a message's unknown fields")
 	mc := memoryLayers(false)
-	out := req.withMemory(&mc)
+	out := req.WithMemory(&mc)
 	require.NotNil(t, out)
 	var got struct {
 		Messages []json.RawMessage `json:"messages"`
@@ -377,11 +378,11 @@ func TestMessagesRequestReads(t *testing.T) {
 			[]memory.Message{{Role: "tool", Content: "and tomorrow?"}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseMessagesRequest([]byte(tc.body))
+			req, err := dialect.ParseMessagesRequest([]byte(tc.body))
 			require.NoError(t, err)
-			assert.True(t, req.conversation())
-			assert.Equal(t, tc.msgs, req.memoryMessages())
-			assert.Equal(t, tc.last, req.lastUser())
+			assert.True(t, req.Conversation())
+			assert.Equal(t, tc.msgs, req.MemoryMessages())
+			assert.Equal(t, tc.last, req.LastUser())
 			assert.JSONEq(t, tc.body, marshalled(t, req))
 		})
 	}
@@ -395,9 +396,9 @@ var messagesNotConversations = []struct{ name, body string }{
 
 func TestMessagesConversation(t *testing.T) {
 	for _, tc := range messagesNotConversations {
-		req, err := ParseMessagesRequest([]byte(tc.body))
+		req, err := dialect.ParseMessagesRequest([]byte(tc.body))
 		require.NoError(t, err, tc.name)
-		assert.False(t, req.conversation(), tc.name)
+		assert.False(t, req.Conversation(), tc.name)
 	}
 }
 
@@ -419,9 +420,9 @@ func TestGenerateWithMemory(t *testing.T) {
 		{"unchanged: the caller's system kept", withSystem, memory.Context{System: "be brief", SystemReplaces: 1}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseGenerateRequest([]byte(tc.body))
+			req, err := dialect.ParseGenerateRequest([]byte(tc.body))
 			require.NoError(t, err)
-			out := req.withMemory(&tc.mc)
+			out := req.WithMemory(&tc.mc)
 			if tc.system == nil {
 				assert.Nil(t, out)
 				return
@@ -448,9 +449,9 @@ func TestResponsesWithMemory(t *testing.T) {
 		{"unchanged: instructions kept", withInstructions, memory.Context{System: "be brief", SystemReplaces: 1}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseResponsesRequest([]byte(tc.body))
+			req, err := dialect.ParseResponsesRequest([]byte(tc.body))
 			require.NoError(t, err)
-			out := req.withMemory(&tc.mc)
+			out := req.WithMemory(&tc.mc)
 			if tc.instructions == nil {
 				assert.Nil(t, out)
 				return
@@ -463,10 +464,10 @@ func TestResponsesWithMemory(t *testing.T) {
 	}
 
 	// A string input stays a string.
-	req, err := ParseResponsesRequest([]byte(`{"model":"m","input":"hi"}`))
+	req, err := dialect.ParseResponsesRequest([]byte(`{"model":"m","input":"hi"}`))
 	require.NoError(t, err)
 	mc := memoryLayers(false)
-	assert.JSONEq(t, `{"model":"m","input":"hi","instructions":`+marshalled(t, mc.System+"\n\n"+recentAsText)+`}`, marshalled(t, req.withMemory(&mc)))
+	assert.JSONEq(t, `{"model":"m","input":"hi","instructions":`+marshalled(t, mc.System+"\n\n"+recentAsText)+`}`, marshalled(t, req.WithMemory(&mc)))
 }
 
 func TestMessagesWithMemory(t *testing.T) {
@@ -497,9 +498,9 @@ func TestMessagesWithMemory(t *testing.T) {
 				body += `,"system":` + tc.system
 			}
 			body += `}`
-			req, err := ParseMessagesRequest([]byte(body))
+			req, err := dialect.ParseMessagesRequest([]byte(body))
 			require.NoError(t, err)
-			out := req.withMemory(&tc.mc)
+			out := req.WithMemory(&tc.mc)
 			if tc.wantMessages == "" {
 				assert.Nil(t, out)
 				return
@@ -912,13 +913,13 @@ func TestResponsesToolOutputOnlyInput(t *testing.T) {
 // ---- 3. tees ----
 
 // teeAnswer feeds body to a tee of dialect d in small pieces.
-func teeAnswer(d dialect, stream bool, body string) (string, bool) {
+func teeAnswer(d dialect.Dialect, stream bool, body string) (string, bool) {
 	tee := &answerTee{d: d, stream: stream}
 	for i := 0; i < len(body); i += 5 {
 		tee.Write([]byte(body[i:min(i+5, len(body))]))
 	}
 	tee.finish()
-	return tee.Answer()
+	return tee.Captured()
 }
 
 // dropEvents removes the events whose type is one of types.
@@ -1037,7 +1038,7 @@ func TestMessagesTee(t *testing.T) {
 // error status is never captured.
 func TestDialectTeeWrap(t *testing.T) {
 	for _, tc := range []struct {
-		d      dialect
+		d      dialect.Dialect
 		stream string
 		object string
 	}{
@@ -1060,7 +1061,7 @@ func TestDialectTeeWrap(t *testing.T) {
 				b, err := io.ReadAll(tee.wrap(res, io.NopCloser(strings.NewReader(c.body))))
 				require.NoError(t, err)
 				assert.Equal(t, c.body, string(b), "the client gets every byte as it came")
-				got, ok := tee.Answer()
+				got, ok := tee.Captured()
 				assert.Equal(t, c.ok, ok, "%s %d", c.ctype, c.status)
 				if ok {
 					assert.Equal(t, "Hi", got)
@@ -1075,7 +1076,7 @@ func TestDialectTeeWrap(t *testing.T) {
 // the answer it completes is committed, like any other.
 func TestDialectTeeFinalEventOverSeveralDataLines(t *testing.T) {
 	for _, tc := range []struct {
-		d    dialect
+		d    dialect.Dialect
 		body string
 	}{
 		{openAIChat, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata:\ndata: [DONE]\n\n"},
@@ -1091,7 +1092,7 @@ func TestDialectTeeFinalEventOverSeveralDataLines(t *testing.T) {
 			b, err := io.ReadAll(tee.wrap(res, io.NopCloser(strings.NewReader(tc.body))))
 			require.NoError(t, err)
 			assert.Equal(t, tc.body, string(b))
-			answer, ok := tee.Answer()
+			answer, ok := tee.Captured()
 			require.True(t, ok, "the tee takes the answer for complete")
 			assert.Equal(t, "Hi", answer)
 			assert.Equal(t, []string{"Hi"}, committed, "so its turn is committed before the end goes out")
@@ -1104,7 +1105,7 @@ func TestDialectTeeFinalEventOverSeveralDataLines(t *testing.T) {
 // end of another, empty object.
 func TestDialectTeeObjectReadInSmallPieces(t *testing.T) {
 	for _, tc := range []struct {
-		d    dialect
+		d    dialect.Dialect
 		body string
 	}{
 		{ollamaChat, `{"message":{"role":"assistant","content":"Hello"},"done":true}`},
@@ -1120,7 +1121,7 @@ func TestDialectTeeObjectReadInSmallPieces(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.body, string(b))
 			assert.Equal(t, 1, ends)
-			answer, ok := tee.Answer()
+			answer, ok := tee.Captured()
 			assert.Equal(t, "Hello", answer)
 			assert.True(t, ok, "the answer read in small pieces is complete")
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/httperr"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // StatusClientClosed is nginx's code for a client that hung up before the
@@ -80,7 +80,7 @@ func (e redactedError) Unwrap() error { return e.err }
 // {"error":"..."}, OpenAI's {"error":{"message":...,"type":...}} on /v1,
 // Anthropic's {"type":"error","error":{...}} on /v1/messages. It must only
 // be called before any byte of the response has gone out.
-func writeError(w http.ResponseWriter, ctx context.Context, d dialect, err error) {
+func writeError(w http.ResponseWriter, ctx context.Context, d dialect.Dialect, err error) {
 	noteError(ctx, err)
 	code := statusOf(err)
 	msg := err.Error()
@@ -91,20 +91,7 @@ func writeError(w http.ResponseWriter, ctx context.Context, d dialect, err error
 		dropMemoryHeaders(h)
 	}
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(d.errorBody(code, msg))
-}
-
-func openAIErrorType(code int) string {
-	switch {
-	case code == http.StatusBadRequest:
-		return "invalid_request_error"
-	case code == http.StatusNotFound:
-		return "not_found_error"
-	case code >= 500:
-		return "api_error"
-	default:
-		return fmt.Sprintf("http_%d", code)
-	}
+	_ = json.NewEncoder(w).Encode(d.ErrorBody(code, msg))
 }
 
 // errorNote carries, in a request's context, its error to its log line

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 var chatSeeds = []string{
@@ -25,7 +26,7 @@ func FuzzParseChatRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := ParseChatRequest(body)
+		req, err := dialect.ParseChatRequest(body)
 		if err != nil {
 			return
 		}
@@ -33,7 +34,7 @@ func FuzzParseChatRequest(f *testing.F) {
 		// field, known or not, survives a round trip.
 		out, err := json.Marshal(req)
 		require.NoError(t, err)
-		again, err := ParseChatRequest(out)
+		again, err := dialect.ParseChatRequest(out)
 		require.NoError(t, err, "re-encoded request must parse: %s", out)
 		out2, err := json.Marshal(again)
 		require.NoError(t, err)
@@ -57,7 +58,7 @@ func FuzzParseChatRequest(f *testing.F) {
 }
 
 func TestChatRequestRoundTripKeepsEverything(t *testing.T) {
-	req, err := ParseChatRequest([]byte(chatSeeds[1]))
+	req, err := dialect.ParseChatRequest([]byte(chatSeeds[1]))
 	require.NoError(t, err)
 	assert.Equal(t, "llama3.2", req.Model)
 	require.NotNil(t, req.Stream)
@@ -93,8 +94,8 @@ func FuzzAnswerTee(f *testing.F) {
 		parts.finish()
 
 		// However the bytes arrive, the tee sees the same answer.
-		a1, ok1 := whole.Answer()
-		a2, ok2 := parts.Answer()
+		a1, ok1 := whole.Captured()
+		a2, ok2 := parts.Captured()
 		assert.Equal(t, a1, a2)
 		assert.Equal(t, ok1, ok2)
 	})
@@ -143,7 +144,7 @@ func TestAnswerTee(t *testing.T) {
 				tee.Write([]byte(tt.body[i:min(i+5, len(tt.body))]))
 			}
 			tee.finish()
-			got, ok := tee.Answer()
+			got, ok := tee.Captured()
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, tt.ok, ok)
 		})
@@ -151,7 +152,7 @@ func TestAnswerTee(t *testing.T) {
 }
 
 // dialectFor is the chat dialect of the older tests' openai flag.
-func dialectFor(openai bool) dialect {
+func dialectFor(openai bool) dialect.Dialect {
 	if openai {
 		return openAIChat
 	}

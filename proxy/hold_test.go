@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // chunky returns its data in pieces of random sizes, sometimes empty.
@@ -46,7 +47,7 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 	}
 	cases := []struct {
 		name, body, ctype string
-		d                 dialect
+		d                 dialect.Dialect
 		finalEnd          int // how many bytes make the final record whole
 	}{
 		{"ndjson", ndjson, "application/x-ndjson", ollamaChat, len(ndjson) - 1},
@@ -84,7 +85,7 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 				}
 				require.Equal(t, tc.body, out.String(), "seed %d", seed)
 				require.Equal(t, 1, ends, "seed %d", seed)
-				answer, ok := tee.Answer()
+				answer, ok := tee.Captured()
 				assert.True(t, ok, "seed %d", seed)
 				assert.Equal(t, "Hello", answer)
 			}

@@ -10,11 +10,11 @@ import (
 )
 
 // layers decides what memory a chat gets: as a turn of its conversation
-// (conversation.Set.Layers), unless memory is off or the dialect carries
+// (conversation.Set.Layers), unless memory is off or the request carries
 // no history.
 func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 	mreq := s.memoryRequest(c, ch)
-	if ch.off || ch.d == ollamaGenerate {
+	if ch.off || !ch.req.History() {
 		// Memory off, or a prompt without history: no conversation.
 		return s.recall(c, mreq)
 	}
@@ -32,7 +32,7 @@ func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
 // follow places a chat that gets no memory layers (its memory stays on
 // this machine) in its conversation (conversation.Set.Follow).
 func (s *Server) follow(ch *chat) {
-	if s.Recorder == nil || ch.off || ch.d == ollamaGenerate || len(ch.msgs) == 0 {
+	if s.Recorder == nil || ch.off || !ch.req.History() || len(ch.msgs) == 0 {
 		return // nothing is recorded, or no conversation to follow
 	}
 	s.joined(ch, s.convs.Follow(s.convRequest(ch)))
@@ -40,7 +40,7 @@ func (s *Server) follow(ch *chat) {
 
 // convRequest is what the conversation step needs of a chat.
 func (s *Server) convRequest(ch *chat) conversation.Request {
-	return conversation.Request{NS: ch.ns, Thread: threadOf(ch.chatID, ch.req), Msgs: ch.msgs, User: ch.user, KeepUser: ch.d == openAIResponses}
+	return conversation.Request{NS: ch.ns, Thread: threadOf(ch.chatID, ch.req), Msgs: ch.msgs, User: ch.user, KeepUser: ch.req.ChainsByID()}
 }
 
 // joined takes a chat's turn in its conversation: a step of a Responses

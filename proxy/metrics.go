@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Metrics are the proxy's Prometheus metrics. Labels are
@@ -67,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // request counts one request; route is gin's pattern ("" for routes vera
 // does not own, which count as "ollama").
-func (m *Metrics) request(route string, d dialect, status int, took time.Duration) {
+func (m *Metrics) request(route string, d dialect.Dialect, status int, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -123,7 +124,7 @@ func (m *Metrics) CloudAttempt(status int, retry bool) {
 }
 
 // streamStarted observes a stream's time to first byte.
-func (m *Metrics) streamStarted(d dialect, took time.Duration) {
+func (m *Metrics) streamStarted(d dialect.Dialect, took time.Duration) {
 	if m != nil {
 		m.firstByte.WithLabelValues(d.String()).Observe(took.Seconds())
 	}

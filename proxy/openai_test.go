@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 var openAISeeds = []string{
@@ -34,13 +35,13 @@ func FuzzParseOpenAIRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := ParseOpenAIRequest(body)
+		req, err := dialect.ParseOpenAIRequest(body)
 		if err != nil {
 			return
 		}
 		out, err := json.Marshal(req)
 		require.NoError(t, err)
-		again, err := ParseOpenAIRequest(out)
+		again, err := dialect.ParseOpenAIRequest(out)
 		require.NoError(t, err, "re-encoded request must parse: %s", out)
 		out2, err := json.Marshal(again)
 		require.NoError(t, err)
@@ -52,14 +53,14 @@ func FuzzParseOpenAIRequest(f *testing.F) {
 }
 
 func TestOpenAIRequestKeepsEverything(t *testing.T) {
-	req, err := ParseOpenAIRequest([]byte(openAISeeds[1]))
+	req, err := dialect.ParseOpenAIRequest([]byte(openAISeeds[1]))
 	require.NoError(t, err)
 	assert.Equal(t, "llama3.2", req.Model)
 	require.Len(t, req.Messages, 4)
 	assert.Equal(t, "what is\nthis?", req.Messages[1].Text(), "text parts joined, the image left out")
-	assert.Equal(t, "what is\nthis?", req.lastUser())
+	assert.Equal(t, "what is\nthis?", req.LastUser())
 	assert.Equal(t, "", req.Messages[2].Text(), "null content")
-	_, answer := req.options()
+	_, answer := req.Options()
 	assert.Equal(t, 64, answer)
 	out, err := json.Marshal(req)
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestOpenAIRequestRefusesBadContent(t *testing.T) {
 		`{"model":"m","messages":[{"role":"user","content":{"text":"hi"}}]}`,
 		`{"model":"m","messages":[{"role":"user","content":["hi"]}]}`,
 	} {
-		_, err := ParseOpenAIRequest([]byte(body))
+		_, err := dialect.ParseOpenAIRequest([]byte(body))
 		require.Error(t, err, body)
 		assert.Contains(t, err.Error(), "messages[0].content")
 	}

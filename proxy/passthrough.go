@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // NewTransport returns the transport vera uses to reach Ollama: it limits
@@ -35,7 +35,7 @@ type upstream struct {
 // newReverseProxy builds the httputil.ReverseProxy that forwards to up,
 // teeing each answer through tee when it is set. A proxy is a few fields:
 // one per request costs nothing next to the request itself.
-func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename *[2]string) *httputil.ReverseProxy {
+func (s *Server) newReverseProxy(up upstream, d dialect.Dialect, tee *answerTee, rename *[2]string) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
@@ -51,15 +51,11 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 			body := res.Body
 			if s.StripThink && tee != nil && res.StatusCode == http.StatusOK {
 				// Before the tee: what is stored is what the client sees.
-				ct := res.Header.Get("Content-Type")
-				switch d {
-				case ollamaChat, ollamaGenerate:
-					body = newThinkNDJSON(body, strings.HasPrefix(ct, "application/x-ndjson"))
-				case openAIChat:
-					body = newThinkSSE(body, strings.HasPrefix(ct, "text/event-stream"))
+				if f := d.StripThinking(body, streamed(res, d)); f != nil {
+					body = f
+					res.Header.Del("Content-Length")
+					res.ContentLength = -1
 				}
-				res.Header.Del("Content-Length")
-				res.ContentLength = -1
 			}
 			if tee != nil {
 				body = tee.wrap(res, body)
@@ -102,7 +98,7 @@ func (s *Server) newReverseProxy(up upstream, d dialect, tee *answerTee, rename 
 
 // passthrough forwards a request vera does not own, with errors in the
 // shape of d.
-func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, d dialect) {
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, d dialect.Dialect) {
 	if enableFullDuplex(w, r) {
 		// With full duplex on, net/http drains an unread body only after the
 		// handler returns, and that drain restarts the connection's
@@ -165,7 +161,7 @@ func kindOf(res *http.Response) streamKind {
 // stream with {"error":"..."}; line-parsing clients such as the official Go
 // client only notice a failure that way, since they treat a bare cut as a
 // normal end.
-func guardStream(res *http.Response, d dialect, body io.ReadCloser) io.ReadCloser {
+func guardStream(res *http.Response, d dialect.Dialect, body io.ReadCloser) io.ReadCloser {
 	kind := kindOf(res)
 	if kind == streamNone {
 		return body
@@ -176,10 +172,10 @@ func guardStream(res *http.Response, d dialect, body io.ReadCloser) io.ReadClose
 type guardedBody struct {
 	io.ReadCloser
 	kind    streamKind
-	d       dialect // the error event's shape
-	last    byte    // last byte passed on, to know whether a record is open
-	pending []byte  // the error record still to deliver
-	err     error   // the upstream's error, returned after pending
+	d       dialect.Dialect // the error event's shape
+	last    byte            // last byte passed on, to know whether a record is open
+	pending []byte          // the error record still to deliver
+	err     error           // the upstream's error, returned after pending
 	// started, when set, is called at the first byte of the answer.
 	started func()
 }
@@ -215,7 +211,7 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 
 // errorRecord renders msg as the stream's final record, starting on a fresh
 // line (or event) even if the upstream died in the middle of one.
-func errorRecord(kind streamKind, d dialect, last byte, msg string) []byte {
+func errorRecord(kind streamKind, d dialect.Dialect, last byte, msg string) []byte {
 	var rec []byte
 	if kind == streamSSE {
 		if last != 0 && last != '\n' {
@@ -223,21 +219,7 @@ func errorRecord(kind streamKind, d dialect, last byte, msg string) []byte {
 		} else if last == '\n' {
 			rec = append(rec, '\n')
 		}
-		var line []byte
-		switch d {
-		case anthropicMessages:
-			// https://docs.anthropic.com/en/api/messages-streaming#error-events
-			line, _ = json.Marshal(d.errorBody(http.StatusInternalServerError, msg))
-			rec = append(rec, "event: error\n"...)
-		case openAIResponses:
-			line, _ = json.Marshal(map[string]any{"type": "error", "code": "api_error", "message": msg})
-			rec = append(rec, "event: error\n"...)
-		default:
-			line, _ = json.Marshal(openAIChat.errorBody(http.StatusInternalServerError, msg))
-		}
-		rec = append(rec, "data: "...)
-		rec = append(rec, line...)
-		return append(rec, '\n', '\n')
+		return append(rec, d.ErrorEvent(msg)...)
 	}
 	line, _ := json.Marshal(map[string]string{"error": msg})
 	if last != 0 && last != '\n' {

@@ -15,31 +15,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
-
-// chatRequest is what memory needs from a chat request, whichever dialect
-// it came in.
-type chatRequest interface {
-	model() string
-	// conversation reports whether the request carries a conversation
-	// vera works on; one that does not (a load or unload call, a raw
-	// prompt...) is forwarded byte for byte.
-	conversation() bool
-	memoryMessages() []memory.Message
-	// options returns num_ctx and the answer's token cap; 0 when unset.
-	options() (numCtx, numPredict int)
-	lastUser() string
-	// withMemory returns the request to forward with mc's layers in place,
-	// or nil when they change nothing (the original bytes then go out).
-	withMemory(mc *memory.Context) any
-
-	// What the conversations step needs (see thread).
-	firstUser() string
-	toolLoop() bool
-	previousResponseID() string
-}
 
 // maxHold bounds how long the end of an answer waits for its turn to be
 // committed: past it the answer ends anyway and health says why.
@@ -55,9 +35,10 @@ const maxMemoriesHeader = 50
 // chat is one conversational request on its way through the pipeline:
 // decode → route → recall → forward → tee → record.
 type chat struct {
-	d    dialect
+	d    dialect.Dialect
+	path string // the route, for the cloud's dialects
 	body []byte // what is forwarded: the request's bytes, or rewritten with memory
-	req  chatRequest
+	req  dialect.Request
 	ns   string
 	off  bool // X-Vera-Memory: off
 	// chatID is Open WebUI's chat id (memory.chat_id_header); temporary
@@ -95,7 +76,7 @@ type chat struct {
 }
 
 // serveChat runs a chat through the pipeline's steps, in order.
-func (s *Server) serveChat(c *gin.Context, d dialect) error {
+func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 	ch, err := s.decode(c, d)
 	if err != nil {
 		return err
@@ -130,31 +111,31 @@ func (s *Server) serveChat(c *gin.Context, d dialect) error {
 	tee := s.teeFor(c, ch)
 	var rename *[2]string
 	if asked != "" {
-		rename = &[2]string{ch.req.model(), asked}
+		rename = &[2]string{ch.req.ModelName(), asked}
 	}
 	if err := s.forward(c, p, ch.d, ch.body, tee, rename); err != nil {
 		return err
 	}
 	if tee != nil && s.Debug != nil {
-		answer, ok := tee.Answer()
-		s.Debug.Chat(c.GetString(requestIDKey), ch.ns, ch.req.model(), mc, ch.body, len(answer), ok, ch.route)
+		answer, ok := tee.Captured()
+		s.Debug.Chat(c.GetString(requestIDKey), ch.ns, ch.req.ModelName(), mc, ch.body, len(answer), ok, ch.route)
 	}
 	return nil
 }
 
 // decode reads and parses the request in its dialect, and decides once
 // what vera does with it.
-func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
+func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 	r := c.Request
 	body, err := readChatBody(c.Writer, r)
 	if err != nil {
 		return nil, err
 	}
-	req, err := d.parse(body)
+	req, err := d.Parse(body)
 	if err != nil {
 		return nil, httpError(http.StatusBadRequest, err.Error(), nil)
 	}
-	ch := &chat{d: d, body: body, req: req}
+	ch := &chat{d: d, path: r.URL.Path, body: body, req: req}
 	if ch.ns, err = s.namespace(r); err != nil {
 		return nil, err
 	}
@@ -163,12 +144,12 @@ func (s *Server) decode(c *gin.Context, d dialect) (*chat, error) {
 	}
 	ch.chatID = chatIDOf(r, s.ChatIDHeader)
 	ch.temporary = strings.HasPrefix(ch.chatID, temporaryChat)
-	if !req.conversation() {
+	if !req.Conversation() {
 		ch.untouched = true
 		return ch, nil
 	}
-	ch.msgs, ch.user = req.memoryMessages(), req.lastUser()
-	if len(ch.msgs) == 0 && req.previousResponseID() == "" {
+	ch.msgs, ch.user = req.MemoryMessages(), req.LastUser()
+	if len(ch.msgs) == 0 && req.PreviousResponseID() == "" {
 		ch.untouched = true
 		return ch, nil
 	}
@@ -217,16 +198,16 @@ type plan struct {
 // Ollama, with the fallback model behind it. It runs after tier routing,
 // and before recall, so that memory is sized for the model that answers.
 func (s *Server) route(ch *chat) (plan, error) {
-	model := ch.req.model()
+	model := ch.req.ModelName()
 	p := plan{model: model, cloud: s.cloudModel(model), up: s.ollama, memory: !s.keepsMemoryLocal(model)}
 	switch {
-	case p.cloud && ch.d == anthropicMessages:
-		return plan{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on /api/chat, /api/generate, /v1/chat/completions and /v1/responses, not on /v1/messages", model), nil)
+	case p.cloud && !cloud.Serves(ch.path):
+		return plan{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on %s, not on %s", model, cloud.Routes, ch.path), nil)
 	case p.cloud:
 		p.up = upstream{url: s.Cloud.URL(), transport: s.Cloud, name: "cloud"}
-	case s.FallbackModel != "" && !ch.untouched && ch.d != anthropicMessages:
+	case s.FallbackModel != "" && !ch.untouched && cloud.Serves(ch.path):
 		p.fallback = &plan{model: s.FallbackModel, cloud: true, memory: !s.KeepMemoryLocal}
-		p.up = upstream{url: s.ollama.url, transport: &fallback{s: s, own: ch.body, asked: model, memory: p.fallback.memory}}
+		p.up = upstream{url: s.ollama.url, transport: &fallback{s: s, d: ch.d, own: ch.body, asked: model, memory: p.fallback.memory}}
 	}
 	ch.plan = p
 	return p, nil
@@ -239,8 +220,8 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 		return nil, nil
 	}
 	mc := s.layers(c, ch)
-	if forward := ch.req.withMemory(mc); forward != nil {
-		body, err := marshal(forward)
+	if forward := ch.req.WithMemory(mc); forward != nil {
+		body, err := dialect.Marshal(forward)
 		if err != nil {
 			return nil, fmt.Errorf("encoding the chat request: %w", err)
 		}
@@ -261,16 +242,16 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		ch.forgetting = kind == memory.Forget
 	}
 	record = record && !ch.forgetting
-	strip := s.StripThink && (ch.d == ollamaChat || ch.d == ollamaGenerate || ch.d == openAIChat)
+	strip := s.StripThink // the dialect may filter the answer (passthrough)
 	if !record && !strip && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
 	if ch.turn != nil {
-		tee.onStep = func(t *answerTee) { s.convs.Answered(ch.turn, ch.ns, t.content.String(), t.responseID) }
+		tee.onStep = func(t *answerTee) { s.convs.Answered(ch.turn, ch.ns, t.Content.String(), t.ResponseID) }
 	}
 	if record && strings.TrimSpace(ch.user) != "" {
-		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.model(), User: ch.user})
+		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user})
 	}
 	return tee
 }
@@ -306,7 +287,7 @@ func readChatBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // answer through tee when it is set. It returns only once the whole answer
 // went out (a broken stream panics with http.ErrAbortHandler inside
 // ServeHTTP).
-func (s *Server) forward(c *gin.Context, p plan, d dialect, body []byte, tee *answerTee, rename *[2]string) error {
+func (s *Server) forward(c *gin.Context, p plan, d dialect.Dialect, body []byte, tee *answerTee, rename *[2]string) error {
 	r := c.Request
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
@@ -340,7 +321,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 	ctx := context.WithoutCancel(c.Request.Context())
 	return func(answer string) {
 		// Thinking is never stored, also when a model writes it inline.
-		t.Assistant, t.Time = stripThink(ch.prefill+answer), time.Now().UTC()
+		t.Assistant, t.Time = dialect.StripThink(ch.prefill+answer), time.Now().UTC()
 		if ch.turn != nil {
 			// A regenerate or an edit replaces the turn recorded at its
 			// place in the conversation.
@@ -448,7 +429,7 @@ func (s *Server) command(c *gin.Context, ch *chat) {
 		// continuing a prefill): the fact would come straight back.
 		ch.forgetting = true
 	}
-	if n := len(ch.msgs); n == 0 || ch.msgs[n-1].Role != "user" || ch.req.toolLoop() {
+	if n := len(ch.msgs); n == 0 || ch.msgs[n-1].Role != "user" || ch.req.ToolLoop() {
 		return // the command ran at its turn's first step
 	}
 	ctx, id := c.Request.Context(), slog.String("request_id", c.GetString(requestIDKey))

@@ -25,6 +25,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/proxy/dialect"
 	"github.com/vera-proxy/vera/proxy/vram"
 )
 
@@ -125,8 +126,8 @@ type Server struct {
 	ollama upstream
 	log    *slog.Logger
 	// passthroughs forward the routes vera does not own to Ollama, one per
-	// dialect (the shape of their errors).
-	passthroughs [anthropicMessages + 1]*httputil.ReverseProxy
+	// dialect a path tells (the shape of their errors).
+	passthroughs map[dialect.Dialect]*httputil.ReverseProxy
 	buffers      *bufferPool
 	client       *ollama.Client // Ollama's API: Ollama, or one made from New's address
 	windows      *ollama.ModelInfo
@@ -159,8 +160,9 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 		buffers: &bufferPool{},
 		started: time.Now().UTC(),
 	}
-	for d := range s.passthroughs {
-		s.passthroughs[d] = s.newReverseProxy(s.ollama, dialect(d), nil, nil)
+	s.passthroughs = make(map[dialect.Dialect]*httputil.ReverseProxy)
+	for _, d := range dialect.All() {
+		s.passthroughs[d] = s.newReverseProxy(s.ollama, d, nil, nil)
 	}
 	return s
 }
@@ -200,19 +202,19 @@ func (s *Server) Handler() http.Handler {
 	if s.Cloud != nil || s.Routing != nil {
 		s.ownModelLists(e)
 	}
-	for route, d := range map[string]dialect{
-		"/api/chat":            ollamaChat,
-		"/api/generate":        ollamaGenerate,
-		"/v1/chat/completions": openAIChat,
-		"/v1/responses":        openAIResponses,
-		"/v1/messages":         anthropicMessages,
+	for route, d := range map[string]dialect.Dialect{
+		"/api/chat":            dialect.OllamaChat{},
+		"/api/generate":        dialect.OllamaGenerate{},
+		"/v1/chat/completions": dialect.OpenAIChat{},
+		"/v1/responses":        dialect.OpenAIResponses{},
+		"/v1/messages":         dialect.AnthropicMessages{},
 	} {
 		e.POST(route, withDialect(d), s.handle(func(c *gin.Context) error { return s.serveChat(c, d) }))
 	}
 	e.NoRoute(func(c *gin.Context) {
 		// The one place a dialect is read off a path: routes vera does
 		// not own, for the shape of an error.
-		d := dialectOf(c.Request.URL.Path)
+		d := dialect.Of(c.Request.URL.Path)
 		c.Set(dialectKey, d)
 		s.passthrough(c.Writer, c.Request, d)
 	})
@@ -240,23 +242,23 @@ func (s *Server) handle(h func(*gin.Context) error) gin.HandlerFunc {
 const dialectKey = "vera.dialect"
 
 // withDialect records the dialect of a route's requests.
-func withDialect(d dialect) gin.HandlerFunc {
+func withDialect(d dialect.Dialect) gin.HandlerFunc {
 	return func(c *gin.Context) { c.Set(dialectKey, d) }
 }
 
-// dialectIn returns the request's dialect: its route's, Ollama's when the
-// route has none (vera's own routes).
-func dialectIn(c *gin.Context) dialect {
+// dialectIn returns the request's dialect: its route's, else the one its
+// path tells (vera's own routes).
+func dialectIn(c *gin.Context) dialect.Dialect {
 	if d, ok := c.Get(dialectKey); ok {
-		return d.(dialect)
+		return d.(dialect.Dialect)
 	}
-	return ollamaChat
+	return dialect.Of(c.Request.URL.Path)
 }
 
 // memoryRequest is what recall needs to know of a chat.
 func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 	ctx := c.Request.Context()
-	numCtx, numPredict := ch.req.options()
+	numCtx, numPredict := ch.req.Options()
 	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0), Messages: ch.msgs}
 	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
 		mreq.Recall = ch.recall
@@ -267,7 +269,7 @@ func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 	if ch.plan.cloud {
 		// No Modelfile; the window is the provider's.
 		if numCtx <= 0 {
-			mreq.ContextLength = s.Cloud.Window(ctx, ch.req.model())
+			mreq.ContextLength = s.Cloud.Window(ctx, ch.req.ModelName())
 		}
 		return mreq
 	}
@@ -275,10 +277,10 @@ func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
 		// Ollama adds the Modelfile's SYSTEM only to requests without a
 		// system message (a Responses input opening with a developer
 		// message has one): once vera sends one, it must carry it.
-		mreq.ModelSystem = s.windows.System(ctx, ch.req.model())
+		mreq.ModelSystem = s.windows.System(ctx, ch.req.ModelName())
 	}
 	if !ch.off && numCtx <= 0 {
-		mreq.ContextLength = s.windows.Window(ctx, ch.req.model())
+		mreq.ContextLength = s.windows.Window(ctx, ch.req.ModelName())
 	}
 	return mreq
 }

@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vera-proxy/vera/proxy/dialect"
 	"github.com/vera-proxy/vera/proxy/tier"
 	"github.com/vera-proxy/vera/proxy/vram"
 )
@@ -72,7 +72,7 @@ func (r *Routing) tierModel(t tier.Tier) (tier.Tier, string) {
 // set), and reports the choice in X-Vera-Tier. It returns the name the
 // answer must carry back, "" when the chat is not for a virtual name.
 func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat) (string, error) {
-	asked := ch.req.model()
+	asked := ch.req.ModelName()
 	if !s.virtual(asked) {
 		return "", nil
 	}
@@ -104,7 +104,7 @@ func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat)
 func (s *Server) retargetChat(ctx context.Context, ch *chat, want tier.Tier, strip bool) (tier.Tier, string, error) {
 	t, model := s.Routing.tierModel(want)
 	if model == "" {
-		return t, "", httpError(http.StatusServiceUnavailable, fmt.Sprintf("model %q routes to tiers, and no tier model is set ([routing] light, medium, complex)", ch.req.model()), nil)
+		return t, "", httpError(http.StatusServiceUnavailable, fmt.Sprintf("model %q routes to tiers, and no tier model is set ([routing] light, medium, complex)", ch.req.ModelName()), nil)
 	}
 	think := strip
 	if think {
@@ -112,97 +112,26 @@ func (s *Server) retargetChat(ctx context.Context, ch *chat, want tier.Tier, str
 		caps := s.capabilities(ctx, model)
 		think = caps == nil || slices.Contains(caps, "thinking")
 	}
-	body, err := retarget(ch.unrouted, model, strip, think, ch.d)
+	body, err := ch.d.Retarget(ch.unrouted, model, strip, think)
 	if err != nil {
 		return t, "", httpError(http.StatusBadRequest, err.Error(), nil)
 	}
-	req, err := ch.d.parse(body)
+	req, err := ch.d.Parse(body)
 	if err != nil {
 		return t, "", httpError(http.StatusBadRequest, err.Error(), nil)
 	}
 	ch.body, ch.req = body, req
 	if !ch.untouched {
 		shared := len(ch.recall) == 0 || len(ch.msgs) == 0 || &ch.recall[0] == &ch.msgs[0]
-		ch.msgs = req.memoryMessages()
+		ch.msgs = req.MemoryMessages()
 		if strip {
-			ch.user = stripThinkPrefix(ch.user)
+			ch.user = dialect.StripThinkPrefix(ch.user)
 		}
 		if shared {
 			ch.recall = ch.msgs
 		}
 	}
 	return t, model, nil
-}
-
-// stripThinkPrefix takes "/think" and the space after it off a text.
-func stripThinkPrefix(s string) string {
-	t := strings.TrimLeftFunc(s, unicode.IsSpace)
-	if rest, ok := strings.CutPrefix(t, "/think"); ok && (rest == "" || unicode.IsSpace(rune(rest[0]))) {
-		return strings.TrimLeftFunc(rest, unicode.IsSpace)
-	}
-	return s
-}
-
-// retarget sets a request's model and, for a /think prefix (strip), takes
-// the prefix off its last user text and, with think, asks the model to
-// think (Ollama's think: true, unless the client set think). It edits the
-// decoded request, so no other text that happens to hold "/think" is
-// touched.
-func retarget(body []byte, model string, strip, think bool, d dialect) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, fmt.Errorf("the request is not a JSON object")
-	}
-	m["model"] = model
-	if strip {
-		switch d {
-		case ollamaGenerate:
-			if p, ok := m["prompt"].(string); ok {
-				m["prompt"] = stripThinkPrefix(p)
-			}
-		case openAIResponses:
-			if in, ok := m["input"].(string); ok {
-				m["input"] = stripThinkPrefix(in)
-			} else if items, ok := m["input"].([]any); ok {
-				stripLastUser(items)
-			}
-		default:
-			if msgs, ok := m["messages"].([]any); ok {
-				stripLastUser(msgs)
-			}
-		}
-		if _, set := m["think"]; think && !set && (d == ollamaChat || d == ollamaGenerate) {
-			m["think"] = true
-		}
-	}
-	return marshal(m)
-}
-
-// stripLastUser takes the /think prefix off the last user message's text:
-// a string content, or its first text part.
-func stripLastUser(msgs []any) {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		msg, ok := msgs[i].(map[string]any)
-		if !ok || msg["role"] != "user" {
-			continue
-		}
-		switch c := msg["content"].(type) {
-		case string:
-			msg["content"] = stripThinkPrefix(c)
-			return
-		case []any:
-			for _, part := range c {
-				if p, ok := part.(map[string]any); ok {
-					if text, ok := p["text"].(string); ok {
-						p["text"] = stripThinkPrefix(text)
-						return
-					}
-				}
-			}
-		}
-	}
 }
 
 // renamer gives a response body with every `"model":"<from>"` as
@@ -264,7 +193,7 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, p *plan) (func
 		return func() {}, nil // the cloud's, not this GPU's
 	}
 	ctx := c.Request.Context()
-	after, err := s.VRAM.Before(ctx, ch.req.model())
+	after, err := s.VRAM.Before(ctx, ch.req.ModelName())
 	switch {
 	case err == nil:
 		s.Metrics.flushed("ok")
@@ -273,7 +202,7 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, p *plan) (func
 		return after, httpError(StatusClientClosed, "client closed request", err)
 	case !errors.Is(err, vram.ErrFlushTimeout):
 		// Ollama's /api/ps failed: go on without the flush.
-		s.log.Warn("VRAM flush skipped", "model", ch.req.model(), "error", err)
+		s.log.Warn("VRAM flush skipped", "model", ch.req.ModelName(), "error", err)
 		return after, nil
 	}
 	s.Metrics.flushed("timeout")
@@ -281,11 +210,11 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, p *plan) (func
 	if asked == "" || s.Routing == nil {
 		return after, nil // the model the chat named, serialised still
 	}
-	if _, medium := s.Routing.tierModel(tier.Medium); medium == "" || sameModel(medium, ch.req.model()) {
+	if _, medium := s.Routing.tierModel(tier.Medium); medium == "" || sameModel(medium, ch.req.ModelName()) {
 		return after, nil
 	}
 	after() // the large model will not answer this chat
-	instead := ch.req.model()
+	instead := ch.req.ModelName()
 	t, medium, rerr := s.retargetChat(ctx, ch, tier.Medium, ch.route != nil && ch.route["think"] == true)
 	if rerr != nil {
 		return func() {}, rerr

@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // maxRecord bounds how much of one response record the tee buffers. A record
@@ -21,22 +22,15 @@ const maxRecord = 16 << 20
 // Anthropic's Messages API (ending in message_stop), or one JSON object
 // when the answer is not streamed.
 type answerTee struct {
-	d       dialect
+	d       dialect.Dialect
 	stream  bool // a stream of records (NDJSON or SSE), else one object
 	buf     []byte
 	event   []byte // SSE: the data lines of the event being read
 	inEvent bool   // SSE: an event has begun
-	content strings.Builder
-	done    bool
-	failed  bool
-	// toolCalls is set when the answer calls tools: an agent's tool loop
-	// goes on, and its turn is stored with the answer that ends the loop,
-	// never with this one.
-	toolCalls bool
-	// final is set once the answer's last record has been read (done:true,
-	// the data: [DONE] line, or the end of a non-streamed body), before
-	// the event it ends is complete.
-	final bool
+	// Answer is what the dialect reads: the text, its tool calls, and
+	// whether its final record (done:true, the data: [DONE] line, the end
+	// of a non-streamed body) has come.
+	dialect.Answer
 
 	// onEnd, when set, is called once with the answer when its final
 	// record has been read, before that record reaches the client: the
@@ -48,35 +42,38 @@ type answerTee struct {
 	// that calls tools included, before onEnd: a conversation learns the
 	// answer (and its response id) before the client can send the next
 	// request.
-	onStep func(t *answerTee)
-	// responseID is the Responses API's id of the answer.
-	responseID string
-	ended      bool
-	finished   bool
+	onStep   func(t *answerTee)
+	ended    bool
+	finished bool
 }
 
-// Answer returns the captured answer and whether the response finished
+// Captured returns the captured answer and whether the response finished
 // cleanly: done:true from Ollama, [DONE] or a non-streamed choice from
 // OpenAI. An aborted, failed or empty answer is not complete.
-func (t *answerTee) Answer() (string, bool) {
-	ok := t.done && !t.failed && !t.toolCalls && strings.TrimSpace(t.content.String()) != ""
-	return t.content.String(), ok
+func (t *answerTee) Captured() (string, bool) {
+	ok := t.Done && !t.Failed && !t.ToolCalls && strings.TrimSpace(t.Content.String()) != ""
+	return t.Content.String(), ok
 }
 
 // wrap starts teeing res's body. Error statuses are forwarded untouched and
 // never captured.
 func (t *answerTee) wrap(res *http.Response, body io.ReadCloser) io.ReadCloser {
 	if res.StatusCode != http.StatusOK {
-		t.failed = true
+		t.Failed = true
 		return body
 	}
-	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	if t.d.sse() {
-		t.stream = mt == "text/event-stream"
-	} else {
-		t.stream = mt == "application/x-ndjson"
-	}
+	t.stream = streamed(res, t.d)
 	return &teeBody{ReadCloser: body, tee: t}
+}
+
+// streamed reports whether an answer is a stream of its dialect's records
+// (SSE or NDJSON), else one object.
+func streamed(res *http.Response, d dialect.Dialect) bool {
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if d.SSE() {
+		return mt == "text/event-stream"
+	}
+	return mt == "application/x-ndjson"
 }
 
 // teeBody passes the upstream body through the tee. When the tee has an
@@ -119,7 +116,7 @@ func (b *teeBody) Read(p []byte) (int, error) {
 		case err == io.EOF:
 			b.tee.finish()
 		case err != nil:
-			b.tee.failed = true
+			b.tee.Failed = true
 		}
 		return n, err
 	}
@@ -145,16 +142,16 @@ func (b *teeBody) readHolding(p []byte) (int, error) {
 	case err == io.EOF:
 		b.tee.finish()
 	case err != nil:
-		b.tee.failed = true
+		b.tee.Failed = true
 	}
 	total := off + n
 	switch {
-	case b.tee.final && cut < 0:
+	case b.tee.Final && cut < 0:
 		// The answer ended with the body (a non-streamed object, or a
 		// last line without its newline): commit, then give it all.
 		b.tee.end()
 		return b.give(p, buf, total, err)
-	case b.tee.final:
+	case b.tee.Final:
 		if cut > 0 {
 			cut += off
 		}
@@ -204,14 +201,14 @@ func (t *answerTee) end() {
 		return
 	}
 	t.ended = true
-	if !t.final || t.failed {
+	if !t.Final || t.Failed {
 		return
 	}
 	if t.onStep != nil {
 		t.onStep(t)
 	}
-	if t.onEnd != nil && !t.toolCalls && strings.TrimSpace(t.content.String()) != "" {
-		t.onEnd(t.content.String())
+	if t.onEnd != nil && !t.ToolCalls && strings.TrimSpace(t.Content.String()) != "" {
+		t.onEnd(t.Content.String())
 	}
 }
 
@@ -225,7 +222,7 @@ func (t *answerTee) Write(p []byte) (int, error) {
 // which the answer's final record starts, when that record ends in p (0
 // when it started in earlier bytes), else -1.
 func (t *answerTee) scan(p []byte) int {
-	if t.failed {
+	if t.Failed {
 		return -1
 	}
 	if !t.stream {
@@ -241,7 +238,7 @@ func (t *answerTee) scan(p []byte) int {
 			break
 		}
 		start := off
-		wasFinal := t.final
+		wasFinal := t.Final
 		if len(t.buf) == 0 {
 			t.line(rest[:i]) // the whole line is in p: no copy
 		} else {
@@ -250,7 +247,7 @@ func (t *answerTee) scan(p []byte) int {
 			t.line(t.buf)
 			t.buf = t.buf[:0]
 		}
-		if t.final && !wasFinal {
+		if t.Final && !wasFinal {
 			cut = start
 		}
 		off += i + 1
@@ -260,7 +257,7 @@ func (t *answerTee) scan(p []byte) int {
 
 func (t *answerTee) append(p []byte) {
 	if len(t.buf)+len(p) > maxRecord {
-		t.failed = true
+		t.Failed = true
 		t.buf = nil
 		return
 	}
@@ -276,14 +273,14 @@ func (t *answerTee) finish() {
 	}
 	t.finished = true
 	switch {
-	case t.failed:
+	case t.Failed:
 	case !t.stream:
-		t.object(t.buf)
+		t.d.ReadWhole(&t.Answer, t.buf)
 	default:
 		if len(t.buf) > 0 {
 			t.line(t.buf)
 		}
-		if t.d.sse() {
+		if t.d.SSE() {
 			t.line(nil)
 		}
 	}
@@ -292,11 +289,11 @@ func (t *answerTee) finish() {
 
 // line takes one line of a stream (without its newline).
 func (t *answerTee) line(l []byte) {
-	if t.failed {
+	if t.Failed {
 		return
 	}
-	if !t.d.sse() {
-		t.record(l)
+	if !t.d.SSE() {
+		t.d.Read(&t.Answer, l)
 		return
 	}
 	// Server-Sent Events (https://html.spec.whatwg.org/multipage/server-sent-events.html):
@@ -316,7 +313,7 @@ func (t *answerTee) line(l []byte) {
 	}
 	data = bytes.TrimPrefix(data, []byte{' '})
 	if len(t.event)+len(data) > maxRecord {
-		t.failed = true
+		t.Failed = true
 		return
 	}
 	first := !t.inEvent
@@ -326,182 +323,17 @@ func (t *answerTee) line(l []byte) {
 	t.event, t.inEvent = append(t.event, data...), true
 	// Clients end the stream on the final event: its last data line is
 	// the final record (an event's data may span several lines).
-	if !t.final && (first && t.d.sseFinal(data) || !first && t.d.sseFinal(t.event)) {
-		t.final = true
+	if !t.Final && (first && t.d.Final(data) || !first && t.d.Final(t.event)) {
+		t.Final = true
 	}
-}
-
-// record takes one Ollama NDJSON record, chat or generate: the answer's
-// text is message.content (chat) or response (generate); thinking is
-// never part of it. It reads the record in place (jsonscan.go): no
-// allocation per record.
-func (t *answerTee) record(line []byte) {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || t.failed {
-		return
-	}
-	if t.done || !json.Valid(line) {
-		// Anything after done, or garbage: not a clean answer.
-		t.failed = true
-		return
-	}
-	bad, done := false, false
-	ok := members(line, func(key, val []byte) {
-		switch string(key) {
-		case "message":
-			if jsonNull(val) {
-				return
-			}
-			bad = bad || !t.message(val)
-		case "response":
-			bad = bad || !appendJSONString(&t.content, val)
-		case "done":
-			switch string(val) {
-			case "true":
-				done = true
-			case "false", "null":
-			default:
-				bad = true
-			}
-		case "error":
-			// An error record ends the answer in failure.
-			bad = bad || !jsonNull(val) && string(val) != `""`
-		}
-	})
-	if !ok || bad {
-		t.failed = true
-		return
-	}
-	t.done = done
-	t.final = t.final || done
-}
-
-// message takes a message object (Ollama's message, OpenAI's delta): its
-// content is the answer's, its tool calls go on a tool loop. It reports
-// false when msg is not such an object.
-func (t *answerTee) message(msg []byte) bool {
-	ok := true
-	return members(msg, func(key, val []byte) {
-		switch string(key) {
-		case "content":
-			ok = ok && appendJSONString(&t.content, val)
-		case "tool_calls":
-			t.toolCalls = t.toolCalls || present(val)
-		}
-	}) && ok
-}
-
-// object takes the whole body of a non-streamed answer.
-func (t *answerTee) object(body []byte) {
-	switch t.d {
-	case ollamaChat, ollamaGenerate:
-		if len(bytes.TrimSpace(body)) > 0 {
-			t.record(body)
-		}
-		return
-	case openAIResponses:
-		t.responsesObject(body)
-		return
-	case anthropicMessages:
-		t.messagesObject(body)
-		return
-	}
-	var res openAIRecord
-	if json.Unmarshal(body, &res) != nil || res.Error != nil || len(res.Choices) == 0 || res.Choices[0].Message == nil {
-		t.failed = true
-		return
-	}
-	t.content.WriteString(res.Choices[0].Message.Content)
-	t.toolCalls = present(res.Choices[0].Message.ToolCalls)
-	t.done, t.final = true, true
-}
-
-// present reports whether a JSON value is there and not empty: not
-// absent, null, [] or {}.
-func present(raw json.RawMessage) bool {
-	switch string(bytes.TrimSpace(raw)) {
-	case "", "null", "[]", "{}":
-		return false
-	}
-	return true
-}
-
-// openAIRecord is the part of an OpenAI chat completion, or of one chunk of
-// a streamed one, that the tee needs. Only the first choice is recorded.
-type openAIRecord struct {
-	Choices []struct {
-		Index   int `json:"index"`
-		Message *struct {
-			Content   string          `json:"content"`
-			ToolCalls json.RawMessage `json:"tool_calls"`
-		} `json:"message"`
-		Delta *struct {
-			Content   string          `json:"content"`
-			ToolCalls json.RawMessage `json:"tool_calls"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Error any `json:"error"`
 }
 
 // sseEvent takes the data of one Server-Sent Event.
 func (t *answerTee) sseEvent(data []byte) {
-	if t.done {
+	if t.Done {
 		// Nothing may follow the final event.
-		t.failed = true
+		t.Failed = true
 		return
 	}
-	switch t.d {
-	case openAIResponses:
-		t.responsesEvent(data)
-		return
-	case anthropicMessages:
-		t.messagesEvent(data)
-		return
-	}
-	if string(bytes.TrimSpace(data)) == "[DONE]" {
-		t.done = true
-		return
-	}
-	if !json.Valid(data) {
-		t.failed = true
-		return
-	}
-	// A chunk: the first choice's delta, read in place.
-	bad := false
-	ok := members(data, func(key, val []byte) {
-		switch string(key) {
-		case "error":
-			bad = bad || !jsonNull(val)
-		case "choices":
-			if jsonNull(val) {
-				return
-			}
-			// (A closure that sets bad runs inside each call: the calls
-			// come first, then bad is set from what they return.)
-			if !elements(val, func(choice []byte) {
-				first, delta := true, []byte(nil)
-				if !members(choice, func(key, val []byte) {
-					switch string(key) {
-					case "index":
-						// null decodes to 0, and so does -0.
-						first = jsonNull(val) || string(bytes.TrimPrefix(val, []byte{'-'})) == "0"
-						bad = bad || !jsonInt(val)
-					case "delta":
-						delta = val
-					}
-				}) {
-					bad = true
-				}
-				if !first || delta == nil || jsonNull(delta) {
-					return
-				}
-				bad = bad || !t.message(delta)
-			}) {
-				bad = true
-			}
-		}
-	})
-	if !ok || bad {
-		t.failed = true
-	}
+	t.d.Read(&t.Answer, data)
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // BenchmarkTee reads a 200-record answer through the tee of each dialect,
@@ -18,7 +20,7 @@ import (
 func BenchmarkTee(b *testing.B) {
 	const records = 200
 	streams := []struct {
-		d     dialect
+		d     dialect.Dialect
 		ctype string
 		rec   string
 		end   string
@@ -53,7 +55,7 @@ func BenchmarkTee(b *testing.B) {
 						break
 					}
 				}
-				if _, ok := tee.Answer(); !ok {
+				if _, ok := tee.Captured(); !ok {
 					b.Fatal("the answer did not complete")
 				}
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Each dialect tells what the conversations step needs: the first user
@@ -17,7 +18,7 @@ import (
 func TestThreadOfEachDialect(t *testing.T) {
 	cases := []struct {
 		name string
-		d    dialect
+		d    dialect.Dialect
 		body string
 		want conversation.Thread
 	}{
@@ -37,7 +38,7 @@ func TestThreadOfEachDialect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := tc.d.parse([]byte(tc.body))
+			req, err := tc.d.Parse([]byte(tc.body))
 			require.NoError(t, err)
 			tc.want.ChatID = "chat-1"
 			assert.Equal(t, tc.want, threadOf("chat-1", req))
@@ -48,7 +49,7 @@ func TestThreadOfEachDialect(t *testing.T) {
 // A field sent in another case is read as Ollama reads it, and does not
 // stay beside the one vera writes.
 func TestFieldsMatchInAnyCase(t *testing.T) {
-	req, err := ParseGenerateRequest([]byte(`{"model":"m","prompt":"hi","System":"be terse"}`))
+	req, err := dialect.ParseGenerateRequest([]byte(`{"model":"m","prompt":"hi","System":"be terse"}`))
 	require.NoError(t, err)
 	assert.Equal(t, "be terse", req.System)
 	out := *req
@@ -60,18 +61,18 @@ func TestFieldsMatchInAnyCase(t *testing.T) {
 
 // A rewritten request keeps the caller's characters: no \u003c escapes.
 func TestRewrittenRequestKeepsCharacters(t *testing.T) {
-	for _, d := range []dialect{ollamaChat, ollamaGenerate, openAIChat, openAIResponses, anthropicMessages} {
-		body := map[dialect]string{
+	for _, d := range []dialect.Dialect{ollamaChat, ollamaGenerate, openAIChat, openAIResponses, anthropicMessages} {
+		body := map[dialect.Dialect]string{
 			ollamaChat:        `{"model":"m","messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
 			ollamaGenerate:    `{"model":"m","prompt":"is <b> & <i> html?"}`,
 			openAIChat:        `{"model":"m","messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
 			openAIResponses:   `{"model":"m","input":[{"role":"user","content":"is <b> & <i> html?"}]}`,
 			anthropicMessages: `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
 		}[d]
-		req, err := d.parse([]byte(body))
+		req, err := d.Parse([]byte(body))
 		require.NoError(t, err)
 		mc := &memory.Context{System: "remember <this> & that", Recent: []memory.Message{{Role: "user", Content: "a<b"}, {Role: "assistant", Content: "b>a"}}}
-		out, err := marshal(req.withMemory(mc))
+		out, err := dialect.Marshal(req.WithMemory(mc))
 		require.NoError(t, err)
 		assert.NotContains(t, string(out), `\u003c`, d.String())
 		assert.NotContains(t, string(out), `\u0026`, d.String())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // toolCallAnswers are answers that call tools, in every dialect and shape:
@@ -15,7 +16,7 @@ import (
 // is stored once, with the answer that comes without tool calls).
 var toolCallAnswers = []struct {
 	name, ctype string
-	d           dialect
+	d           dialect.Dialect
 	body        string
 }{
 	{"ollama stream", "application/x-ndjson", ollamaChat,
@@ -56,7 +57,7 @@ func TestToolCallAnswersAreNotTurns(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.body, string(b), "the answer reaches the client whole")
 			assert.Zero(t, ends, "an answer that calls tools is not stored")
-			_, ok := tee.Answer()
+			_, ok := tee.Captured()
 			assert.False(t, ok)
 		})
 	}

@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func encodeChat[M any](extra map[string]json.RawMessage, model string, messages 
 	if stream != nil {
 		m["stream"] = *stream
 	}
-	return marshal(m)
+	return Marshal(m)
 }
 
 // UnmarshalJSON implements json.Unmarshaler, keeping unknown fields.
@@ -169,7 +169,7 @@ func (msg Message) MarshalJSON() ([]byte, error) {
 	m := fields(msg.Extra, 2)
 	m["role"] = msg.Role
 	m["content"] = msg.Content
-	return marshal(m)
+	return Marshal(m)
 }
 
 // fields returns a map of a request's (or message's) fields vera does not
@@ -218,9 +218,9 @@ func (r *ChatRequest) LastUser() string {
 	return ""
 }
 
-func (r *ChatRequest) model() string { return r.Model }
+func (r *ChatRequest) ModelName() string { return r.Model }
 
-func (r *ChatRequest) memoryMessages() []memory.Message {
+func (r *ChatRequest) MemoryMessages() []memory.Message {
 	out := make([]memory.Message, len(r.Messages))
 	for i, m := range r.Messages {
 		out[i] = memory.Message{Role: m.Role, Content: m.Content}
@@ -228,11 +228,9 @@ func (r *ChatRequest) memoryMessages() []memory.Message {
 	return out
 }
 
-func (r *ChatRequest) options() (numCtx, numPredict int) { return requestOptions(r.Extra) }
+func (r *ChatRequest) Options() (numCtx, numPredict int) { return requestOptions(r.Extra) }
 
-func (r *ChatRequest) lastUser() string { return r.LastUser() }
-
-func (r *ChatRequest) withMemory(mc *memory.Context) any {
+func (r *ChatRequest) WithMemory(mc *memory.Context) any {
 	first := ""
 	if len(r.Messages) > 0 {
 		first = r.Messages[0].Content
@@ -288,4 +286,4 @@ func unchanged(mc *memory.Context, first string) bool {
 	return false
 }
 
-func (r *ChatRequest) conversation() bool { return len(r.Messages) > 0 }
+func (r *ChatRequest) Conversation() bool { return len(r.Messages) > 0 }

@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bytes"
@@ -50,14 +50,14 @@ func prefixContent(content json.RawMessage, block, partType string) json.RawMess
 			continue
 		}
 		p["text"] = stringContent(block + text)
-		out, err := marshal(parts)
+		out, err := Marshal(parts)
 		if err != nil {
 			return content
 		}
 		return out
 	}
-	first, _ := marshal(map[string]string{"type": partType, "text": block})
-	out, err := marshal(append([]json.RawMessage{first}, rawParts(c)...))
+	first, _ := Marshal(map[string]string{"type": partType, "text": block})
+	out, err := Marshal(append([]json.RawMessage{first}, rawParts(c)...))
 	if err != nil {
 		return content
 	}
@@ -79,7 +79,7 @@ func withField(obj json.RawMessage, key string, v json.RawMessage) json.RawMessa
 		return obj
 	}
 	m[key] = v
-	out, err := marshal(m)
+	out, err := Marshal(m)
 	if err != nil {
 		return obj
 	}

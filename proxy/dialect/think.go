@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bufio"
@@ -93,8 +93,8 @@ func partialSuffix(s, tag string) int {
 	return 0
 }
 
-// stripThink removes <think> blocks from a whole text.
-func stripThink(s string) string {
+// StripThink removes <think> blocks from a whole text.
+func StripThink(s string) string {
 	var f thinkFilter
 	return f.feed(s) + f.flush()
 }
@@ -183,19 +183,19 @@ func (t *thinkNDJSON) record(line []byte, whole bool) []byte {
 	if raw, ok := rec["response"]; ok {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			rec["response"], _ = marshal(filter(s))
+			rec["response"], _ = Marshal(filter(s))
 		}
 	} else if raw, ok := rec["message"]; ok {
 		var m map[string]json.RawMessage
 		var s string
 		if json.Unmarshal(raw, &m) == nil && json.Unmarshal(m["content"], &s) == nil {
-			m["content"], _ = marshal(filter(s))
-			rec["message"], _ = marshal(m)
+			m["content"], _ = Marshal(filter(s))
+			rec["message"], _ = Marshal(m)
 		}
 	} else {
 		return line
 	}
-	b, err := marshal(rec)
+	b, err := Marshal(rec)
 	if err != nil {
 		return line
 	}
@@ -249,10 +249,10 @@ func (t *thinkSSE) chunk(data []byte, field string, whole bool) []byte {
 	if _, had := m["content"]; !had && out == "" {
 		return data
 	}
-	m["content"], _ = marshal(out)
-	choices[0][field], _ = marshal(m)
-	c["choices"], _ = marshal(choices)
-	b, err := marshal(c)
+	m["content"], _ = Marshal(out)
+	choices[0][field], _ = Marshal(m)
+	c["choices"], _ = Marshal(choices)
+	b, err := Marshal(c)
 	if err != nil {
 		return data
 	}

@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import "encoding/json"
 

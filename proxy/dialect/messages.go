@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ func (m anthropicMessage) MarshalJSON() ([]byte, error) {
 		return m.raw, nil
 	}
 	type plain anthropicMessage
-	return marshal(plain(m))
+	return Marshal(plain(m))
 }
 
 // ParseMessagesRequest decodes a /v1/messages body. The error is meant for
@@ -107,14 +107,14 @@ func (r MessagesRequest) MarshalJSON() ([]byte, error) {
 	if r.Stream != nil {
 		m["stream"] = *r.Stream
 	}
-	return marshal(m)
+	return Marshal(m)
 }
 
-func (r *MessagesRequest) model() string { return r.Model }
+func (r *MessagesRequest) ModelName() string { return r.Model }
 
-func (r *MessagesRequest) conversation() bool { return len(r.Messages) > 0 }
+func (r *MessagesRequest) Conversation() bool { return len(r.Messages) > 0 }
 
-func (r *MessagesRequest) memoryMessages() []memory.Message {
+func (r *MessagesRequest) MemoryMessages() []memory.Message {
 	out := make([]memory.Message, 0, len(r.Messages)+1)
 	if strings.TrimSpace(r.systemText) != "" {
 		out = append(out, memory.Message{Role: "system", Content: r.systemText})
@@ -129,14 +129,14 @@ func (r *MessagesRequest) memoryMessages() []memory.Message {
 	return out
 }
 
-func (r *MessagesRequest) options() (numCtx, numPredict int) {
+func (r *MessagesRequest) Options() (numCtx, numPredict int) {
 	return 0, answerCap(r.Extra, "max_tokens")
 }
 
 // lastUser is the text of the last user message that has some. A user
 // message that carries only tool results continues an agent's tool loop:
 // the turn is the question that started it.
-func (r *MessagesRequest) lastUser() string {
+func (r *MessagesRequest) LastUser() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if m := r.Messages[i]; m.Role == "user" && !m.results {
 			return m.text
@@ -150,7 +150,7 @@ func (r *MessagesRequest) lastUser() string {
 // first user message still follows an assistant one). A system given as
 // blocks keeps its blocks (and their cache_control); vera's part is one
 // more text block.
-func (r *MessagesRequest) withMemory(mc *memory.Context) any {
+func (r *MessagesRequest) WithMemory(mc *memory.Context) any {
 	if unchanged(mc, r.systemText) {
 		return nil
 	}
@@ -160,17 +160,17 @@ func (r *MessagesRequest) withMemory(mc *memory.Context) any {
 		if json.Unmarshal(sys, &blocks) == nil {
 			added := strings.TrimLeft(strings.TrimPrefix(mc.System, r.systemText), "\n")
 			if added != "" {
-				b, _ := marshal(map[string]string{"type": "text", "text": added})
+				b, _ := Marshal(map[string]string{"type": "text", "text": added})
 				blocks = append(blocks, b)
 			}
-			out.System, _ = marshal(blocks)
+			out.System, _ = Marshal(blocks)
 		}
 	} else if mc.System != "" {
-		out.System, _ = marshal(mc.System)
+		out.System, _ = Marshal(mc.System)
 	}
 	out.Messages = make([]anthropicMessage, 0, len(r.Messages)+len(mc.Recent))
 	for _, m := range mc.Recent {
-		content, _ := marshal(m.Content)
+		content, _ := Marshal(m.Content)
 		out.Messages = append(out.Messages, anthropicMessage{Role: m.Role, Content: content})
 	}
 	n := len(out.Messages)
@@ -190,69 +190,4 @@ func (r *MessagesRequest) withMemory(mc *memory.Context) any {
 		user++
 	}
 	return &out
-}
-
-// The Messages API's answer: a stream of typed events ending in
-// message_stop, or one message object. Only text blocks are the answer:
-// thinking and tool use are never stored.
-
-// messagesEvent takes one event of a Messages stream.
-func (t *answerTee) messagesEvent(data []byte) {
-	if !json.Valid(data) {
-		t.failed = true
-		return
-	}
-	// Read in place (jsonscan.go): no allocation per event.
-	var typ, delta, block []byte
-	if !members(data, func(key, val []byte) {
-		switch string(key) {
-		case "type":
-			typ = val
-		case "delta":
-			delta = val
-		case "content_block":
-			block = val
-		}
-	}) {
-		t.failed = true
-		return
-	}
-	switch {
-	case jsonIs(typ, "content_block_delta"):
-		if jsonIs(field(delta, "type"), "text_delta") {
-			t.failed = t.failed || !appendJSONString(&t.content, field(delta, "text"))
-		}
-	case jsonIs(typ, "content_block_start"):
-		t.toolCalls = t.toolCalls || jsonIs(field(block, "type"), "tool_use")
-	case jsonIs(typ, "message_delta"):
-		t.toolCalls = t.toolCalls || jsonIs(field(delta, "stop_reason"), "tool_use")
-	case jsonIs(typ, "message_stop"):
-		t.done = true
-	case jsonIs(typ, "error"):
-		t.failed = true
-	}
-}
-
-// messagesObject takes a non-streamed Messages answer.
-func (t *answerTee) messagesObject(body []byte) {
-	var res struct {
-		Type    string `json:"type"`
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(body, &res) != nil || res.Type == "error" {
-		t.failed = true
-		return
-	}
-	for _, c := range res.Content {
-		switch c.Type {
-		case "text":
-			t.content.WriteString(c.Text)
-		case "tool_use":
-			t.toolCalls = true
-		}
-	}
-	t.done, t.final = true, true
 }

@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bytes"
@@ -94,7 +94,7 @@ func (msg OpenAIMessage) MarshalJSON() ([]byte, error) {
 	if msg.Content != nil {
 		m["content"] = msg.Content
 	}
-	return marshal(m)
+	return Marshal(m)
 }
 
 // contentPart is the part of an OpenAI content part vera reads.
@@ -144,16 +144,16 @@ func (msg OpenAIMessage) Text() string {
 
 // stringContent encodes s as a JSON string content.
 func stringContent(s string) json.RawMessage {
-	b, _ := marshal(s)
+	b, _ := Marshal(s)
 	return b
 }
 
 // The chat interface: what vera's memory needs from a chat request,
 // whichever API it came through.
 
-func (r *OpenAIRequest) model() string { return r.Model }
+func (r *OpenAIRequest) ModelName() string { return r.Model }
 
-func (r *OpenAIRequest) memoryMessages() []memory.Message {
+func (r *OpenAIRequest) MemoryMessages() []memory.Message {
 	out := make([]memory.Message, len(r.Messages))
 	for i, m := range r.Messages {
 		out[i] = memory.Message{Role: m.Role, Content: m.Text()}
@@ -164,7 +164,7 @@ func (r *OpenAIRequest) memoryMessages() []memory.Message {
 // options reports the answer's token cap. OpenAI requests cannot set the
 // context window (Ollama's compatibility layer has no num_ctx), so it
 // always comes from the model.
-func (r *OpenAIRequest) options() (numCtx, numPredict int) {
+func (r *OpenAIRequest) Options() (numCtx, numPredict int) {
 	return 0, answerCap(r.Extra, "max_completion_tokens", "max_tokens")
 }
 
@@ -180,7 +180,7 @@ func answerCap(extra map[string]json.RawMessage, keys ...string) int {
 	return 0
 }
 
-func (r *OpenAIRequest) lastUser() string {
+func (r *OpenAIRequest) LastUser() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if r.Messages[i].Role == "user" {
 			return r.Messages[i].Text()
@@ -189,7 +189,7 @@ func (r *OpenAIRequest) lastUser() string {
 	return ""
 }
 
-func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
+func (r *OpenAIRequest) WithMemory(mc *memory.Context) any {
 	first := ""
 	if len(r.Messages) > 0 {
 		first = r.Messages[0].Text()
@@ -230,4 +230,4 @@ func (r *OpenAIRequest) withMemory(mc *memory.Context) any {
 	return &out
 }
 
-func (r *OpenAIRequest) conversation() bool { return len(r.Messages) > 0 }
+func (r *OpenAIRequest) Conversation() bool { return len(r.Messages) > 0 }

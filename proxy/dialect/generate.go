@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bytes"
@@ -71,22 +71,22 @@ func (r GenerateRequest) MarshalJSON() ([]byte, error) {
 	if r.Stream != nil {
 		m["stream"] = *r.Stream
 	}
-	return marshal(m)
+	return Marshal(m)
 }
 
-func (r *GenerateRequest) model() string { return r.Model }
+func (r *GenerateRequest) ModelName() string { return r.Model }
 
 // conversation reports whether the request is one vera works on. A raw
 // prompt (the caller templates it), an empty one (a load or unload), a
 // code completion (suffix) and a continuation through the deprecated
 // context field all pass untouched.
-func (r *GenerateRequest) conversation() bool {
+func (r *GenerateRequest) Conversation() bool {
 	var ctx []json.RawMessage
 	noContext := len(bytes.TrimSpace(r.Context)) == 0 || json.Unmarshal(r.Context, &ctx) == nil && len(ctx) == 0
 	return !r.Raw && strings.TrimSpace(r.Prompt) != "" && r.Suffix == "" && noContext
 }
 
-func (r *GenerateRequest) memoryMessages() []memory.Message {
+func (r *GenerateRequest) MemoryMessages() []memory.Message {
 	var out []memory.Message
 	if r.System != "" {
 		out = append(out, memory.Message{Role: "system", Content: r.System})
@@ -94,14 +94,14 @@ func (r *GenerateRequest) memoryMessages() []memory.Message {
 	return append(out, memory.Message{Role: "user", Content: r.Prompt})
 }
 
-func (r *GenerateRequest) options() (numCtx, numPredict int) { return requestOptions(r.Extra) }
+func (r *GenerateRequest) Options() (numCtx, numPredict int) { return requestOptions(r.Extra) }
 
-func (r *GenerateRequest) lastUser() string { return r.Prompt }
+func (r *GenerateRequest) LastUser() string { return r.Prompt }
 
 // withMemory puts every layer into system, as generate has no message
 // list: the caller's system (or the Modelfile's), systemprompt.md, the
 // rules and the semantic memories, then the recent turns as text.
-func (r *GenerateRequest) withMemory(mc *memory.Context) any {
+func (r *GenerateRequest) WithMemory(mc *memory.Context) any {
 	if unchanged(mc, r.System) {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package proxy
+package dialect
 
 import (
 	"bytes"
@@ -139,16 +139,16 @@ func (r ResponsesRequest) MarshalJSON() ([]byte, error) {
 	if r.Stream != nil {
 		m["stream"] = *r.Stream
 	}
-	return marshal(m)
+	return Marshal(m)
 }
 
-func (r *ResponsesRequest) model() string { return r.Model }
+func (r *ResponsesRequest) ModelName() string { return r.Model }
 
 // conversation: the input holds at least one message. Input of only
 // function call outputs continues a tool loop begun in an earlier request
 // (previous_response_id): it goes out as it came.
-func (r *ResponsesRequest) conversation() bool {
-	if len(r.items) > 0 && r.previousResponseID() != "" {
+func (r *ResponsesRequest) Conversation() bool {
+	if len(r.items) > 0 && r.PreviousResponseID() != "" {
 		return true // a later turn, or a tool loop's step, chained by id
 	}
 	for _, it := range r.items {
@@ -162,7 +162,7 @@ func (r *ResponsesRequest) conversation() bool {
 // memoryMessages lists instructions as the system message, then input's
 // messages. The input's own system and developer messages stay where they
 // are: only instructions is replaced.
-func (r *ResponsesRequest) memoryMessages() []memory.Message {
+func (r *ResponsesRequest) MemoryMessages() []memory.Message {
 	var out []memory.Message
 	if r.Instructions != "" {
 		out = append(out, memory.Message{Role: "system", Content: r.Instructions})
@@ -178,11 +178,11 @@ func (r *ResponsesRequest) memoryMessages() []memory.Message {
 	return out
 }
 
-func (r *ResponsesRequest) options() (numCtx, numPredict int) {
+func (r *ResponsesRequest) Options() (numCtx, numPredict int) {
 	return 0, answerCap(r.Extra, "max_output_tokens")
 }
 
-func (r *ResponsesRequest) lastUser() string {
+func (r *ResponsesRequest) LastUser() string {
 	for i := len(r.items) - 1; i >= 0; i-- {
 		if r.items[i].Role == "user" {
 			return r.items[i].text
@@ -194,7 +194,7 @@ func (r *ResponsesRequest) lastUser() string {
 // withMemory writes every layer into instructions: the caller's
 // instructions, systemprompt.md, the rules, the semantic memories and the
 // recent turns as text. input goes out as it came.
-func (r *ResponsesRequest) withMemory(mc *memory.Context) any {
+func (r *ResponsesRequest) WithMemory(mc *memory.Context) any {
 	if unchanged(mc, r.Instructions) {
 		return nil
 	}
@@ -204,82 +204,6 @@ func (r *ResponsesRequest) withMemory(mc *memory.Context) any {
 		out.Input = r.inputWithBlocks(mc.Blocks)
 	}
 	return &out
-}
-
-// The Responses API's answer: a stream of typed events ending in
-// response.completed, or one response object.
-
-// responsesEvent takes one event of a Responses stream.
-func (t *answerTee) responsesEvent(data []byte) {
-	if !json.Valid(data) {
-		t.failed = true
-		return
-	}
-	// Read in place (jsonscan.go): no allocation per event.
-	var typ, delta, item, response []byte
-	if !members(data, func(key, val []byte) {
-		switch string(key) {
-		case "type":
-			typ = val
-		case "delta":
-			delta = val
-		case "item":
-			item = val
-		case "response":
-			response = val
-		}
-	}) {
-		t.failed = true
-		return
-	}
-	switch {
-	case jsonIs(typ, "response.output_text.delta"):
-		t.failed = t.failed || !appendJSONString(&t.content, delta)
-	case jsonIs(typ, "response.output_item.added"), jsonIs(typ, "response.output_item.done"):
-		t.toolCalls = t.toolCalls || jsonIs(field(item, "type"), "function_call")
-	case jsonIs(typ, "response.created"), jsonIs(typ, "response.in_progress"):
-		t.responseID = jsonText(field(response, "id"))
-	case jsonIs(typ, "response.completed"):
-		t.done = true
-		if id := jsonText(field(response, "id")); id != "" {
-			t.responseID = id
-		}
-	case jsonIs(typ, "error"), jsonIs(typ, "response.failed"), jsonIs(typ, "response.incomplete"):
-		t.failed = true
-	}
-}
-
-// responsesObject takes a non-streamed Responses answer.
-func (t *answerTee) responsesObject(body []byte) {
-	var res struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-		Error  any    `json:"error"`
-		Output []struct {
-			Type    string `json:"type"`
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-		} `json:"output"`
-	}
-	if json.Unmarshal(body, &res) != nil || res.Error != nil || (res.Status != "" && res.Status != "completed") {
-		t.failed = true
-		return
-	}
-	t.responseID = res.ID
-	for _, o := range res.Output {
-		t.toolCalls = t.toolCalls || o.Type == "function_call"
-		if o.Type != "message" {
-			continue // reasoning and function calls are not stored
-		}
-		for _, c := range o.Content {
-			if c.Type == "output_text" {
-				t.content.WriteString(c.Text)
-			}
-		}
-	}
-	t.done, t.final = true, true
 }
 
 // inputWithBlocks returns the input with each memory block at the start of
@@ -303,7 +227,7 @@ func (r *ResponsesRequest) inputWithBlocks(blocks []memory.Block) json.RawMessag
 		}
 		user++
 	}
-	out, err := marshal(raw)
+	out, err := Marshal(raw)
 	if err != nil {
 		return r.Input
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dialect
+
+const raceOn = false
