@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // The request side of the translation: an Ollama /api/chat or
@@ -12,30 +14,26 @@ import (
 // the cloud understands is carried; what it has no equivalent for is left
 // out (the README lists those fields).
 
-// ollamaRequest is the part of an Ollama chat or generate request the
-// cloud can use.
-type ollamaRequest struct {
-	Model    string          `json:"model"`
-	Messages []ollamaMessage `json:"messages"`
-	// generate
-	Prompt string   `json:"prompt"`
-	System string   `json:"system"`
-	Images []string `json:"images"`
+// The Ollama request is read by proxy/dialect, as the proxy reads it;
+// these are the fields it keeps raw that the cloud has a use for.
 
+// ollamaFields are a chat or generate request's.
+type ollamaFields struct {
+	Images  []string        `json:"images"` // generate
 	Tools   json.RawMessage `json:"tools"`
 	Format  json.RawMessage `json:"format"`
 	Options map[string]any  `json:"options"`
-	Stream  *bool           `json:"stream"`
 	Think   json.RawMessage `json:"think"`
 }
 
+// ollamaMessage is a message with the fields a cloud message carries.
 type ollamaMessage struct {
-	Role       string           `json:"role"`
-	Content    string           `json:"content"`
-	Images     []string         `json:"images,omitempty"`
-	ToolCalls  []ollamaToolCall `json:"tool_calls,omitempty"`
-	ToolName   string           `json:"tool_name,omitempty"`
-	ToolCallID string           `json:"tool_call_id,omitempty"`
+	Role       string
+	Content    string
+	Images     []string         `json:"images"`
+	ToolCalls  []ollamaToolCall `json:"tool_calls"`
+	ToolName   string           `json:"tool_name"`
+	ToolCallID string           `json:"tool_call_id"`
 }
 
 type ollamaToolCall struct {
@@ -95,23 +93,14 @@ type request struct {
 // OpenAI's own API (openai) wants max_completion_tokens, which its
 // reasoning models require; other providers take max_tokens.
 func translateChat(body []byte, cloudModel string, generate, openai bool) (request, error) {
-	var in ollamaRequest
-	if err := json.Unmarshal(body, &in); err != nil {
-		return request{}, fmt.Errorf("the request is not valid JSON: %w", err)
+	in, msgs, err := readOllama(body, generate)
+	if err != nil {
+		return request{}, err
 	}
-	out := openAIRequest{Model: cloudModel, Stream: in.Stream == nil || *in.Stream, Tools: toolsFor(in.Tools)}
+	out := openAIRequest{Model: cloudModel, Stream: in.stream, Tools: toolsFor(in.Tools)}
 	if out.Stream {
 		out.StreamOptions = map[string]bool{"include_usage": true}
 	}
-	msgs := in.Messages
-	if generate {
-		msgs = nil
-		if in.System != "" {
-			msgs = append(msgs, ollamaMessage{Role: "system", Content: in.System})
-		}
-		msgs = append(msgs, ollamaMessage{Role: "user", Content: in.Prompt, Images: in.Images})
-	}
-	var err error
 	if out.Messages, err = translateMessages(msgs); err != nil {
 		return request{}, err
 	}
@@ -136,7 +125,69 @@ func translateChat(body []byte, cloudModel string, generate, openai bool) (reque
 	if err != nil {
 		return request{}, err
 	}
-	return request{body: b, stream: out.Stream, model: in.Model}, nil
+	return request{body: b, stream: out.Stream, model: in.model}, nil
+}
+
+// ollamaIn is what the cloud reads of an Ollama request.
+type ollamaIn struct {
+	ollamaFields
+	model  string
+	stream bool // absent: Ollama streams
+}
+
+// readOllama reads a chat (or, with generate, a generate) request as the
+// proxy's dialect reads it, with the fields the cloud needs besides, and
+// its messages: a generate request's system and prompt become two.
+func readOllama(body []byte, generate bool) (ollamaIn, []ollamaMessage, error) {
+	var in ollamaIn
+	var msgs []ollamaMessage
+	if generate {
+		r, err := dialect.ParseGenerateRequest(body)
+		if err != nil {
+			return in, nil, err
+		}
+		in.model, in.stream = r.Model, r.Stream == nil || *r.Stream
+		if err := decodeFields(r.Extra, &in.ollamaFields); err != nil {
+			return in, nil, err
+		}
+		if r.System != "" {
+			msgs = append(msgs, ollamaMessage{Role: "system", Content: r.System})
+		}
+		msgs = append(msgs, ollamaMessage{Role: "user", Content: r.Prompt, Images: in.Images})
+		return in, msgs, nil
+	}
+	r, err := dialect.ParseChatRequest(body)
+	if err != nil {
+		return in, nil, err
+	}
+	in.model, in.stream = r.Model, r.Stream == nil || *r.Stream
+	if err := decodeFields(r.Extra, &in.ollamaFields); err != nil {
+		return in, nil, err
+	}
+	for i, m := range r.Messages {
+		om := ollamaMessage{Role: m.Role, Content: m.Content}
+		if err := decodeFields(m.Extra, &om); err != nil {
+			return in, nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		msgs = append(msgs, om)
+	}
+	return in, msgs, nil
+}
+
+// decodeFields decodes the raw fields a request (or message) kept into
+// dst.
+func decodeFields(extra map[string]json.RawMessage, dst any) error {
+	if len(extra) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(extra)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("the request is not valid JSON: %w", err)
+	}
+	return nil
 }
 
 // translateMessages carries roles, text, images (as content parts) and
