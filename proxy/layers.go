@@ -13,7 +13,7 @@ import (
 // (conversation.Set.Layers), unless memory is off or the request carries
 // no history.
 func (s *Server) layers(c *gin.Context, ch *chat) *memory.Context {
-	mreq := s.memoryRequest(c, ch)
+	mreq := s.memoryRequest(ch)
 	if ch.off || !ch.req.History() {
 		// Memory off, or a prompt without history: no conversation.
 		return s.recall(c, mreq)

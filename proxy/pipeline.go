@@ -88,7 +88,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.route(ch)
+	p, err := s.route(c.Request.Context(), ch)
 	if err != nil {
 		return err
 	}
@@ -192,12 +192,20 @@ type plan struct {
 	// fallback answers while Ollama cannot be reached (cloud.fallback_model),
 	// with its own memory decision; nil: none.
 	fallback *plan
+	// window is the context window memory is sized for (the request's
+	// num_ctx, else the model's or the provider's); 0: unknown, the
+	// builder's default.
+	window int
+	// system is the Modelfile's SYSTEM, which Ollama adds only to a
+	// request without a system message: once vera sends one, it carries
+	// it. "" for a cloud name.
+	system string
 }
 
 // route decides the chat's plan: the cloud provider for a cloud name, else
 // Ollama, with the fallback model behind it. It runs after tier routing,
 // and before recall, so that memory is sized for the model that answers.
-func (s *Server) route(ch *chat) (plan, error) {
+func (s *Server) route(ctx context.Context, ch *chat) (plan, error) {
 	model := ch.req.ModelName()
 	p := plan{model: model, cloud: s.cloudModel(model), up: s.ollama, memory: !s.keepsMemoryLocal(model)}
 	switch {
@@ -209,8 +217,33 @@ func (s *Server) route(ch *chat) (plan, error) {
 		p.fallback = &plan{model: s.FallbackModel, cloud: true, memory: !s.KeepMemoryLocal}
 		p.up = upstream{url: s.ollama.url, transport: &fallback{s: s, d: ch.d, own: ch.body, asked: model, memory: p.fallback.memory}}
 	}
+	if p.memory && !ch.untouched && !ch.off && len(ch.msgs) > 0 {
+		p.window, p.system = s.sized(ctx, ch, p.cloud)
+	}
 	ch.plan = p
 	return p, nil
+}
+
+// sized reads the window and the Modelfile SYSTEM of a chat's model, for
+// the memory it is sent.
+func (s *Server) sized(ctx context.Context, ch *chat, cloud bool) (window int, system string) {
+	model := ch.req.ModelName()
+	window, _ = ch.req.Options()
+	if cloud {
+		// No Modelfile; the window is the provider's.
+		if window <= 0 {
+			window = s.Cloud.Window(ctx, model)
+		}
+		return window, ""
+	}
+	if r := ch.msgs[0].Role; r != "system" && r != "developer" {
+		// A Responses input opening with a developer message has one.
+		system = s.windows.System(ctx, model)
+	}
+	if window <= 0 {
+		window = s.windows.Window(ctx, model)
+	}
+	return window, system
 }
 
 // inject recalls the memory layers and writes them into the request in its

@@ -255,32 +255,13 @@ func dialectIn(c *gin.Context) dialect.Dialect {
 	return dialect.Of(c.Request.URL.Path)
 }
 
-// memoryRequest is what recall needs to know of a chat.
-func (s *Server) memoryRequest(c *gin.Context, ch *chat) memory.Request {
-	ctx := c.Request.Context()
-	numCtx, numPredict := ch.req.Options()
-	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: numCtx, AnswerTokens: max(numPredict, 0), Messages: ch.msgs}
+// memoryRequest is what recall needs to know of a chat: its route's
+// window and Modelfile SYSTEM (plan), the answer's cap, the messages.
+func (s *Server) memoryRequest(ch *chat) memory.Request {
+	_, numPredict := ch.req.Options()
+	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: ch.plan.window, ModelSystem: ch.plan.system, AnswerTokens: max(numPredict, 0), Messages: ch.msgs}
 	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
 		mreq.Recall = ch.recall
-	}
-	if len(ch.msgs) == 0 {
-		return mreq
-	}
-	if ch.plan.cloud {
-		// No Modelfile; the window is the provider's.
-		if numCtx <= 0 {
-			mreq.ContextLength = s.Cloud.Window(ctx, ch.req.ModelName())
-		}
-		return mreq
-	}
-	if r := ch.msgs[0].Role; r != "system" && r != "developer" {
-		// Ollama adds the Modelfile's SYSTEM only to requests without a
-		// system message (a Responses input opening with a developer
-		// message has one): once vera sends one, it must carry it.
-		mreq.ModelSystem = s.windows.System(ctx, ch.req.ModelName())
-	}
-	if !ch.off && numCtx <= 0 {
-		mreq.ContextLength = s.windows.Window(ctx, ch.req.ModelName())
 	}
 	return mreq
 }

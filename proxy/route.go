@@ -219,7 +219,7 @@ func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, p *plan) (func
 	if rerr != nil {
 		return func() {}, rerr
 	}
-	if next, rerr := s.route(ch); rerr == nil {
+	if next, rerr := s.route(ctx, ch); rerr == nil {
 		*p = next // a cloud medium model goes to the cloud
 	}
 	s.log.Warn("VRAM flush timed out: the chat goes to the medium tier", "asked", asked, "instead_of", instead, "model", medium)
