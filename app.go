@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -27,6 +29,9 @@ import (
 	"github.com/vera-proxy/vera/proxy/tier"
 	"github.com/vera-proxy/vera/proxy/vram"
 )
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
 
 var _ admin.Withdrawer = (*conversation.Set)(nil)
 
@@ -56,7 +61,6 @@ type app struct {
 	// metrics is the one registry /metrics serves; each part registers
 	// its own metrics on it.
 	metrics      *prometheus.Registry
-	memMetrics   *admin.Metrics // nil until memory is opened
 	transport    *http.Transport
 	ollama       *ollama.Client  // the one client for Ollama's own API
 	cloud        *cloud.Provider // nil unless [cloud] is enabled
@@ -110,6 +114,7 @@ func newApp(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ap
 			Base: cfg.CloudURL, Key: cfg.CloudKey, Models: models, Headers: cfg.Cloud.Headers,
 			ResponseHeaderTimeout: cfg.Cloud.ResponseHeaderTimeout.Duration,
 		}, nil)
+		a.cloud.Observe = cloud.NewMetrics(a.metrics).Observe
 	}
 	a.embedder = memory.NewEmbedder(a.ollama, cfg.General.EmbeddingModel)
 	err := a.build(ctx, opts)
@@ -197,7 +202,7 @@ func (a *app) openMemory(ctx context.Context) error {
 		space = a.qdrant
 	}
 	a.prompts = prompts.New(a.cfg.Prompts.Dir)
-	a.memMetrics = admin.NewMetrics(a.metrics, a.store, a.local)
+	admin.RegisterStore(a.metrics, a.store, a.local)
 	a.gate = memory.NewGate(a.embedder, model, space, a.logger)
 	a.startWriter()
 	a.backfillTokens()
@@ -279,7 +284,7 @@ func (a *app) newCurator() *curator.Curator {
 	c := &curator.Curator{
 		Store: a.store, Model: model, Embedder: a.gate, Tokens: a.tok, Prompts: a.prompts,
 		ModelName: name, Location: a.cfg.CuratorLocation, Log: a.logger,
-		Observe: a.memMetrics.CuratorRun,
+		Observe: curator.NewMetrics(a.metrics).Observe,
 	}
 	if q := a.qdrant; q != nil {
 		// Instances sharing the collection curate one at a time. A run
@@ -349,9 +354,6 @@ func (a *app) server() (*proxy.Server, error) {
 	srv.StripThink = cfg.Routing.StripThink
 	srv.Metrics = proxy.NewMetrics(a.metrics)
 	adm.Metrics = a.metrics
-	if a.cloud != nil {
-		a.cloud.Observe = srv.Metrics.CloudAttempt
-	}
 	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
 	adm.AccessHealth = func() admin.AccessHealth {
 		return admin.AccessHealth{APIKeys: len(cfg.Server.APIKeys) > 0, VerifiedIdentity: cfg.Memory.JWTSecret != "",
@@ -380,6 +382,26 @@ func (a *app) server() (*proxy.Server, error) {
 	}
 	a.attach(srv, adm)
 	return srv, nil
+}
+
+// newRouter builds the tier classifier from [routing].
+func newRouter(cfg config.Config, emb tier.Embedder, examples func() map[tier.Tier][]string) (*tier.Router, error) {
+	rules := cfg.Routing.Rules
+	r, err := tier.New(map[tier.Tier][]string{tier.Light: rules.Light, tier.Medium: rules.Medium, tier.Complex: rules.Complex}, emb)
+	if err != nil {
+		return nil, err
+	}
+	r.Margin, r.AutoComplex, r.Examples = cfg.Routing.Margin, cfg.Routing.AutoComplex, examples
+	return r, nil
+}
+
+// tierExamples reads prompts/tiers/*.txt.
+func tierExamples(dir *prompts.Dir) map[tier.Tier][]string {
+	out := map[tier.Tier][]string{}
+	for t, lines := range dir.Tiers() {
+		out[tier.Tier(t)] = lines
+	}
+	return out
 }
 
 // attach wires memory into the proxy and vera's own routes.
@@ -469,4 +491,56 @@ func (a *app) closeStores() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// What the commands share besides the app: the flags that choose the
+// config the app is built from, the usage error, and the logger.
+
+// configFlags declares, on fs into f, the flags every command takes to
+// choose its config: --config, --ollama-url and --data-dir.
+func configFlags(fs *flag.FlagSet, f *config.Flags) {
+	fs.StringVar(&f.ConfigPath, "config", "", "")
+	fs.StringVar(&f.OllamaURL, "ollama-url", "", "")
+	fs.StringVar(&f.DataDir, "data-dir", "", "")
+}
+
+// usageError is a command line vera does not understand: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// newLogger logs to w at info level, or debug with debug; every value is
+// redacted by redactAttr.
+func newLogger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: redactAttr}))
+}
+
+// redactAttr masks the passwords of URLs in every logged value:
+// vera shows its own URLs redacted, and this catches those quoted by
+// errors from below, such as net/http's, which keep a URL's query.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	var s string
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s = a.Value.String()
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case error:
+			s = v.Error()
+		case fmt.Stringer:
+			s = v.String()
+		default:
+			return a
+		}
+	default:
+		return a
+	}
+	if r := config.RedactText(s); r != s {
+		a.Value = slog.StringValue(r)
+	}
+	return a
 }

@@ -82,19 +82,19 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	}
 	defer a.Close()
 	checkListen(ctx, cfg, a.transport, r)
-	if exposedWithoutIdentity(cfg) {
-		r.warn("listen", "%s: %s", cfg.Server.Listen, exposedWarning)
+	if cfg.ExposedWithoutIdentity() {
+		r.warn("listen", "%s: %s", cfg.Server.Listen, config.ExposedWarning)
 	}
 	if proxy.AllowsEveryOrigin(cfg.Server.AllowedOrigins) {
-		r.warn("browsers", "%s", everyOriginWarning)
+		r.warn("browsers", "%s", config.EveryOriginWarning)
 	}
 	if !cfg.Server.TrustLoopback && cfg.Server.AdminToken == "" {
 		r.warn("access", "server.trust_loopback is false and no admin token is set: the admin routes (/memories, /curator) "+
 			"answer 403 to everyone, the page at /ui/ included; set VERA_ADMIN_TOKEN (server.admin_token) to manage memories")
 	}
 	if cfg.Memory.Enabled {
-		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
-			r.warn("prompts", "%s (%s, %d lines)", legacyRulesWarning, path, n)
+		if path, n := prompts.LegacyRules(cfg.Prompts.Dir); n > 0 {
+			r.warn("prompts", "%s (%s, %d lines)", prompts.LegacyRulesWarning, path, n)
 		}
 	}
 
@@ -148,9 +148,9 @@ func checkListen(ctx context.Context, cfg config.Config, transport http.RoundTri
 		r.fail("listen", "%v", err)
 		return
 	}
-	base := &url.URL{Scheme: "http", Host: dialAddr(addr)}
+	base := &url.URL{Scheme: "http", Host: admin.DialAddr(addr)}
 	var health map[string]json.RawMessage
-	if getJSON(ctx, &http.Client{Transport: transport}, base.JoinPath("/healthz").String(), &health) == nil &&
+	if admin.GetJSON(ctx, &http.Client{Transport: transport}, base.JoinPath("/healthz").String(), &health) == nil &&
 		health["status"] != nil && health["version"] != nil && health["ollama"] != nil {
 		r.ok("listen", "%s (a running vera answers there)", addr)
 		var access admin.AccessHealth
@@ -213,84 +213,6 @@ func checkOrigins(ctx context.Context, cfg config.Config, oc *ollama.Client, r *
 		r.ok("origins", "Ollama serves none of the origins vera asked about that vera refuses "+
 			"(an OLLAMA_ORIGINS naming particular sites cannot be seen from here: if Ollama has one, copy it into server.allowed_origins)")
 	}
-}
-
-// dialAddr turns a listen address into one a client can connect to.
-func dialAddr(listen string) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listen
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// getJSON decodes the JSON answer of a GET that succeeded: vera's own
-// /healthz, not Ollama's API.
-func getJSON(ctx context.Context, client *http.Client, url string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, res.Status)
-	}
-	return json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(v)
-}
-
-// exposedWarning says why listening beyond loopback without a way to
-// identify users is risky, and names the remedies.
-const exposedWarning = "vera listens beyond loopback: anyone who can reach it can pick any namespace with a header. " +
-	"Set server.api_keys (VERA_API_KEYS) so that every client needs a key, " +
-	"and/or memory.jwt_secret (VERA_JWT_SECRET, Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET) so that namespaces come only from Open WebUI's signed user token; " +
-	"or listen on 127.0.0.1"
-
-// everyOriginWarning says why an allow-list that matches every origin
-// (often OLLAMA_ORIGINS=*, inherited) is risky, and what to do.
-const everyOriginWarning = "server.allowed_origins (or OLLAMA_ORIGINS, which vera takes when it is unset) allows every origin: " +
-	"any web page you visit can chat through vera, read what it recalls, and plant or erase memories with \"remember that\" and \"forget that\". " +
-	"List the origins of the browser apps you use instead"
-
-// exposedWithoutIdentity reports whether vera listens where other hosts can
-// reach it (any address but a loopback one; an empty host, 0.0.0.0 and ::
-// mean every interface) with nothing that ties a request to a user: no api
-// keys and no JWT secret.
-func exposedWithoutIdentity(cfg config.Config) bool {
-	host, _, err := net.SplitHostPort(cfg.Server.Listen)
-	if err != nil {
-		return false // not an address: Validate has said so
-	}
-	if strings.EqualFold(host, "localhost") {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return (ip == nil || !ip.IsLoopback()) && len(cfg.Server.APIKeys) == 0 && cfg.Memory.JWTSecret == ""
-}
-
-// legacyRulesWarning is shown with legacyRules' path and count.
-const legacyRulesWarning = "systemprompt.md holds \"- \" lines: earlier versions of vera's curator appended one user's rules there, " +
-	"and there they apply to every user's chats; move them elsewhere or delete them"
-
-// legacyRules counts the "- " lines of systemprompt.md in the prompts dir:
-// earlier versions of vera's curator appended rules learnt from one user
-// there, where they reach every user. A heuristic: a person may write such
-// lines too, so it is a warning.
-func legacyRules(dir string) (path string, n int) {
-	for _, line := range strings.Split(prompts.New(dir).System(), "\n") {
-		if strings.HasPrefix(line, "- ") {
-			n++
-		}
-	}
-	return filepath.Join(dir, prompts.SystemPrompt), n
 }
 
 // hasModel reports whether want is among Ollama's model names; a name
@@ -369,7 +291,7 @@ func listModels(ctx context.Context, oc *ollama.Client) ([]string, error) {
 func healthcheck(ctx context.Context, cfg config.Config, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+dialAddr(cfg.Server.Listen)+"/healthz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin.DialAddr(cfg.Server.Listen)+"/healthz", nil)
 	if err != nil {
 		return err
 	}

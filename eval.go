@@ -146,26 +146,6 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 	return json.NewEncoder(stdout).Encode(routing.Run(ctx, r, qs, *emb))
 }
 
-// newRouter builds the tier classifier from [routing].
-func newRouter(cfg config.Config, emb tier.Embedder, examples func() map[tier.Tier][]string) (*tier.Router, error) {
-	rules := cfg.Routing.Rules
-	r, err := tier.New(map[tier.Tier][]string{tier.Light: rules.Light, tier.Medium: rules.Medium, tier.Complex: rules.Complex}, emb)
-	if err != nil {
-		return nil, err
-	}
-	r.Margin, r.AutoComplex, r.Examples = cfg.Routing.Margin, cfg.Routing.AutoComplex, examples
-	return r, nil
-}
-
-// tierExamples reads prompts/tiers/*.txt.
-func tierExamples(dir *prompts.Dir) map[tier.Tier][]string {
-	out := map[tier.Tier][]string{}
-	for t, lines := range dir.Tiers() {
-		out[tier.Tier(t)] = lines
-	}
-	return out
-}
-
 // parseFiles parses args with fs and returns the files among them: flags
 // may come before or after the files.
 func parseFiles(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,9 +17,6 @@ import (
 
 	"github.com/vera-proxy/vera/config"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
 
 const usage = `vera — a transparent, Ollama-compatible memory proxy
 
@@ -48,11 +44,6 @@ Flags:
   --data-dir DIR     data directory (VERA_DATA_DIR, memory.data_dir; default ./data)
   --debug            debug logging (VERA_DEBUG, general.debug)
 `
-
-// usageError is a command line vera does not understand: exit status 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -133,46 +124,4 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return healthcheck(ctx, cfg, stdout)
 	}
 	return serve(ctx, cfg, stderr, ready)
-}
-
-func newLogger(w io.Writer, debug bool) *slog.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: redactAttr}))
-}
-
-// redactAttr masks the passwords of URLs in every logged value:
-// vera shows its own URLs redacted, and this catches those quoted by
-// errors from below, such as net/http's, which keep a URL's query.
-func redactAttr(_ []string, a slog.Attr) slog.Attr {
-	var s string
-	switch a.Value.Kind() {
-	case slog.KindString:
-		s = a.Value.String()
-	case slog.KindAny:
-		switch v := a.Value.Any().(type) {
-		case error:
-			s = v.Error()
-		case fmt.Stringer:
-			s = v.String()
-		default:
-			return a
-		}
-	default:
-		return a
-	}
-	if r := config.RedactText(s); r != s {
-		a.Value = slog.StringValue(r)
-	}
-	return a
-}
-
-// configFlags declares, on fs into f, the flags every command takes to
-// choose its config: --config, --ollama-url and --data-dir.
-func configFlags(fs *flag.FlagSet, f *config.Flags) {
-	fs.StringVar(&f.ConfigPath, "config", "", "")
-	fs.StringVar(&f.OllamaURL, "ollama-url", "", "")
-	fs.StringVar(&f.DataDir, "data-dir", "", "")
 }

@@ -73,13 +73,13 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return usageError{fmt.Sprintf("memories %s: %v", sub, err)}
 	}
-	run, ok := memoriesCommands[sub]
+	cmd, ok := memoriesCommands[sub]
 	if !ok {
 		return usageError{fmt.Sprintf("memories: unknown command %q\n%s", sub, memoriesUsage)}
 	}
 	o.ns = strings.TrimSpace(o.ns)
 	fs.Visit(func(f *flag.Flag) { o.nsSet = o.nsSet || f.Name == "namespace" })
-	if err := run.check(pos, &o); err != nil {
+	if err := cmd.validate(pos, &o); err != nil {
 		return usageError{fmt.Sprintf("memories %s: %v", sub, err)}
 	}
 	cfg, err := config.Load(flags, getenv)
@@ -94,7 +94,7 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	if o.nsSet {
 		client.Scope = o.ns // show, edit, delete ID: within that namespace only
 	}
-	return run.do(ctx, client, pos, o, stdout)
+	return cmd.do(ctx, client, pos, o, stdout)
 }
 
 // memoriesOptions are the flags every memories command reads from.
@@ -106,8 +106,8 @@ type memoriesOptions struct {
 
 // memoriesCommand checks a command's arguments, then runs it.
 type memoriesCommand struct {
-	check func(pos []string, o *memoriesOptions) error
-	do    func(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error
+	validate func(pos []string, o *memoriesOptions) error
+	do       func(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error
 }
 
 func wantArgs(min, max int, what string) func([]string, *memoriesOptions) error {
@@ -120,14 +120,14 @@ func wantArgs(min, max int, what string) func([]string, *memoriesOptions) error 
 }
 
 var memoriesCommands = map[string]memoriesCommand{
-	"list":   {check: wantArgs(0, 0, "no arguments (the namespace is --namespace)"), do: listMemories},
-	"search": {check: wantArgs(1, -1, "a query: vera memories search \"where does my sister live\""), do: listMemories},
-	"show":   {check: wantArgs(1, 1, "one memory id"), do: showMemory},
-	"add":    {check: wantArgs(1, -1, "the memory's text"), do: addMemory},
-	"edit":   {check: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
-	"delete": {check: checkDelete, do: deleteMemories},
-	"export": {check: wantArgs(0, 0, "no arguments (--output FILE, or standard output)"), do: exportMemories},
-	"import": {check: wantArgs(1, 1, "one JSONL file, or - for standard input"), do: importMemories},
+	"list":   {validate: wantArgs(0, 0, "no arguments (the namespace is --namespace)"), do: listMemories},
+	"search": {validate: wantArgs(1, -1, "a query: vera memories search \"where does my sister live\""), do: listMemories},
+	"show":   {validate: wantArgs(1, 1, "one memory id"), do: showMemory},
+	"add":    {validate: wantArgs(1, -1, "the memory's text"), do: addMemory},
+	"edit":   {validate: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
+	"delete": {validate: checkDelete, do: deleteMemories},
+	"export": {validate: wantArgs(0, 0, "no arguments (--output FILE, or standard output)"), do: exportMemories},
+	"import": {validate: wantArgs(1, 1, "one JSONL file, or - for standard input"), do: importMemories},
 }
 
 func checkDelete(pos []string, o *memoriesOptions) error {
@@ -169,7 +169,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 func memoriesClient(ctx context.Context, cfg config.Config, rawURL string, stderr io.Writer) (c *admin.Client, done func(), err error) {
 	explicit := rawURL != ""
 	if !explicit {
-		rawURL = "http://" + dialAddr(cfg.Server.Listen)
+		rawURL = "http://" + admin.DialAddr(cfg.Server.Listen)
 	}
 	base, err := url.Parse(rawURL)
 	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
@@ -177,7 +177,7 @@ func memoriesClient(ctx context.Context, cfg config.Config, rawURL string, stder
 	}
 	hc := &http.Client{Timeout: 5 * time.Minute}
 	var health map[string]json.RawMessage
-	herr := getJSON(ctx, hc, base.JoinPath("/healthz").String(), &health)
+	herr := admin.GetJSON(ctx, hc, base.JoinPath("/healthz").String(), &health)
 	switch {
 	case herr == nil && health["version"] != nil:
 		return &admin.Client{Base: base, Token: cfg.Server.AdminToken, HTTP: hc}, func() {}, nil

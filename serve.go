@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 )
 
@@ -23,15 +24,15 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 	for _, w := range cfg.Warnings {
 		logger.Warn("config", slog.String("warning", w))
 	}
-	if exposedWithoutIdentity(cfg) {
-		logger.Warn(exposedWarning, slog.String("listen", cfg.Server.Listen))
+	if cfg.ExposedWithoutIdentity() {
+		logger.Warn(config.ExposedWarning, slog.String("listen", cfg.Server.Listen))
 	}
 	if proxy.AllowsEveryOrigin(cfg.Server.AllowedOrigins) {
-		logger.Warn(everyOriginWarning, slog.Any("allowed_origins", cfg.Server.AllowedOrigins))
+		logger.Warn(config.EveryOriginWarning, slog.Any("allowed_origins", cfg.Server.AllowedOrigins))
 	}
 	if cfg.Memory.Enabled {
-		if path, n := legacyRules(cfg.Prompts.Dir); n > 0 {
-			logger.Warn(legacyRulesWarning, slog.String("file", path), slog.Int("lines", n))
+		if path, n := prompts.LegacyRules(cfg.Prompts.Dir); n > 0 {
+			logger.Warn(prompts.LegacyRulesWarning, slog.String("file", path), slog.Int("lines", n))
 		}
 	}
 	gin.SetMode(gin.ReleaseMode)

@@ -7,51 +7,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
 )
 
-// Metrics are the memory side of /metrics: the store's memories per type,
-// the durable queue (its depth and the age of its oldest turn), and the
-// curator's runs. Labels are types, statuses and modes: never a namespace.
-type Metrics struct {
-	runs    *prometheus.CounterVec
-	changes *prometheus.CounterVec
-}
-
-// NewMetrics registers the memory metrics on reg. The store and the queue
-// are read when /metrics is scraped, at most every 30 seconds.
-func NewMetrics(reg prometheus.Registerer, store memory.Store, queue memory.Queue) *Metrics {
-	m := &Metrics{
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_curator_runs_total",
-			Help: "Curator runs by status (ok, error, busy), mode (daily, monthly) and whether they were dry."},
-			[]string{"status", "mode", "dry_run"}),
-		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_curator_changes_total",
-			Help: "What curator runs (not dry) did: memories curated, deleted, rules learnt; and raw turns processed."},
-			[]string{"change"}),
-	}
-	reg.MustRegister(m.runs, m.changes, &storeCollector{store: store, queue: queue,
+// RegisterStore registers the memory side of /metrics on reg: the store's
+// memories per type and the durable queue (its depth and the age of its
+// oldest turn), read when /metrics is scraped, at most every 30 seconds.
+// Labels are types: never a namespace.
+func RegisterStore(reg prometheus.Registerer, store memory.Store, queue memory.Queue) {
+	reg.MustRegister(&storeCollector{store: store, queue: queue,
 		memoriesDesc: prometheus.NewDesc("vera_memories", "Memories in the store by type.", []string{"type"}, nil),
 		depthDesc:    prometheus.NewDesc("vera_queue_depth", "Turns committed to the durable queue, not yet in the store.", nil, nil),
 		oldestDesc:   prometheus.NewDesc("vera_queue_oldest_age_seconds", "Age of the oldest turn waiting in the durable queue; 0 when it is empty.", nil, nil),
 		scrapeDesc:   prometheus.NewDesc("vera_store_scrape_ok", "1 when the last count of the store and the queue succeeded.", nil, nil),
 	})
-	return m
-}
-
-// CuratorRun counts a run (curator.Curator's Observe).
-func (m *Metrics) CuratorRun(res curator.Result) {
-	dry := "false"
-	if res.DryRun {
-		dry = "true"
-	}
-	m.runs.WithLabelValues(string(res.Status), res.Mode, dry).Inc()
-	if res.DryRun {
-		return
-	}
-	for change, n := range map[string]int{"processed": res.Processed, "curated": res.Curated, "deleted": res.Deleted, "rules": res.Rules} {
-		m.changes.WithLabelValues(change).Add(float64(n))
-	}
 }
 
 // storeCollector counts the store and the queue when scraped, and keeps

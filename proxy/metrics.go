@@ -27,8 +27,6 @@ type Metrics struct {
 	upstream       *prometheus.HistogramVec
 	upstreamErrors *prometheus.CounterVec
 	firstByte      *prometheus.HistogramVec
-	cloudRequests  *prometheus.CounterVec
-	cloudRetries   prometheus.Counter
 }
 
 // NewMetrics registers the proxy's metrics on reg.
@@ -56,13 +54,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		firstByte: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vera_stream_first_byte_seconds",
 			Help:    "Time from a streamed request's arrival to the first byte of its answer, by dialect.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"dialect"}),
-		cloudRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_cloud_requests_total",
-			Help: "Requests sent to the cloud provider, retries included, by status class (2xx, 4xx, 5xx, error)."},
-			[]string{"status"}),
-		cloudRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "vera_cloud_retries_total", Help: "Cloud requests sent again after a 429 or 5xx."}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.recall, m.injected, m.tiers, m.vramFlushes, m.fallbacks,
-		m.upstream, m.upstreamErrors, m.firstByte, m.cloudRequests, m.cloudRetries)
+		m.upstream, m.upstreamErrors, m.firstByte)
 	return m
 }
 
@@ -104,22 +98,6 @@ func (m *Metrics) flushed(outcome string) {
 func (m *Metrics) fellBack() {
 	if m != nil {
 		m.fallbacks.Inc()
-	}
-}
-
-// CloudAttempt counts one request to the cloud provider (cloud.Provider's
-// Observe): its status, 0 when none came, and whether it was a retry.
-func (m *Metrics) CloudAttempt(status int, retry bool) {
-	if m == nil {
-		return
-	}
-	class := "error"
-	if status > 0 {
-		class = strconv.Itoa(status/100) + "xx"
-	}
-	m.cloudRequests.WithLabelValues(class).Inc()
-	if retry {
-		m.cloudRetries.Inc()
 	}
 }
 
