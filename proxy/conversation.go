@@ -2,9 +2,9 @@ package proxy
 
 import "log/slog"
 
-// Withdraw takes deleted or hidden memories out of the running
+// withdraw takes deleted or hidden memories out of the running
 // conversations (conversation.Set.Withdraw): a "forget that" does.
-func (s *Server) Withdraw(ns string, ids ...string) {
+func (s *Server) withdraw(ns string, ids ...string) {
 	if s.convs == nil {
 		return // no Handler yet: no conversation
 	}

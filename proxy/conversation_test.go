@@ -300,7 +300,7 @@ func TestWithdrawDuringARecall(t *testing.T) {
 	}()
 	<-mem.started
 	mem.gone.Store(true)
-	srv.Withdraw("", "secret") // the admin API deletes it now
+	srv.withdraw("", "secret") // the admin API deletes it now
 	close(mem.release)
 	require.Equal(t, http.StatusOK, <-done)
 	require.Contains(t, (*bodies)[0], "SECRET-4417", "the turn under way had found it")

@@ -486,7 +486,7 @@ func (s *Server) command(c *gin.Context, ch *chat) {
 			return
 		}
 		if len(ids) > 0 {
-			s.Withdraw("", ids...)
+			s.withdraw("", ids...)
 			c.Writer.Header().Set("X-Vera-Forgot", strings.Join(ids, ","))
 		}
 		s.log.Debug("forgot at the user's request", slog.Int("memories", len(ids)), id)
