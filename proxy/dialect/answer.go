@@ -119,7 +119,7 @@ func present(raw json.RawMessage) bool {
 }
 
 // openAIRecord is the part of an OpenAI chat completion, or of one chunk of
-// a streamed one, that the tee needs. Only the first choice is recorded.
+// a streamed one, that the answer needs. Only the first choice is recorded.
 type openAIRecord struct {
 	Choices []struct {
 		Index   int `json:"index"`

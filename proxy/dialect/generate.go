@@ -98,7 +98,7 @@ func (r *GenerateRequest) Options() (numCtx, numPredict int) { return requestOpt
 
 func (r *GenerateRequest) LastUser() string { return r.Prompt }
 
-// withMemory puts every layer into system, as generate has no message
+// WithMemory puts every layer into system, as generate has no message
 // list: the caller's system (or the Modelfile's), systemprompt.md, the
 // rules and the semantic memories, then the recent turns as text.
 func (r *GenerateRequest) WithMemory(mc *memory.Context) any {

@@ -145,7 +145,7 @@ func (r *MessagesRequest) LastUser() string {
 	return ""
 }
 
-// withMemory writes the system layer into system and the recent turns as
+// WithMemory writes the system layer into system and the recent turns as
 // messages before the caller's (they end with an answer, so the caller's
 // first user message still follows an assistant one). A system given as
 // blocks keeps its blocks (and their cache_control); vera's part is one

@@ -159,7 +159,7 @@ func (r *ResponsesRequest) Conversation() bool {
 	return false
 }
 
-// memoryMessages lists instructions as the system message, then input's
+// MemoryMessages lists instructions as the system message, then input's
 // messages. The input's own system and developer messages stay where they
 // are: only instructions is replaced.
 func (r *ResponsesRequest) MemoryMessages() []memory.Message {
@@ -191,7 +191,7 @@ func (r *ResponsesRequest) LastUser() string {
 	return ""
 }
 
-// withMemory writes every layer into instructions: the caller's
+// WithMemory writes every layer into instructions: the caller's
 // instructions, systemprompt.md, the rules, the semantic memories and the
 // recent turns as text. input goes out as it came.
 func (r *ResponsesRequest) WithMemory(mc *memory.Context) any {
