@@ -271,6 +271,7 @@ func (a *app) newBuilder() *memory.Builder {
 	b.Threshold = l.SemanticScoreThreshold
 	b.RecentTurns = l.RecentTurns
 	b.RulesBudget = l.RulesTokenBudget
+	b.ProfileBudget = l.ProfileTokenBudget
 	b.SystemPrompt = a.prompts.System
 	return b
 }

@@ -485,3 +485,32 @@ func TestAdminRefusesOtherSites(t *testing.T) {
 	res.Body.Close()
 	assert.Equal(t, http.StatusForbidden, res.StatusCode)
 }
+
+// A profile written by hand opens its namespace's part of the system
+// layer from the next chat on, is listed by type, is corrected with
+// PATCH, and never reaches another namespace.
+func TestAdminProfileByHand(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=s3cret")
+	tok := "Bearer s3cret"
+	var profile adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, tok, "POST", "/memories", `{"namespace":"alice","type":"profile","text":"Alice is a nurse in Lyon."}`, &profile))
+	assert.Equal(t, "profile", profile.Type)
+	require.Equal(t, http.StatusCreated, adminCall(t, p, tok, "POST", "/memories", `{"namespace":"alice","type":"rule","text":"Answer in French."}`, nil))
+
+	chat(t, p, "alice", false, user("What should I cook tonight?"))
+	sys := systemOf(up.LastChat(t))
+	require.Contains(t, sys, "Alice is a nurse in Lyon.")
+	assert.Less(t, strings.Index(sys, "Alice is a nurse"), strings.Index(sys, "Answer in French."), "the profile comes before the rules")
+	chat(t, p, "bob", false, user("What should I cook tonight?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "Lyon", "profiles never cross namespaces")
+
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=alice&type=profile", "", &list))
+	require.Len(t, list.Memories, 1)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "PATCH", "/memories/"+profile.ID, `{"text":"Alice is a nurse in Marseille."}`, nil))
+	chat(t, p, "alice", false, user("What should I cook tomorrow?"))
+	sys = systemOf(up.LastChat(t))
+	assert.Contains(t, sys, "Marseille")
+	assert.NotContains(t, sys, "Lyon")
+}

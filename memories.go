@@ -30,10 +30,10 @@ import (
 )
 
 const memoriesUsage = `memories: want one of
-  vera memories list   [--namespace NS] [--type raw|curated|rule|forgotten] [--since T] [--until T] [--limit N] [--cursor C] [--all]
+  vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--since T] [--until T] [--limit N] [--cursor C] [--all]
   vera memories search QUERY [--namespace NS] [--type T] [--limit N]
   vera memories show   ID
-  vera memories add    [--namespace NS] [--type curated|rule] TEXT
+  vera memories add    [--namespace NS] [--type curated|rule|profile] TEXT
   vera memories edit   ID TEXT
   vera memories delete ID... | --namespace NS --confirm
   vera memories export [--namespace NS] [--output FILE]

@@ -213,8 +213,8 @@ func (s *Server) addMemory(c *gin.Context) error {
 	if in.Type == "" {
 		in.Type = memory.Curated
 	}
-	if in.Type != memory.Curated && in.Type != memory.Rule {
-		return httpError(http.StatusBadRequest, "type: a memory added by hand is curated or a rule")
+	if in.Type != memory.Curated && in.Type != memory.Rule && in.Type != memory.Profile {
+		return httpError(http.StatusBadRequest, "type: a memory added by hand is curated, a rule or a profile")
 	}
 	m := memory.Memory{ID: memory.NewID(), Namespace: strings.TrimSpace(in.Namespace), Type: in.Type, Text: strings.TrimSpace(in.Text), Time: time.Now().UTC(), Model: in.Model, Metadata: in.Metadata}
 	if m.Namespace == "" || m.Text == "" {

@@ -64,7 +64,7 @@ func (c *storeCollector) count() []prometheus.Metric {
 	ok := 1.0
 	var out []prometheus.Metric
 	if c.store != nil {
-		byType := map[memory.Type]int{memory.Raw: 0, memory.Curated: 0, memory.Rule: 0, memory.Forgotten: 0}
+		byType := map[memory.Type]int{memory.Raw: 0, memory.Curated: 0, memory.Rule: 0, memory.Profile: 0, memory.Forgotten: 0}
 		spaces, err := c.store.Namespaces(ctx)
 		for _, ns := range spaces {
 			for t := range byType {

@@ -108,6 +108,9 @@ type Layers struct {
 	// RulesTokenBudget bounds the namespace's curator rules in the system
 	// layer.
 	RulesTokenBudget int `toml:"rules_token_budget"`
+	// ProfileTokenBudget bounds the namespace's profile in the system
+	// layer, and the profile the curator writes.
+	ProfileTokenBudget int `toml:"profile_token_budget"`
 
 	// Vera-AI keys: accepted so its config loads, ignored with a warning.
 	SemanticSearchTurns *int `toml:"semantic_search_turns"`
@@ -246,6 +249,7 @@ func Default() Config {
 			SemanticScoreThreshold: 0.5,
 			RecentTurns:            10,
 			RulesTokenBudget:       500,
+			ProfileTokenBudget:     200,
 		},
 		Memory: Memory{
 			Enabled:         true,

@@ -82,6 +82,7 @@ func (c *Config) validateMemory() error {
 		"layers.context_token_budget":  c.Layers.ContextTokenBudget,
 		"layers.recent_turns":          c.Layers.RecentTurns,
 		"layers.rules_token_budget":    c.Layers.RulesTokenBudget,
+		"layers.profile_token_budget":  c.Layers.ProfileTokenBudget,
 	} {
 		if v < 0 {
 			return fmt.Errorf("%s: must not be negative, got %d", key, v)

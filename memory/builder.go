@@ -41,6 +41,9 @@ type Builder struct {
 	RecentBudget   int
 	Threshold      float64
 	RecentTurns    int
+	// ProfileBudget bounds the namespace's profile in the system layer;
+	// 0 means 200 tokens.
+	ProfileBudget int
 	// RulesBudget bounds the namespace's curator rules in the system layer;
 	// 0 means 500.
 	RulesBudget int
@@ -116,6 +119,8 @@ type Context struct {
 	Semantic       []Hit    // the memories in the semantic layer
 	RecentIDs      []string // the turns in the recent layer
 	RuleIDs        []string // the rules in the system layer
+	ProfileID      string   // the profile in the system layer; "" for none
+	ProfileTokens  int
 	SemanticTokens int
 	RecentTokens   int
 	RulesTokens    int
@@ -147,13 +152,19 @@ type Block struct {
 	Text string
 }
 
-// Tokens is how many tokens of memory were injected, rules included.
-func (c *Context) Tokens() int { return c.SemanticTokens + c.RecentTokens + c.RulesTokens }
+// Tokens is how many tokens of memory were injected, the profile and
+// rules included.
+func (c *Context) Tokens() int {
+	return c.SemanticTokens + c.RecentTokens + c.RulesTokens + c.ProfileTokens
+}
 
-// IDs lists every injected memory in injection order: rules, the semantic
-// layer, then the recent one.
+// IDs lists every injected memory in injection order: the profile, rules,
+// the semantic layer, then the recent one.
 func (c *Context) IDs() []string {
-	ids := make([]string, 0, len(c.RuleIDs)+len(c.Semantic)+len(c.RecentIDs))
+	ids := make([]string, 0, 1+len(c.RuleIDs)+len(c.Semantic)+len(c.RecentIDs))
+	if c.ProfileID != "" {
+		ids = append(ids, c.ProfileID)
+	}
 	ids = append(ids, c.RuleIDs...)
 	for _, h := range c.Semantic {
 		ids = append(ids, h.ID)
@@ -262,10 +273,48 @@ func (b *Builder) system(ctx context.Context, req Request, c *Context) []string 
 			sys = append(sys, p)
 		}
 	}
+	if profile := b.profile(ctx, req.Namespace, c); profile != "" {
+		sys = append(sys, profile)
+	}
+	if c.Err != nil {
+		return sys
+	}
 	if rules := b.rules(ctx, req.Namespace, sys, c); rules != "" {
 		sys = append(sys, rules)
 	}
 	return sys
+}
+
+// profileIntro heads the namespace's profile in the system layer.
+const profileIntro = "About this user (from earlier conversations):"
+
+// profile returns the namespace's current profile (its newest) as a block
+// of the system layer, cut to the profile budget.
+func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
+	if b.store == nil {
+		return ""
+	}
+	budget := b.ProfileBudget
+	if budget <= 0 {
+		budget = 200
+	}
+	latest, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Profile}}, 1)
+	if err != nil {
+		c.Err = fmt.Errorf("profile: %w", err)
+		return ""
+	}
+	if len(latest) == 0 || strings.TrimSpace(latest[0].Text) == "" {
+		return ""
+	}
+	text := strings.TrimSpace(latest[0].Text)
+	if b.tokens != nil {
+		text = b.tokens.Head(text, budget)
+	} else if len(text) > 4*budget {
+		text = validPrefix(text[:4*budget])
+	}
+	c.ProfileID = latest[0].ID
+	c.ProfileTokens = b.count(profileIntro) + 1 + b.count(text)
+	return profileIntro + "\n" + text
 }
 
 // memories fits the budgets to the window, then fills the semantic and

@@ -103,3 +103,34 @@ func TestBuilderSources(t *testing.T) {
 	require.NoError(t, s.Upsert(context.Background(), memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Rule, Text: "Answer in French.", Time: time.Now()}))
 	assert.NotEqual(t, base, src("user", "hi"), "a new rule")
 }
+
+func TestBuilderProfileOpensTheNamespacesPart(t *testing.T) {
+	ctx := context.Background()
+	b, s, _ := newBuilder(t)
+	b.SystemPrompt = func() string { return "Be brief." }
+	old := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Profile, Text: "Alice is a nurse.", Time: day}
+	cur := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Profile, Text: "Alice is a nurse in Lyon who is learning Go.", Time: day.Add(time.Hour)}
+	bob := memory.Memory{ID: memory.NewID(), Namespace: "bob", Type: memory.Profile, Text: "Bob fixes bikes.", Time: day}
+	require.NoError(t, s.Upsert(ctx, old, cur, bob, rule("alice", "Use metric units", day)))
+
+	c := b.Recall(ctx, memory.Request{Namespace: "alice", Messages: msgs("user", "what is a nurse paid in Lyon?")})
+	require.NoError(t, c.Err)
+	assert.Contains(t, c.System, "Be brief.\n\nAbout this user (from earlier conversations):\nAlice is a nurse in Lyon who is learning Go.\n\nRules learned from earlier conversations with this user:\n- Use metric units",
+		"the newest profile, after the operator's prompt, before the rules")
+	assert.NotContains(t, c.System, "Alice is a nurse.\n", "one profile: the current one")
+	assert.NotContains(t, c.System, "Bob", "profiles never cross namespaces")
+	assert.Equal(t, cur.ID, c.IDs()[0], "the profile comes first in injection order")
+	assert.Greater(t, c.ProfileTokens, 0)
+	assert.Equal(t, c.SemanticTokens+c.RecentTokens+c.RulesTokens+c.ProfileTokens, c.Tokens())
+	for _, h := range c.Semantic {
+		assert.NotEqual(t, memory.Profile, h.Type, "a profile is never a semantic memory")
+	}
+
+	c = b.Recall(ctx, memory.Request{Namespace: "bob", Messages: msgs("user", "hello"), NoMemory: true})
+	assert.Contains(t, c.System, "Bob fixes bikes.", "part of the system layer, which applies with memory off")
+
+	b.ProfileBudget = 3
+	c = b.Recall(ctx, memory.Request{Namespace: "alice", Messages: msgs("user", "hello")})
+	assert.NotContains(t, c.System, "learning Go", "cut to profile_token_budget")
+	assert.Contains(t, c.System, "Alice")
+}

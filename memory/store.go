@@ -18,6 +18,10 @@ const (
 	// Rule is a curator rule: it joins its namespace's system layer, and
 	// is never searched as a memory.
 	Rule Type = "rule"
+	// Profile is a short portrait of a namespace's user that the curator
+	// keeps (or the user edits): the newest opens the namespace's part of
+	// the system layer, and it is never searched as a memory.
+	Profile Type = "profile"
 	// Forgotten is a memory hidden but kept: never injected, never
 	// searched by chats, listed by the admin API and restorable. Its
 	// former type is in Metadata["forgotten_from"].
@@ -25,7 +29,9 @@ const (
 )
 
 // Valid reports whether t is one of the known types.
-func (t Type) Valid() bool { return t == Raw || t == Curated || t == Rule || t == Forgotten }
+func (t Type) Valid() bool {
+	return t == Raw || t == Curated || t == Rule || t == Profile || t == Forgotten
+}
 
 // Hide makes m forgotten, keeping what it was and when it was hidden so
 // that Restore can undo it.

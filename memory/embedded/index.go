@@ -86,6 +86,8 @@ func typeBit(t memory.Type) uint8 {
 		return 4
 	case memory.Forgotten:
 		return 8
+	case memory.Profile:
+		return 16
 	}
 	return 0
 }
