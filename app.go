@@ -285,7 +285,8 @@ func (a *app) newCurator() *curator.Curator {
 	c := &curator.Curator{
 		Store: a.store, Model: model, Embedder: a.gate, Tokens: a.tok, Prompts: a.prompts,
 		ModelName: name, Location: a.cfg.CuratorLocation, Log: a.logger,
-		Observe: curator.NewMetrics(a.metrics).Observe,
+		Observe:       curator.NewMetrics(a.metrics).Observe,
+		ProfileTokens: a.cfg.Layers.ProfileTokenBudget,
 	}
 	if q := a.qdrant; q != nil {
 		// Instances sharing the collection curate one at a time. A run

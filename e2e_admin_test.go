@@ -514,3 +514,54 @@ func TestAdminProfileByHand(t *testing.T) {
 	assert.Contains(t, sys, "Marseille")
 	assert.NotContains(t, sys, "Lyon")
 }
+
+// A curator run writes each namespace's profile from its turns; the next
+// chat's system layer opens with it; a second run replaces it and keeps
+// the first as a past version; profiles never cross namespaces.
+func TestCuratorWritesTheProfile(t *testing.T) {
+	up := ollamatest.New(t)
+	runs := 0
+	up.Curate = func(req api.ChatRequest) string {
+		var in struct {
+			Raw []struct{ ID, Text string } `json:"raw_turns"`
+		}
+		_ = json.Unmarshal([]byte(req.Messages[1].Content), &in)
+		profile := ""
+		for _, r := range in.Raw {
+			if strings.Contains(r.Text, "nurse") {
+				profile = "The user is a nurse in Lyon."
+			}
+			if strings.Contains(r.Text, "surgeon") {
+				profile = "The user is a surgeon in Lyon."
+			}
+		}
+		runs++
+		b, _ := json.Marshal(map[string]any{"new_curated_turns": []any{}, "permanent_rules": []any{}, "deletions": []string{}, "summary": "s", "profile": profile})
+		return string(b)
+	}
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=s3cret")
+	tok := "Bearer s3cret"
+	chat(t, p, "alice", false, user("I work as a nurse in Lyon."))
+	chat(t, p, "bob", false, user("What is the capital of Peru?"))
+	settled(t, p)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "POST", "/curator/run", "", nil))
+
+	chat(t, p, "alice", false, user("What should I cook tonight?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "The user is a nurse in Lyon.")
+	chat(t, p, "bob", false, user("What should I cook tonight?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "nurse", "profiles never cross namespaces")
+
+	chat(t, p, "alice", false, user("I changed jobs: I am a surgeon now."))
+	settled(t, p)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "POST", "/curator/run", "", nil))
+	chat(t, p, "alice", false, user("What should I cook tomorrow?"))
+	sys := systemOf(up.LastChat(t))
+	assert.Contains(t, sys, "The user is a surgeon in Lyon.")
+	assert.NotContains(t, sys, "The user is a nurse", "one profile: the current one")
+
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=alice&type=profile", "", &list))
+	require.Len(t, list.Memories, 2, "the current profile and its past version")
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=bob&type=profile", "", &list))
+	assert.Empty(t, list.Memories)
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
 )
 
@@ -220,6 +221,9 @@ func (s *Server) addMemory(c *gin.Context) error {
 	if m.Namespace == "" || m.Text == "" {
 		return httpError(http.StatusBadRequest, "namespace and text are required")
 	}
+	if m.Type == memory.Profile {
+		byHand(&m)
+	}
 	ms := []memory.Memory{m}
 	s.prepare(c.Request.Context(), ms)
 	if err := s.Memories.Store.Upsert(c.Request.Context(), ms...); err != nil {
@@ -261,7 +265,24 @@ func (s *Server) editMemory(c *gin.Context) error {
 	if in.Metadata != nil {
 		m.Metadata = in.Metadata
 	}
+	if m.Type == memory.Profile && in.Text != nil {
+		byHand(&m)
+	}
 	return s.rewrite(c, m, http.StatusOK)
+}
+
+// byHand marks a profile the user wrote or corrected: it becomes the
+// current one (the newest), and the curator keeps it unless the turns it
+// reads contradict it.
+func byHand(m *memory.Memory) {
+	md := make(map[string]any, len(m.Metadata)+1)
+	for k, v := range m.Metadata {
+		if k != "superseded_by" && k != "superseded_at" {
+			md[k] = v
+		}
+	}
+	md[curator.WrittenByUser] = "user"
+	m.Metadata, m.Time = md, time.Now().UTC()
 }
 
 // rewrite stores a changed memory (embedded again) and takes its old form

@@ -18,6 +18,9 @@ type Answer struct {
 	Rules      []Rule        `json:"permanent_rules"`
 	Deletions  []string      `json:"deletions"`
 	Summary    string        `json:"summary"`
+	// Profile is the namespace's new portrait of its user; empty: the
+	// current one stays.
+	Profile string `json:"profile,omitempty"`
 }
 
 // CuratedTurn is one curated memory to write.
@@ -58,7 +61,8 @@ var Schema = json.RawMessage(`{
       "target_file": {"type": "string"}
     }, "required": ["rule", "target_file"]}},
     "deletions": {"type": "array", "items": {"type": "string"}},
-    "summary": {"type": "string"}
+    "summary": {"type": "string"},
+    "profile": {"type": "string"}
   },
   "required": ["new_curated_turns", "permanent_rules", "deletions", "summary"]
 }`)

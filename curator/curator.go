@@ -58,6 +58,9 @@ type Curator struct {
 	Now      func() time.Time
 	Log      *slog.Logger
 
+	// ProfileTokens bounds the profile a run writes; 0 means 200
+	// (layers.profile_token_budget).
+	ProfileTokens int
 	// BatchTokens bounds the raw turns of one batch; 0 means 3000, which
 	// with the prompt, the curated sample and the answer fits an 8k
 	// context.
@@ -128,6 +131,8 @@ type Preview struct {
 	Deleted    []Deletion `json:"deleted"`
 	Rules      []string   `json:"rules"`
 	Superseded []Deletion `json:"superseded"`
+	// Profile is the profile the run would write; "" for none.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Deletion is a memory a dry run would delete, with what it says; Type
@@ -393,10 +398,14 @@ func (c *Curator) read(ctx context.Context, ns string, since, until time.Time) (
 // was and reported.
 func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []memory.Memory, runAt time.Time, res *Result) error {
 	sample := c.sample(curated)
+	profile, err := c.currentProfile(ctx, ns)
+	if err != nil {
+		return err
+	}
 	var rules ruleSet
 	var failures []string
 	for _, batch := range c.batches(todo) {
-		ans, err := c.ask(ctx, batch, sample)
+		ans, err := c.ask(ctx, batch, sample, profile)
 		if err != nil {
 			res.FailedBatches++
 			failures = append(failures, err.Error())
@@ -413,8 +422,12 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 		}
 		p.dropRepeats(curated)
 		p.supersede(curated)
+		p.newProfile(c.profileFrom(ns, ans.Profile, runAt), profile)
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
+		}
+		if p.profile != nil {
+			profile = p.profile // later batches update it
 		}
 		// Later batches see what this one did, on a dry run as on a run,
 		// so that both take the same decisions: what it wrote, replaced
@@ -479,9 +492,16 @@ type promptTurn struct {
 	Key       string `json:"key,omitempty"`
 }
 
+// promptProfile is the current profile as the model sees it.
+type promptProfile struct {
+	Text string `json:"text"`
+	// WrittenByUser: the user wrote or corrected it by hand.
+	WrittenByUser bool `json:"written_by_user,omitempty"`
+}
+
 // ask sends one batch, retrying an answer that is not valid.
-func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answer, error) {
-	system, user, err := c.prompt(batch, sample)
+func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory, profile *memory.Memory) (*Answer, error) {
+	system, user, err := c.prompt(batch, sample, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -520,13 +540,14 @@ func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory) (*Answ
 
 // prompt returns the curator prompt with today's date, and the batch and
 // the curated sample as the JSON the model answers about.
-func (c *Curator) prompt(batch, sample []memory.Memory) (system, user string, err error) {
+func (c *Curator) prompt(batch, sample []memory.Memory, profile *memory.Memory) (system, user string, err error) {
 	date := c.now().In(c.loc())
 	system = strings.ReplaceAll(c.Prompts.Curator(), "{CURRENT_DATE}", date.Format("2006-01-02 (Monday)"))
 	in := struct {
-		Raw     []promptTurn `json:"raw_turns"`
-		Curated []promptTurn `json:"curated_memories"`
-	}{Raw: c.promptTurns(batch), Curated: c.promptTurns(sample)}
+		Raw     []promptTurn   `json:"raw_turns"`
+		Curated []promptTurn   `json:"curated_memories"`
+		Profile *promptProfile `json:"current_profile,omitempty"`
+	}{Raw: c.promptTurns(batch), Curated: c.promptTurns(sample), Profile: shownProfile(profile)}
 	b, err := json.MarshalIndent(in, "", "  ")
 	if err != nil {
 		return "", "", err

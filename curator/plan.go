@@ -36,6 +36,9 @@ type plan struct {
 	batch, shown []string
 	// superseded are the older curated memories the new ones supersede.
 	superseded []supersession
+	// profile is the namespace's new profile, replacing pastProfile
+	// (nil: none); nil when the answer keeps the current one.
+	profile, pastProfile *memory.Memory
 }
 
 // supersession: the curated memory old is superseded by the new one by.
@@ -259,6 +262,9 @@ func (c *Curator) preview(ctx context.Context, p plan, res *Result) {
 	for _, m := range p.rules {
 		res.Preview.Rules = append(res.Preview.Rules, m.Text)
 	}
+	if p.profile != nil {
+		res.Preview.Profile = p.profile.Text
+	}
 	for _, sp := range p.superseded {
 		d := Deletion{ID: sp.old}
 		if m, err := c.Store.Get(ctx, sp.old); err == nil {
@@ -316,7 +322,7 @@ func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
 		}
 		res.Rules += len(p.rules)
 	}
-	return nil
+	return c.writeProfile(ctx, p)
 }
 
 // withoutDeleted empties p when a memory the model was given was deleted
