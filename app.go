@@ -333,6 +333,10 @@ func (a *app) server() (*proxy.Server, error) {
 	srv := proxy.New(cfg.OllamaURL, a.transport, logger)
 	srv.Ollama = a.ollama // one client for Ollama's API in the process
 	a.convs = conversation.New(0)
+	a.convs.CompactAt = cfg.Memory.CompactAt
+	if a.tok != nil {
+		a.convs.Tokens = a.tok
+	}
 	srv.Conversations = a.convs // the admin routes reach them too (attach)
 	adm := admin.New(version, a.ollama)
 	adm.Token, adm.TrustLoopback = cfg.Server.AdminToken, cfg.Server.TrustLoopback
@@ -466,6 +470,9 @@ func (a *app) Close() error {
 		a.sched.Stop()
 	}
 	a.bgWork.Wait()
+	if a.convs != nil {
+		a.convs.Close() // the summaries under way stop
+	}
 	if a.writer != nil {
 		a.writer.Close()
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -225,9 +226,16 @@ func reuse(prev, next string) float64 {
 // first turn cannot hold every memory and later turns need their blocks.
 func conversationVera(t *testing.T, up *ollamatest.Dialects, data, prompts string, env ...string) *inProcess {
 	t.Helper()
+	return conversationVeraWith(t, up, data, prompts, "", env...)
+}
+
+// conversationVeraWith is conversationVera with more config (TOML, after
+// its [layers]).
+func conversationVeraWith(t *testing.T, up *ollamatest.Dialects, data, prompts, more string, env ...string) *inProcess {
+	t.Helper()
 	conf := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.toml"),
-		[]byte("[layers]\nsemantic_token_budget = 240\ncontext_token_budget = 200\nrecent_turns = 1\n"), 0o644))
+		[]byte("[layers]\nsemantic_token_budget = 240\ncontext_token_budget = 200\nrecent_turns = 1\n"+more), 0o644))
 	return runInProcess(t, append([]string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_CONFIG_DIR=" + conf, "VERA_PROMPTS_DIR=" + prompts}, env...)...)
 }
 
@@ -364,6 +372,53 @@ func TestConversationOnQdrant(t *testing.T) {
 // restarted. Each rebuild is followed by stable turns again. Two
 // conversations that begin alike, and one chat id in two namespaces, are
 // never mixed up.
+// A conversation that outgrows its window is compacted in every dialect
+// with a history: its prompt then carries the summary the model wrote,
+// ends with the client's latest turn, and the turn after keeps it as its
+// start.
+func TestCompactionInEveryDialect(t *testing.T) {
+	for _, d := range conversationDialects {
+		if d.chained {
+			continue // a chain by id carries no history to compact
+		}
+		t.Run(d.name, func(t *testing.T) {
+			up := ollamatest.NewDialects(t)
+			numberedReplies(up)
+			up.Fake.ContextLength = 2000
+			up.Fake.Whole = func(api.ChatRequest) (string, int) {
+				return "They talked about the facts of the user's life.", http.StatusOK
+			}
+			p := conversationVera(t, up, t.TempDir(), t.TempDir())
+			tellFacts(t, p, "alice")
+			var h []msg
+			pad := strings.Repeat("Some words to fill the window up. ", 6)
+			var log []turnLog
+			for k := range 30 {
+				log = append(log, converse(t, d, p, up, "alice", "c1", &h, fmt.Sprintf("%s %s (turn %d)", factQuestions[k%6], pad, k+1))...)
+				time.Sleep(5 * time.Millisecond)
+			}
+			first := -1
+			for k, l := range log {
+				if strings.Contains(l.prompt, "They talked about the facts") {
+					first = k
+					break
+				}
+			}
+			require.Positive(t, first, "compacted")
+			require.Less(t, first+1, len(log))
+			assert.Contains(t, log[first].prompt, "(turn "+strconv.Itoa(first+1)+")", "it ends with the latest turn")
+			assert.NotContains(t, log[first].prompt, "(turn 1)", "the oldest turns are in the summary")
+			kept := 0
+			for k := first + 1; k < len(log); k++ {
+				if keeps(log[k-1], log[k]) {
+					kept++
+				}
+			}
+			assert.Greater(t, kept, (len(log)-first-1)/2, "most turns after it keep the prompt before as their start")
+		})
+	}
+}
+
 func TestConversationPlanRebuilds(t *testing.T) {
 	for _, d := range conversationDialects {
 		t.Run(d.name, func(t *testing.T) {
@@ -371,7 +426,8 @@ func TestConversationPlanRebuilds(t *testing.T) {
 				up := ollamatest.NewDialects(t)
 				numberedReplies(up)
 				up.Fake.ContextLength = 2000
-				p := conversationVera(t, up, t.TempDir(), t.TempDir())
+				// Without compaction (see TestCompactionInEveryDialect).
+				p := conversationVeraWith(t, up, t.TempDir(), t.TempDir(), "[memory]\ncompact_at = 0\n")
 				tellFacts(t, p, "alice")
 				var h []msg
 				pad := strings.Repeat("Some words to fill the window up. ", 6)

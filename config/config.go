@@ -128,6 +128,9 @@ type Memory struct {
 	// MaxTurnTokens caps a stored turn's text: a longer one keeps its head
 	// and tail around a marker.
 	MaxTurnTokens int `toml:"max_turn_tokens"`
+	// CompactAt is the share of the model's context window past which a
+	// conversation is compacted: its oldest turns summarised (0: never).
+	CompactAt float64 `toml:"compact_at"`
 	// SkipTasks leaves Open WebUI's background task prompts (titles, tags,
 	// follow-ups...) out of memory.
 	SkipTasks bool `toml:"skip_tasks"`
@@ -257,6 +260,7 @@ func Default() Config {
 			ChatIDHeader:    "X-OpenWebUI-Chat-Id",
 			DataDir:         "./data",
 			MaxTurnTokens:   4096,
+			CompactAt:       0.75,
 			SkipTasks:       true,
 			StablePrefix:    true,
 		},

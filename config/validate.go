@@ -91,6 +91,9 @@ func (c *Config) validateMemory() error {
 	if t := c.Layers.SemanticScoreThreshold; t < 0 || t > 1 {
 		return fmt.Errorf("layers.semantic_score_threshold: must be between 0 and 1, got %g", t)
 	}
+	if c.Memory.CompactAt < 0 || c.Memory.CompactAt > 1 {
+		return fmt.Errorf("memory.compact_at: a share of the context window between 0 (never compact) and 1, got %g", c.Memory.CompactAt)
+	}
 	if c.Memory.MaxTurnTokens < 64 {
 		return fmt.Errorf("memory.max_turn_tokens: must be at least 64, got %d", c.Memory.MaxTurnTokens)
 	}

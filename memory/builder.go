@@ -143,6 +143,14 @@ type Context struct {
 	// Blocks places every memory block of a conversation's later turns:
 	// what the caller's dialect writes at the start of its user messages.
 	Blocks []Block
+	// KeepFrom compacts a conversation longer than its window: the
+	// caller's messages before its KeepFrom-th (from 0) user message, after
+	// the system messages SystemReplaces replaces, are not forwarded. The
+	// summary of what they said ends System. 0: every message goes.
+	KeepFrom int
+	// Compacted is how many of the conversation's turns the summary in
+	// System replaces (X-Vera-Context's compacted); 0 when it holds none.
+	Compacted int
 }
 
 // Block is a memory block at the start of a user message: the User-th

@@ -116,6 +116,7 @@ func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 	if err := s.forward(c, p, ch.d, ch.body, tee, rename); err != nil {
 		return err
 	}
+	s.compact(c, ch)
 	if tee != nil && s.Debug != nil {
 		answer, ok := tee.Captured()
 		s.Debug.Chat(c.GetString(requestIDKey), ch.ns, ch.req.ModelName(), mc, ch.body, len(answer), ok, ch.route)
@@ -371,7 +372,11 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 
 // setMemoryHeaders reports what was injected.
 func setMemoryHeaders(h http.Header, mc *memory.Context) {
-	h.Set("X-Vera-Context", fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens()))
+	vc := fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens())
+	if mc.Compacted > 0 {
+		vc += fmt.Sprintf("; compacted=%d", mc.Compacted)
+	}
+	h.Set("X-Vera-Context", vc)
 	if ids := mc.IDs(); len(ids) > 0 {
 		h.Set("X-Vera-Memories", strings.Join(ids[:min(len(ids), maxMemoriesHeader)], ","))
 	}

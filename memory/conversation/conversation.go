@@ -9,6 +9,7 @@ package conversation
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -50,6 +51,8 @@ type conversation struct {
 	size int
 	// ns is the conversation's namespace.
 	NS string
+	// Compaction is its summary, once it outgrew its window.
+	Compaction compaction
 }
 
 // holds reports whether the conversation's prompt carries one of ids, or
@@ -166,7 +169,12 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 
 // footprint estimates the bytes a conversation holds.
 func (cv *conversation) footprint() int {
-	n := 256 + len(cv.User) + 64*len(cv.turns)
+	n := 256 + len(cv.User) + 64*len(cv.turns) + len(cv.Compaction.Summary)
+	for _, j := range []*summaryJob{cv.Compaction.job, cv.Compaction.ready} {
+		if j != nil {
+			n += len(j.prompt) + len(j.text)
+		}
+	}
 	for _, k := range cv.keys {
 		n += len(k)
 	}
@@ -212,8 +220,22 @@ const replaceWindow = 10 * time.Minute
 // first out. It is lost on restart, which costs each conversation one full
 // turn.
 type Set struct {
+	// Tokens counts the prompts compaction measures; nil: about four
+	// bytes a token.
+	Tokens Tokenizer
+	// CompactAt is the share of its context window past which a
+	// conversation is compacted (memory.compact_at); 0: never.
+	CompactAt float64
+
 	max      int
 	maxBytes int
+
+	// summaries bounds the summaries written at once; work and ctx own
+	// them (Close).
+	summaries chan struct{}
+	work      sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
 
 	mu    sync.Mutex
 	bytes int // the conversations' footprints, summed
@@ -242,7 +264,9 @@ func New(max int) *Set {
 	if max <= 0 {
 		max = defaultConversations
 	}
-	return &Set{max: max, maxBytes: maxConversationBytes, order: list.New(), keys: map[string]*list.Element{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Set{max: max, maxBytes: maxConversationBytes, order: list.New(), keys: map[string]*list.Element{},
+		summaries: make(chan struct{}, maxSummaries), ctx: ctx, cancel: cancel}
 }
 
 // get returns the conversation known by key, or nil.

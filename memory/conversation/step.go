@@ -77,6 +77,11 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 	if len(req.Msgs) == 0 {
 		return &memory.Context{}, nil // chained to an answer forgotten
 	}
+	if cv != nil {
+		if _, _, compacted := cs.takeReady(cv); compacted {
+			return cs.fresh(req, t, cv, mreq, st, "the conversation was compacted"), t
+		}
+	}
 	var plan *memory.Context
 	var blocks []convBlock
 	if cv != nil && !st.EveryTurn {
@@ -120,11 +125,16 @@ func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place) *memory.Contex
 // system layer changed or the conversation outgrew its window.
 func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memory.Request, st Step, plan *memory.Context, blocks []convBlock) *memory.Context {
 	blocks, again := keptBlocks(blocks, req.Msgs, at)
-	now := st.Recall(laterRequest(mreq, plan, blocks))
+	lreq := laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
+	if plan.KeepFrom > 0 {
+		// Compacted: blocks leave it room to grow until the next summary.
+		lreq.Reserve = room(mreq) / 2
+	}
+	now := st.Recall(lreq)
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
-	case now.Full:
+	case now.Full && (plan.KeepFrom == 0 || cs.promptSize(withBlocks(plan, blocks), req.Msgs) > room(mreq)):
 		// Leave an eighth of the window for the conversation to grow, or
 		// every next turn would rebuild again.
 		mreq.Reserve = mreq.ContextLength / 8
@@ -141,6 +151,7 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	}
 	out := withBlocks(plan, blocks)
 	out.Err = now.Err
+	cs.due(cv, req.Msgs, mreq, out)
 	t.conv = cv
 	cs.update(cv, func() {
 		cv.Blocks, cv.Last, cv.Point, cv.User, cv.Advanced = blocks, out, at.Point, keptUser(req, t.User), true
@@ -180,7 +191,11 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock)
 // fresh chooses a chat's layers afresh and makes them its conversation's
 // plan (a rebuild says why).
 func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request, st Step, why string) *memory.Context {
-	mc := st.Recall(mreq)
+	keep, summary := 0, ""
+	if cv != nil && !t.at.First {
+		cs.locked(func() { keep, summary = cv.Compaction.KeepFrom, cv.Compaction.Summary })
+	}
+	mc, keep := cs.recallCompacted(mreq, st, keep, summary)
 	if why != "" && st.Rebuilt != nil {
 		st.Rebuilt(why)
 	}
@@ -188,6 +203,8 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 		cv = cs.start(t.at.Key, t.at.Strong)
 	}
 	t.conv = cv
+	cs.update(cv, func() { cv.Compaction.KeepFrom = keep })
+	cs.due(cv, req.Msgs, mreq, mc)
 	cs.update(cv, func() {
 		cv.Plan, cv.Blocks = nil, nil
 		if mc.Err == nil && !st.EveryTurn {

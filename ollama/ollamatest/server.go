@@ -47,6 +47,11 @@ type Server struct {
 	// Curate answers the curator's requests (chats with a format); set it
 	// before vera starts. Nil answers an empty plan.
 	Curate func(api.ChatRequest) string
+	// Whole, when set, answers each chat asked for without streaming
+	// (stream:false) on /api/chat: its text, or with a status other than
+	// 200, Ollama's error; the chats it answers are not among LastChat's.
+	// Nil answers as a streamed chat would, in one object.
+	Whole func(api.ChatRequest) (string, int)
 	// Reply, when set, gives the answer of each chat, in every dialect,
 	// in place of "Hello from Ollama".
 	Reply func() string
@@ -232,6 +237,10 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 			"message": map[string]string{"role": "assistant", "content": answer}, "done": true, "done_reason": "stop"})
 		return
 	}
+	if req.Stream != nil && !*req.Stream {
+		f.whole(w, req)
+		return
+	}
 	f.mu.Lock()
 	f.chats = append(f.chats, req)
 	f.mu.Unlock()
@@ -250,6 +259,26 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n", req.Model)
+}
+
+// whole answers a chat asked for without streaming: one object.
+func (f *Server) whole(w http.ResponseWriter, req api.ChatRequest) {
+	text, code := strings.Join(f.tokens(), ""), http.StatusOK
+	if f.Whole != nil {
+		text, code = f.Whole(req)
+	} else {
+		f.mu.Lock()
+		f.chats = append(f.chats, req)
+		f.mu.Unlock()
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if code != http.StatusOK {
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": text})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "created_at": "2026-11-22T10:00:00Z",
+		"message": map[string]string{"role": "assistant", "content": text}, "done": true, "done_reason": "stop"})
 }
 
 // chatCompletions is Ollama's OpenAI-compatible endpoint: SSE chunks then

@@ -12,6 +12,27 @@ import (
 // template renders a user message where it stands, whereas several move
 // every system message to the top.
 
+// keptFrom is where the caller's messages start going out under a
+// compaction (memory.Context.KeepFrom): the index, from start, of the
+// keep-th user message (isUser tells which), and how many user messages
+// come before it. Without one, or when there are fewer user messages
+// than keep, every message goes.
+func keptFrom(n, start, keep int, isUser func(i int) bool) (from, users int) {
+	if keep <= 0 {
+		return start, 0
+	}
+	for i := start; i < n; i++ {
+		if !isUser(i) {
+			continue
+		}
+		if users == keep {
+			return i, users
+		}
+		users++
+	}
+	return start, 0
+}
+
 // blockAt returns the memory block of the user-th user message, or "".
 func blockAt(blocks []memory.Block, user int) string {
 	for _, b := range blocks {

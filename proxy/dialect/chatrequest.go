@@ -254,10 +254,10 @@ func (r *ChatRequest) WithMemory(mc *memory.Context) any {
 	// turn had; a later turn with fewer gets a new plan (Sources differ),
 	// but never an out-of-range slice.
 	replaced := min(mc.SystemReplaces, len(r.Messages))
-	out.Messages = append(out.Messages, r.Messages[replaced:]...)
+	from, user := keptFrom(len(r.Messages), replaced, mc.KeepFrom, func(i int) bool { return r.Messages[i].Role == "user" })
+	out.Messages = append(out.Messages, r.Messages[from:]...)
 	if len(mc.Blocks) > 0 {
-		own := out.Messages[len(out.Messages)-len(r.Messages)+replaced:]
-		user := 0
+		own := out.Messages[len(out.Messages)-len(r.Messages)+from:]
 		for i := range own {
 			if own[i].Role != "user" {
 				continue
@@ -274,7 +274,7 @@ func (r *ChatRequest) WithMemory(mc *memory.Context) any {
 // unchanged reports whether the memory layers leave a request as it is:
 // nothing injected, and the system message (whose text is first) kept.
 func unchanged(mc *memory.Context, first string) bool {
-	if len(mc.Recent) > 0 || len(mc.Blocks) > 0 {
+	if len(mc.Recent) > 0 || len(mc.Blocks) > 0 || mc.KeepFrom > 0 {
 		return false
 	}
 	switch {

@@ -200,33 +200,34 @@ func (r *ResponsesRequest) WithMemory(mc *memory.Context) any {
 	}
 	out := *r
 	out.Instructions = joinText(mc.System, recentText(mc.Recent))
-	if len(mc.Blocks) > 0 {
-		out.Input = r.inputWithBlocks(mc.Blocks)
+	if len(mc.Blocks) > 0 || mc.KeepFrom > 0 {
+		out.Input = r.inputWith(mc)
 	}
 	return &out
 }
 
-// inputWithBlocks returns the input with each memory block at the start of
-// its user message.
-func (r *ResponsesRequest) inputWithBlocks(blocks []memory.Block) json.RawMessage {
+// inputWith returns the input with each memory block at the start of its
+// user message, and without the items a compaction leaves out.
+func (r *ResponsesRequest) inputWith(mc *memory.Context) json.RawMessage {
 	in := bytes.TrimSpace(r.Input)
 	if len(in) > 0 && in[0] == '"' {
-		return stringContent(blockAt(blocks, 0) + r.items[0].text)
+		return stringContent(blockAt(mc.Blocks, 0) + r.items[0].text)
 	}
 	raw := rawParts(in)
 	if len(raw) != len(r.items) {
 		return r.Input
 	}
-	user := 0
-	for i, it := range r.items {
+	from, user := keptFrom(len(r.items), 0, mc.KeepFrom, func(i int) bool { return r.items[i].Role == "user" })
+	for i, it := range r.items[from:] {
 		if it.Role != "user" {
 			continue
 		}
-		if b := blockAt(blocks, user); b != "" {
-			raw[i] = withField(raw[i], "content", prefixContent(it.Content, b, "input_text"))
+		if b := blockAt(mc.Blocks, user); b != "" {
+			raw[from+i] = withField(raw[from+i], "content", prefixContent(it.Content, b, "input_text"))
 		}
 		user++
 	}
+	raw = raw[from:]
 	out, err := Marshal(raw)
 	if err != nil {
 		return r.Input

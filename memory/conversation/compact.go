@@ -1,0 +1,356 @@
+package conversation
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// A conversation longer than its window is compacted, not cut by Ollama:
+// once its prompt passes CompactAt of the window, a summary of its oldest
+// turns is written in the background (Compact, after the answer went
+// out), and from the next turn on the plan carries that summary at the
+// end of its system message in place of those turns (memory.Context's
+// KeepFrom), the latest turns verbatim after it. That is one rebuild;
+// later turns keep the new prefix until the next compaction, which
+// summarises the summary and the turns since. A summary not ready when
+// the conversation no longer fits never delays a chat: the oldest turns
+// are left out, and recall brings back what the question needs.
+
+// Tokenizer counts tokens (memory.Tokenizer).
+type Tokenizer interface {
+	Count(s string) int
+	Head(s string, n int) string
+}
+
+// Summarizer writes a compaction's summary.
+type Summarizer struct {
+	// Summarize asks the conversation's own model; it must honour ctx.
+	Summarize func(ctx context.Context, prompt string) (string, error)
+	// Failed, when set, hears of a summary that could not be written
+	// (it is asked again at the conversation's next turn); Done of one
+	// written, with the turns it covers.
+	Failed func(error)
+	Done   func(turns int)
+}
+
+// summaryIntro marks the summary in the system message.
+const summaryIntro = "Summary of the earlier part of this conversation (its messages are not shown here):"
+
+// summaryTimeout bounds one summary; maxSummaries how many are written at
+// once (a small GPU answers one model at a time).
+const (
+	summaryTimeout = 3 * time.Minute
+	maxSummaries   = 2
+)
+
+// compaction is a conversation's: the summary in its plan and where the
+// turns it forwards start, and the summary under way or ready.
+type compaction struct {
+	Summary string
+	// Covered: the summary covers the turns before the Covered-th user
+	// message; KeepFrom: forwarded turns start at that user message (at
+	// least Covered: turns left out while their summary is written).
+	Covered, KeepFrom int
+	job               *summaryJob
+	running           bool
+	ready             *summaryJob // written, for the next turn's plan
+}
+
+// summaryJob is a summary to write (prompt) or written (text): it covers
+// the turns before the upTo-th user message.
+type summaryJob struct {
+	upTo   int
+	window int
+	prompt string
+	text   string
+}
+
+func (cs *Set) count(s string) int {
+	if cs.Tokens == nil {
+		return (len(s) + 3) / 4
+	}
+	return cs.Tokens.Count(s)
+}
+
+// tail returns msgs without the turns before the keep-th user message
+// (their leading system messages stay); msgs when there are fewer.
+func tail(msgs []memory.Message, keep int) []memory.Message {
+	if keep <= 0 {
+		return msgs
+	}
+	lead := 0
+	for lead < len(msgs) && msgs[lead].Role == "system" {
+		lead++
+	}
+	users := 0
+	for i := lead; i < len(msgs); i++ {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		if users == keep {
+			return append(msgs[:lead:lead], msgs[i:]...)
+		}
+		users++
+	}
+	return msgs
+}
+
+// tailRequest is mreq recalling and sized for the turns forwarded from
+// keep on.
+func tailRequest(mreq memory.Request, keep int) memory.Request {
+	mreq.Messages = tail(mreq.Messages, keep)
+	if mreq.Recall != nil {
+		mreq.Recall = tail(mreq.Recall, keep)
+	}
+	return mreq
+}
+
+// promptSize is about how many tokens a request forwards with mc.
+func (cs *Set) promptSize(mc *memory.Context, msgs []memory.Message) int {
+	n := cs.count(mc.System)
+	for _, m := range mc.Recent {
+		n += cs.count(m.Content) + 4
+	}
+	for _, b := range mc.Blocks {
+		n += cs.count(b.Text)
+	}
+	kept := tail(msgs, mc.KeepFrom)
+	for i, m := range kept {
+		if i < mc.SystemReplaces && m.Role == "system" {
+			continue // in mc.System
+		}
+		n += cs.count(m.Content) + 4
+	}
+	return n
+}
+
+// cutFor is the first user turn (its ordinal) from which msgs's turns
+// take at most budget tokens; the last user turn at least.
+func (cs *Set) cutFor(msgs []memory.Message, budget int) int {
+	users := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	cut, used, ordinal := users-1, 0, users
+	for i := len(msgs) - 1; i >= 0 && ordinal > 0; i-- {
+		if msgs[i].Role == "system" {
+			continue
+		}
+		used += cs.count(msgs[i].Content) + 4
+		if msgs[i].Role != "user" {
+			continue
+		}
+		ordinal--
+		if used > budget {
+			break
+		}
+		cut = ordinal
+	}
+	return max(cut, 0)
+}
+
+// room is how many tokens of a request's window its prompt may take: the
+// window less the answer's room and a tenth spare, as the builder counts
+// (cl100k_base only approximates the model's tokenizer).
+func room(mreq memory.Request) int {
+	w := mreq.ContextLength
+	if w <= 0 {
+		w = memory.DefaultContextLength
+	}
+	answer := mreq.AnswerTokens
+	if answer <= 0 {
+		answer = min(1024, w/4)
+	}
+	return (w - answer) * 9 / 10
+}
+
+// withSummary is mc forwarding the turns from keep on, with the summary
+// of those before at the end of its system message.
+func withSummary(mc *memory.Context, mreq memory.Request, keep int, summary string) *memory.Context {
+	if keep <= 0 {
+		return mc
+	}
+	out := *mc
+	out.KeepFrom, out.Compacted = keep, keep
+	if summary = strings.TrimSpace(summary); summary != "" {
+		sys := out.System
+		if sys == "" && out.SystemReplaces == 0 {
+			// vera adds a system message: it carries the Modelfile's.
+			sys = strings.TrimSpace(mreq.ModelSystem)
+		}
+		out.System = strings.TrimLeft(sys+"\n\n"+summaryIntro+"\n"+summary, "\n")
+	}
+	return &out
+}
+
+// recallCompacted recalls a conversation's layers for the turns it
+// forwards, with its summary; when even those overflow the window, the
+// oldest of them are left out too (keep moves on) and recalled again. A
+// compacted conversation gets no recent layer (its latest turns are its
+// own, or in its summary), and half the room is left for it to grow in.
+func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep int, summary string) (*memory.Context, int) {
+	if keep == 0 {
+		mc := st.Recall(mreq)
+		if cs.CompactAt <= 0 || mc.Err != nil || cs.promptSize(mc, mreq.Messages) <= room(mreq) {
+			return mc, 0
+		}
+	}
+	r := room(mreq)
+	if cut := cs.cutFor(mreq.Messages, int(float64(r)*cs.CompactAt/3)); cs.promptSize(&memory.Context{KeepFrom: keep}, mreq.Messages) > r/2 && cut > keep {
+		keep = cut
+	}
+	tr := tailRequest(mreq, keep)
+	tr.SemanticOnly = true
+	tr.Reserve = max(tr.Reserve, r/2)
+	return withSummary(st.Recall(tr), mreq, keep, summary), keep
+}
+
+// due plans the summary a conversation needs: when the prompt it
+// forwards passes CompactAt of the room its window leaves it, of the
+// turns since the last summary but the last few, which stay verbatim; and
+// of turns left out without a summary (the conversation overflowed first).
+func (cs *Set) due(cv *conversation, msgs []memory.Message, mreq memory.Request, mc *memory.Context) {
+	if cs.CompactAt <= 0 || cv == nil || mc.Err != nil {
+		return
+	}
+	r := room(mreq)
+	upTo := 0
+	if float64(cs.promptSize(mc, msgs)) > cs.CompactAt*float64(r) {
+		upTo = cs.cutFor(msgs, int(float64(r)*cs.CompactAt/3))
+	}
+	w := mreq.ContextLength
+	if w <= 0 {
+		w = memory.DefaultContextLength
+	}
+	cs.locked(func() {
+		c := &cv.Compaction
+		upTo = max(upTo, c.KeepFrom)
+		if c.job != nil || c.running || c.ready != nil || upTo <= c.Covered {
+			return
+		}
+		c.job = &summaryJob{upTo: upTo, window: w, prompt: cs.summaryPrompt(c.Summary, msgs, c.Covered, upTo, w)}
+	})
+}
+
+// summaryPrompt asks for a summary of the turns from keep to upTo, and of
+// the summary before them, that fits the window.
+func (cs *Set) summaryPrompt(prev string, msgs []memory.Message, keep, upTo, w int) string {
+	var lines []string
+	users := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			users++
+		}
+		if users <= keep || users > upTo || m.Role == "system" {
+			continue
+		}
+		role := "User"
+		switch m.Role {
+		case "assistant":
+			role = "Assistant"
+		case "tool":
+			role = "Tool result"
+		}
+		lines = append(lines, role+": "+m.Content)
+	}
+	words := max(w/12, 60)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Summarize the earlier part of a conversation between a user and an assistant, so that the assistant can go on without it. "+
+		"Keep who the user is and what they said about themselves; the people, places, dates, numbers and decisions mentioned; and what is still open. "+
+		"Write in the conversation's language, in at most %d words. Answer with the summary only.\n\n", words)
+	if prev != "" {
+		b.WriteString("Summary of what came before:\n" + prev + "\n\n")
+	}
+	b.WriteString("The conversation:\n")
+	// The prompt must fit the model's window with room for the answer:
+	// the oldest lines go first.
+	room := w*6/10 - cs.count(b.String())
+	start := len(lines)
+	for start > 0 && room-cs.count(lines[start-1]) > 0 {
+		room -= cs.count(lines[start-1]) + 1
+		start--
+	}
+	b.WriteString(strings.Join(lines[start:], "\n"))
+	return b.String()
+}
+
+// Compact writes, in the background, the summary the turn's conversation
+// is due (if any): its next turn's plan then carries it. A summary that
+// fails is dropped and asked for again at the next turn.
+func (cs *Set) Compact(t *Turn, s Summarizer) {
+	if t == nil || t.conv == nil || s.Summarize == nil {
+		return
+	}
+	cv := t.conv
+	var job *summaryJob
+	cs.locked(func() {
+		if c := &cv.Compaction; c.job != nil && !c.running {
+			job, c.running = c.job, true
+		}
+	})
+	if job == nil {
+		return
+	}
+	select {
+	case cs.summaries <- struct{}{}:
+	default:
+		cs.locked(func() { cv.Compaction.running = false }) // busy: next turn
+		return
+	}
+	cs.work.Add(1)
+	go func() {
+		defer cs.work.Done()
+		defer func() { <-cs.summaries }()
+		ctx, cancel := context.WithTimeout(cs.ctx, summaryTimeout)
+		defer cancel()
+		text, err := s.Summarize(ctx, job.prompt)
+		text = strings.TrimSpace(text)
+		if err == nil && text == "" {
+			err = fmt.Errorf("the model wrote an empty summary")
+		}
+		cs.update(cv, func() {
+			c := &cv.Compaction
+			c.job, c.running = nil, false
+			if err == nil {
+				if cs.Tokens != nil {
+					text = cs.Tokens.Head(text, max(job.window/6, 100))
+				}
+				job.text, job.prompt = text, ""
+				c.ready = job
+			}
+		})
+		switch {
+		case err != nil && s.Failed != nil:
+			s.Failed(err)
+		case err == nil && s.Done != nil:
+			s.Done(job.upTo)
+		}
+	}()
+}
+
+// takeReady moves a written summary into the conversation's compaction,
+// reporting whether there was one: the plan is then rebuilt.
+func (cs *Set) takeReady(cv *conversation) (keep int, summary string, ok bool) {
+	cs.locked(func() {
+		c := &cv.Compaction
+		if c.ready != nil && c.ready.upTo > c.Covered {
+			c.Summary, c.Covered, ok = c.ready.text, c.ready.upTo, true
+			c.KeepFrom = max(c.KeepFrom, c.Covered)
+		}
+		c.ready = nil
+		keep, summary = c.KeepFrom, c.Summary
+	})
+	return keep, summary, ok
+}
+
+// Close stops the summaries under way and waits for them.
+func (cs *Set) Close() {
+	cs.cancel()
+	cs.work.Wait()
+}
