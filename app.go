@@ -69,9 +69,11 @@ type app struct {
 	embedder     *memory.OllamaEmbedder
 	tok          *memory.Tokenizer
 
-	store  memory.Store
-	local  *embedded.DB // the durable queue; with the embedded backend, the store too
-	qdrant *qdrant.Store
+	store memory.Store
+	local *embedded.DB // the durable queue; with the embedded backend, the store too
+	// directory tells who each namespace is (GET /namespaces).
+	directory *memory.Directory
+	qdrant    *qdrant.Store
 
 	prompts *prompts.Dir
 	// convs are the running conversations, shared by the proxy and the
@@ -206,6 +208,7 @@ func (a *app) openMemory(ctx context.Context) error {
 	a.gate = memory.NewGate(a.embedder, model, space, a.logger)
 	a.startWriter()
 	a.backfillTokens()
+	a.startDirectory()
 	a.builder = a.newBuilder()
 	a.commands = &memory.Commands{Store: a.store, Queue: a.local, Skip: a.writer.Forget, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands}
 	a.curator = a.newCurator()
@@ -228,6 +231,31 @@ func (a *app) startWriter() {
 		// A write that raced the first probe failed with "not available":
 		// retry it now, not at the writer's next retry, so health is right.
 		a.writer.Nudge()
+	})
+}
+
+// startDirectory keeps who each namespace is in the local file, flushed
+// every few seconds and when the app closes.
+func (a *app) startDirectory() {
+	a.directory = memory.NewDirectory(a.local)
+	a.bgWork.Go(func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.bg.Done():
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(a.bg), 5*time.Second)
+				defer cancel()
+				if err := a.directory.Flush(ctx); err != nil {
+					a.logger.Warn("keeping the namespaces seen", slog.Any("error", err))
+				}
+				return
+			case <-t.C:
+				if err := a.directory.Flush(a.bg); err != nil && a.bg.Err() == nil {
+					a.logger.Warn("keeping the namespaces seen", slog.Any("error", err))
+				}
+			}
+		}
 	})
 }
 
@@ -416,6 +444,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 		return
 	}
 	srv.Recorder = a.writer
+	srv.Directory = a.directory
 	srv.Memory = a.builder
 	srv.Commands = a.commands
 	adm.MemoryHealth = a.health
@@ -431,7 +460,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 // adminMemories is what the memory routes work on: the store, the queue
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
-	m := &admin.Memories{Store: a.store, Tokens: a.tok, Embed: a.embedder.Embed, Threshold: a.cfg.Layers.SemanticScoreThreshold}
+	m := &admin.Memories{Store: a.store, Tokens: a.tok, Embed: a.embedder.Embed, Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory}
 	if a.local != nil {
 		m.Queue = a.local
 	}

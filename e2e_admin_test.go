@@ -565,3 +565,57 @@ func TestCuratorWritesTheProfile(t *testing.T) {
 	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=bob&type=profile", "", &list))
 	assert.Empty(t, list.Memories)
 }
+
+// GET /namespaces lists who each namespace is, from Open WebUI's user
+// headers, with its counts, when it last chatted, and its profile; it
+// needs the admin token, and what it knows survives a restart.
+func TestNamespaces(t *testing.T) {
+	up := ollamatest.New(t)
+	data := t.TempDir()
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=s3cret", "VERA_DATA_DIR="+data)
+	tok := "Bearer s3cret"
+	c := func(ns, name, email string) *api.Client {
+		h := http.Header{"X-Openwebui-User-Id": {ns}}
+		if name != "" {
+			h.Set("X-Openwebui-User-Name", name)
+			h.Set("X-Openwebui-User-Email", email)
+		}
+		return api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: h}})
+	}
+	say := func(cl *api.Client, text string) {
+		t.Helper()
+		require.NoError(t, cl.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Messages: []api.Message{user(text)}}, func(api.ChatResponse) error { return nil }))
+	}
+	alice := "6f1c2a9e-0d4b-4c51-9a57-3e2f1b7c8d90"
+	say(c(alice, "Alice Martin", "alice@example.com"), "My sister Ana lives in Lisbon.")
+	say(c("bob", "Bob", "bob@example.com"), "Hi there")
+	say(c(alice, "", ""), "And my cat is Miso.") // a client without the headers
+	require.Equal(t, http.StatusCreated, adminCall(t, p, tok, "POST", "/memories", `{"namespace":"`+alice+`","type":"profile","text":"Alice is a nurse."}`, nil))
+	settled(t, p)
+
+	type ns struct {
+		Namespace, Name, Email, Profile string
+		Counts                          map[string]int
+		LastSeen                        *time.Time `json:"last_seen"`
+	}
+	var got struct{ Namespaces []ns }
+	assert.Equal(t, http.StatusUnauthorized, adminCall(t, p, "", "GET", "/namespaces", "", nil), "admin only")
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/namespaces", "", &got))
+	require.Len(t, got.Namespaces, 2)
+	a := got.Namespaces[0]
+	assert.Equal(t, alice, a.Namespace, "the most recently seen first")
+	assert.Equal(t, "Alice Martin", a.Name)
+	assert.Equal(t, "alice@example.com", a.Email)
+	assert.Equal(t, map[string]int{"raw": 2, "curated": 0, "rule": 0, "profile": 1, "forgotten": 0}, a.Counts)
+	assert.Equal(t, "Alice is a nurse.", a.Profile)
+	require.NotNil(t, a.LastSeen)
+	assert.WithinDuration(t, time.Now(), *a.LastSeen, time.Minute)
+	assert.Equal(t, "Bob", got.Namespaces[1].Name)
+	assert.Empty(t, got.Namespaces[1].Profile)
+
+	p.stop(t)
+	p = runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=s3cret", "VERA_DATA_DIR="+data)
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/namespaces", "", &got))
+	require.Len(t, got.Namespaces, 2)
+	assert.Equal(t, "Alice Martin", got.Namespaces[0].Name, "kept across a restart")
+}

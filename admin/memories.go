@@ -36,6 +36,9 @@ type Memories struct {
 	// Threshold is the vector score a search hit needs, as in chats
 	// (layers.semantic_score_threshold); 0 means 0.5.
 	Threshold float64
+	// Directory tells who each namespace is (GET /namespaces); nil: only
+	// what the store holds.
+	Directory *memory.Directory
 }
 
 // Withdrawer takes memories out of the conversations whose kept prompt
@@ -82,6 +85,7 @@ func (s *Server) mountMemories(e *gin.Engine) {
 	e.POST("/memories/:id/restore", s.guard, handle(s.restoreMemory))
 	e.DELETE("/memories/:id", s.guard, handle(s.deleteMemory))
 	e.DELETE("/memories", s.guard, handle(s.forgetNamespace))
+	e.GET("/namespaces", s.guard, handle(s.listNamespaces))
 }
 
 // filterOf reads namespace, type, since and until.

@@ -182,7 +182,7 @@ func (m *Memory) Validate() error {
 	case m.Namespace == "":
 		return fmt.Errorf("memory %s: empty namespace", m.ID)
 	case !m.Type.Valid():
-		return fmt.Errorf("memory %s: type %q is not raw, curated, rule or forgotten", m.ID, m.Type)
+		return fmt.Errorf("memory %s: type %q is not raw, curated, rule, profile or forgotten", m.ID, m.Type)
 	case m.Time.IsZero():
 		return fmt.Errorf("memory %s: no timestamp", m.ID)
 	}

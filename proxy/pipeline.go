@@ -143,6 +143,7 @@ func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 	if ch.off, err = memoryOff(r); err != nil {
 		return nil, err
 	}
+	s.Directory.Note(ch.ns, r.Header.Get("X-OpenWebUI-User-Name"), r.Header.Get("X-OpenWebUI-User-Email"), time.Now())
 	ch.chatID = chatIDOf(r, s.ChatIDHeader)
 	ch.temporary = strings.HasPrefix(ch.chatID, temporaryChat)
 	if !req.Conversation() {

@@ -119,6 +119,9 @@ type Server struct {
 	// FallbackModel, a cloud name, answers chats for local models while
 	// Ollama cannot be reached (cloud.fallback_model); "": none.
 	FallbackModel string
+	// Directory notes who each namespace is, from Open WebUI's user
+	// headers; nil: nobody.
+	Directory *memory.Directory
 	// KeepMemoryLocal sends no memory layers with chats that leave the
 	// machine (cloud.inject_memory = false); their turns are still stored.
 	KeepMemoryLocal bool

@@ -1,0 +1,84 @@
+package admin
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Namespace is one user vera holds memories of, as GET /namespaces lists
+// it: who their client said they are, how many memories of each type they
+// have, when they last chatted, and their current profile.
+type Namespace struct {
+	Namespace string         `json:"namespace"`
+	Name      string         `json:"name"`
+	Email     string         `json:"email"`
+	Counts    map[string]int `json:"counts"`
+	LastSeen  *time.Time     `json:"last_seen"`
+	Profile   string         `json:"profile"`
+}
+
+// namespaceTypes are the types GET /namespaces counts.
+var namespaceTypes = []memory.Type{memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten}
+
+// listNamespaces serves GET /namespaces: every namespace the store holds
+// or the directory has seen, most recently seen first.
+func (s *Server) listNamespaces(c *gin.Context) error {
+	ctx := c.Request.Context()
+	seen, err := s.Memories.Directory.All(ctx)
+	if err != nil {
+		return httpError(http.StatusServiceUnavailable, "reading the namespaces seen: "+err.Error())
+	}
+	spaces, err := s.Memories.Store.Namespaces(ctx)
+	if err != nil {
+		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+	}
+	for ns := range seen {
+		if !slices.Contains(spaces, ns) {
+			spaces = append(spaces, ns)
+		}
+	}
+	out := make([]Namespace, 0, len(spaces))
+	for _, ns := range spaces {
+		n := Namespace{Namespace: ns, Counts: map[string]int{}}
+		if who, ok := seen[ns]; ok {
+			n.Name, n.Email = who.Name, who.Email
+			if !who.LastSeen.IsZero() {
+				at := who.LastSeen
+				n.LastSeen = &at
+			}
+		}
+		for _, t := range namespaceTypes {
+			if n.Counts[string(t)], err = s.Memories.Store.Count(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{t}}); err != nil {
+				return httpError(http.StatusServiceUnavailable, "counting memories: "+err.Error())
+			}
+		}
+		if n.Counts[string(memory.Profile)] > 0 {
+			p, err := s.Memories.Store.Latest(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Profile}}, 1)
+			if err != nil {
+				return httpError(http.StatusServiceUnavailable, "reading a profile: "+err.Error())
+			}
+			if len(p) > 0 {
+				n.Profile = p[0].Text
+			}
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b Namespace) int {
+		var ta, tb time.Time
+		if a.LastSeen != nil {
+			ta = *a.LastSeen
+		}
+		if b.LastSeen != nil {
+			tb = *b.LastSeen
+		}
+		return cmp.Or(tb.Compare(ta), cmp.Compare(a.Namespace, b.Namespace))
+	})
+	c.JSON(http.StatusOK, gin.H{"namespaces": out})
+	return nil
+}

@@ -1,0 +1,145 @@
+package memory
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Seen is who a namespace's user is, as their client last said (Open
+// WebUI's X-OpenWebUI-User-Name and -Email), and when they last chatted.
+type Seen struct {
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Email     string    `json:"email"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// SeenStore keeps what a Directory learns.
+type SeenStore interface {
+	SaveSeen(ctx context.Context, seen ...Seen) error
+	LoadSeen(ctx context.Context) ([]Seen, error)
+}
+
+// Directory remembers who each namespace is: a chat notes it in memory at
+// no cost, and Flush writes what changed (the caller flushes now and then,
+// and on close).
+type Directory struct {
+	store SeenStore
+
+	mu     sync.Mutex
+	loaded bool
+	seen   map[string]Seen
+	dirty  map[string]bool
+}
+
+// NewDirectory returns a directory kept in store.
+func NewDirectory(store SeenStore) *Directory {
+	return &Directory{store: store, seen: map[string]Seen{}, dirty: map[string]bool{}}
+}
+
+// maxSeenField bounds a name or an email kept, in bytes.
+const maxSeenField = 256
+
+// clean makes a header value fit to keep: valid UTF-8, one line, bounded;
+// anything else is not kept.
+func clean(s string) string {
+	s = strings.TrimSpace(s)
+	if !utf8.ValidString(s) || strings.ContainsAny(s, "\r\n\x00") || len(s) > maxSeenField {
+		return ""
+	}
+	return s
+}
+
+// Note records that ns chatted at at, under name and email when its client
+// sent them (an empty one keeps what is known).
+func (d *Directory) Note(ns, name, email string, at time.Time) {
+	if d == nil || ns == "" {
+		return
+	}
+	name, email = clean(name), clean(email)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.seen[ns]
+	changed := s.Namespace == "" || name != "" && name != s.Name || email != "" && email != s.Email || at.Sub(s.LastSeen) > time.Minute
+	s.Namespace = ns
+	if name != "" {
+		s.Name = name
+	}
+	if email != "" {
+		s.Email = email
+	}
+	if at.After(s.LastSeen) {
+		s.LastSeen = at.UTC()
+	}
+	d.seen[ns] = s
+	if changed {
+		d.dirty[ns] = true
+	}
+}
+
+// Flush writes what changed since the last flush; what failed is written
+// at the next.
+func (d *Directory) Flush(ctx context.Context) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	var out []Seen
+	for ns := range d.dirty {
+		out = append(out, d.seen[ns])
+	}
+	d.dirty = map[string]bool{}
+	d.mu.Unlock()
+	if len(out) == 0 {
+		return nil
+	}
+	if err := d.store.SaveSeen(ctx, out...); err != nil {
+		d.mu.Lock()
+		for _, s := range out {
+			d.dirty[s.Namespace] = true
+		}
+		d.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// All returns every namespace the directory knows, by namespace.
+func (d *Directory) All(ctx context.Context) (map[string]Seen, error) {
+	if d == nil {
+		return map[string]Seen{}, nil
+	}
+	d.mu.Lock()
+	loaded := d.loaded
+	d.mu.Unlock()
+	if !loaded {
+		stored, err := d.store.LoadSeen(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		for _, s := range stored {
+			if cur, ok := d.seen[s.Namespace]; ok {
+				// Noted since start: newer, except what it did not say.
+				if cur.Name == "" {
+					cur.Name = s.Name
+				}
+				if cur.Email == "" {
+					cur.Email = s.Email
+				}
+				d.seen[s.Namespace] = cur
+				continue
+			}
+			d.seen[s.Namespace] = s
+		}
+		d.loaded = true
+		d.mu.Unlock()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.seen), nil
+}

@@ -1,0 +1,47 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
+)
+
+// The directory notes who each namespace is, keeps a name or an email
+// its client did not send this time, refuses header values it could not
+// show, and survives a restart once flushed.
+func TestDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := embedded.Open(ctx, dir)
+	require.NoError(t, err)
+	d := memory.NewDirectory(db)
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	d.Note("u-1", "Alice Martin", "alice@example.com", t0)
+	d.Note("u-1", "", "", t0.Add(time.Hour)) // a chat without the headers
+	d.Note("u-2", "Bob\r\nX-Evil: 1", "bob@example.com", t0)
+	d.Note("", "Nobody", "", t0)
+	require.NoError(t, d.Flush(ctx))
+
+	all, err := d.All(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, memory.Seen{Namespace: "u-1", Name: "Alice Martin", Email: "alice@example.com", LastSeen: t0.Add(time.Hour)}, all["u-1"])
+	assert.Equal(t, "", all["u-2"].Name, "a value that is not one clean line is not kept")
+	assert.Len(t, all, 2)
+	require.NoError(t, db.Close())
+
+	db, err = embedded.Open(ctx, dir)
+	require.NoError(t, err)
+	defer db.Close()
+	d = memory.NewDirectory(db)
+	d.Note("u-2", "Bob", "", t0.Add(2*time.Hour))
+	all, err = d.All(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "Alice Martin", all["u-1"].Name, "kept across a restart")
+	assert.Equal(t, memory.Seen{Namespace: "u-2", Name: "Bob", Email: "bob@example.com", LastSeen: t0.Add(2 * time.Hour)}, all["u-2"], "noted since, merged with what was kept")
+}
