@@ -313,3 +313,47 @@ func TestUIInBrowser(t *testing.T) {
 
 	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
 }
+
+// The page opens on the people vera knows, by name and email, most
+// recently seen first, and a pick shows that person's memories: an admin
+// never needs to know Open WebUI's user ids.
+func TestUIPeoplePicker(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no Chromium (/usr/bin/chromium, or chromium, chromium-browser or google-chrome on PATH): .ci/run installs Debian's chromium package")
+	}
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	alice, bob := "6f1c2a9e-0d4b-4c51-9a57-3e2f1b7c8d90", "0b9d7c1e-5a2f-4e8b-8c6d-2f4a1e9b3c70"
+	for _, u := range []struct{ ns, name, email, text string }{
+		{bob, "Bob Stone", "bob@example.com", "My bike is a red Peugeot."},
+		{alice, "Alice Martin", "alice@example.com", "My sister Ana lives in Lisbon."},
+	} {
+		h := http.Header{"X-Openwebui-User-Id": {u.ns}, "X-Openwebui-User-Name": {u.name}, "X-Openwebui-User-Email": {u.email}}
+		c := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: h}})
+		require.NoError(t, c.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Messages: []api.Message{user(u.text)}}, func(api.ChatResponse) error { return nil }))
+	}
+	settled(t, p)
+
+	b := newBrowser(t, bin)
+	b.do("load the page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+p.addr+"/ui/"))
+	b.until("the people load", `+(document.getElementById('people-list').dataset.loads || 0) >= 1`)
+	b.until("the first list loads", `+(document.getElementById('memory-list').dataset.loads || 0) >= 1`)
+	people := evalJS[[]string](b, `[...document.querySelectorAll('#people-list [data-role=who]')].map((e) => e.textContent)`)
+	assert.Equal(t, []string{"Alice Martin <alice@example.com>", "Bob Stone <bob@example.com>"}, people, "most recently seen first")
+	assert.Equal(t, alice, evalJS[string](b, `document.getElementById('ns').value`), "it opens on the latest person")
+	assert.Contains(t, evalJS[string](b, `document.getElementById('memory-list').textContent`), "Lisbon")
+
+	n := b.loads()
+	b.do("pick Bob", chromedp.SetValue(chromedp.ID("ns-pick"), bob), chromedp.Evaluate[chromedp.Void](`document.getElementById("ns-pick").dispatchEvent(new Event("change"))`))
+	b.until("Bob's list loads", fmt.Sprintf(`+document.getElementById('memory-list').dataset.loads > %d`, n))
+	list := evalJS[string](b, `document.getElementById('memory-list').textContent`)
+	assert.Contains(t, list, "Peugeot")
+	assert.NotContains(t, list, "Lisbon")
+
+	n = b.loads()
+	b.do("show Alice from her card", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#people-list button[data-ns=%q]`, alice))))
+	b.until("Alice's list loads", fmt.Sprintf(`+document.getElementById('memory-list').dataset.loads > %d`, n))
+	assert.Contains(t, evalJS[string](b, `document.getElementById('memory-list').textContent`), "Lisbon")
+	assert.Equal(t, alice, evalJS[string](b, `document.getElementById('ns-pick').value`))
+}

@@ -30,6 +30,7 @@ import (
 )
 
 const memoriesUsage = `memories: want one of
+  vera memories namespaces
   vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--since T] [--until T] [--limit N] [--cursor C] [--all]
   vera memories search QUERY [--namespace NS] [--type T] [--limit N]
   vera memories show   ID
@@ -120,14 +121,15 @@ func wantArgs(min, max int, what string) func([]string, *memoriesOptions) error 
 }
 
 var memoriesCommands = map[string]memoriesCommand{
-	"list":   {validate: wantArgs(0, 0, "no arguments (the namespace is --namespace)"), do: listMemories},
-	"search": {validate: wantArgs(1, -1, "a query: vera memories search \"where does my sister live\""), do: listMemories},
-	"show":   {validate: wantArgs(1, 1, "one memory id"), do: showMemory},
-	"add":    {validate: wantArgs(1, -1, "the memory's text"), do: addMemory},
-	"edit":   {validate: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
-	"delete": {validate: checkDelete, do: deleteMemories},
-	"export": {validate: wantArgs(0, 0, "no arguments (--output FILE, or standard output)"), do: exportMemories},
-	"import": {validate: wantArgs(1, 1, "one JSONL file, or - for standard input"), do: importMemories},
+	"list":       {validate: wantArgs(0, 0, "no arguments (the namespace is --namespace)"), do: listMemories},
+	"namespaces": {validate: wantArgs(0, 0, "no arguments"), do: listNamespaces},
+	"search":     {validate: wantArgs(1, -1, "a query: vera memories search \"where does my sister live\""), do: listMemories},
+	"show":       {validate: wantArgs(1, 1, "one memory id"), do: showMemory},
+	"add":        {validate: wantArgs(1, -1, "the memory's text"), do: addMemory},
+	"edit":       {validate: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
+	"delete":     {validate: checkDelete, do: deleteMemories},
+	"export":     {validate: wantArgs(0, 0, "no arguments (--output FILE, or standard output)"), do: exportMemories},
+	"import":     {validate: wantArgs(1, 1, "one JSONL file, or - for standard input"), do: importMemories},
 }
 
 func checkDelete(pos []string, o *memoriesOptions) error {
@@ -292,6 +294,34 @@ func listMemories(ctx context.Context, c *admin.Client, pos []string, o memories
 		fmt.Fprintf(out, "%d shown; more with --cursor %s (or --all)\n", len(all.Memories), all.NextCursor)
 	}
 	return nil
+}
+
+// listNamespaces prints who each namespace is, with its counts, when it
+// last chatted and the start of its profile.
+func listNamespaces(ctx context.Context, c *admin.Client, _ []string, o memoriesOptions, out io.Writer) error {
+	all, err := c.Namespaces(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(out, map[string]any{"namespaces": all})
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(out, "no namespaces yet")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tEMAIL\tRAW\tCURATED\tRULES\tPROFILE\tFORGOTTEN\tLAST SEEN (UTC)\tPROFILE TEXT")
+	for _, n := range all {
+		seen := "-"
+		if n.LastSeen != nil {
+			seen = n.LastSeen.UTC().Format("2006-01-02 15:04")
+		}
+		k := n.Counts
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", n.Namespace, oneLine(n.Name, 40), oneLine(n.Email, 40),
+			k["raw"], k["curated"], k["rule"], k["profile"], k["forgotten"], seen, oneLine(n.Profile, 60))
+	}
+	return tw.Flush()
 }
 
 func showMemory(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {

@@ -95,6 +95,14 @@ func (c *Client) List(ctx context.Context, q ListQuery) (Page, error) {
 	return p, c.do(ctx, http.MethodGet, "/memories?"+v.Encode(), nil, "", &p)
 }
 
+// Namespaces answers GET /namespaces.
+func (c *Client) Namespaces(ctx context.Context) ([]Namespace, error) {
+	var out struct {
+		Namespaces []Namespace `json:"namespaces"`
+	}
+	return out.Namespaces, c.do(ctx, http.MethodGet, "/namespaces", nil, "", &out)
+}
+
 // Get answers GET /memories/{id}.
 func (c *Client) Get(ctx context.Context, id string) (Memory, error) {
 	var m Memory

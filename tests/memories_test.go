@@ -49,6 +49,24 @@ func memoriesRoundTrip(t *testing.T, env []string, via ...string) {
 	assert.Equal(t, "rule", rule.Type)
 	require.NoError(t, json.Unmarshal([]byte(vera("add", "--namespace", "bob", "--json", "Bob's sister lives in Oslo.")), &bob))
 
+	spaces := vera("namespaces")
+	assert.Regexp(t, `NAMESPACE\s+NAME\s+EMAIL\s+RAW\s+CURATED\s+RULES\s+PROFILE\s+FORGOTTEN`, spaces)
+	assert.Regexp(t, `(?m)^alice\s+0\s+1\s+1\s+0\s+0\s`, spaces, "alice: a curated memory and a rule")
+	var listed struct {
+		Namespaces []struct {
+			Namespace string
+			Counts    map[string]int
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(vera("namespaces", "--json")), &listed))
+	require.Len(t, listed.Namespaces, 2)
+	for _, n := range listed.Namespaces {
+		assert.Contains(t, []string{"alice", "bob"}, n.Namespace)
+		if n.Namespace == "bob" {
+			assert.Equal(t, 1, n.Counts["curated"])
+		}
+	}
+
 	table := vera("list", "--namespace", "alice")
 	assert.Regexp(t, `ID\s+TYPE\s+TIME \(UTC\)\s+TEXT`, table)
 	assert.Contains(t, table, sister.ID)

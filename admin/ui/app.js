@@ -171,8 +171,70 @@
     raw: ['raw memory', 'raw memories'],
     curated: ['curated memory', 'curated memories'],
     rule: ['rule', 'rules'],
+    profile: ['profile', 'profiles'],
     forgotten: ['forgotten memory', 'forgotten memories'],
   };
+
+  // ---- people: every namespace, by who its user is
+
+  // who names a namespace for a person: their name and email when their
+  // client sent them (Open WebUI), else the namespace itself.
+  function who(n) {
+    const parts = [n.name, n.email ? `<${n.email}>` : ''].filter(Boolean);
+    return parts.length ? parts.join(' ') : n.namespace;
+  }
+
+  // pick shows a namespace's memories.
+  function pick(ns) {
+    $('ns').value = ns;
+    const sel = $('ns-pick');
+    sel.value = [...sel.options].some((o) => o.value === ns) ? ns : '';
+    loadMemories(false);
+  }
+
+  function personItem(n) {
+    const c = n.counts || {};
+    const total = Object.values(c).reduce((a, b) => a + b, 0);
+    const btn = el('button', { type: 'button', 'data-ns': n.namespace, class: 'pick' }, 'Show memories');
+    btn.addEventListener('click', () => pick(n.namespace));
+    return el('li', { class: 'person', 'data-ns': n.namespace },
+      el('p', { class: 'who', 'data-role': 'who', text: who(n) }),
+      el('p', { class: 'muted', text: `${n.namespace} · ${total} memories · last seen ${when(n.last_seen) || 'never'}` }),
+      n.profile ? el('p', { class: 'profile', 'data-role': 'profile', text: n.profile }) : null,
+      btn);
+  }
+
+  // loadPeople fills the people list and the picker; the first person
+  // (the most recently seen) is shown, unless a namespace was typed.
+  async function loadPeople() {
+    let data;
+    try {
+      data = await api('GET', '/namespaces');
+    } catch (err) {
+      if (err.status !== 404) failed('Loading people', err);
+      return false;
+    }
+    const people = (data && data.namespaces) || [];
+    $('people-list').replaceChildren(...people.map(personItem));
+    const sel = $('ns-pick');
+    sel.replaceChildren(el('option', { value: '' }, 'another namespace…'),
+      ...people.map((n) => el('option', { value: n.namespace }, who(n))));
+    $('people-info').textContent = people.length
+      ? `${people.length} ${people.length === 1 ? 'person' : 'people'}, most recently seen first.`
+      : 'Nobody yet: memories appear here after a first chat.';
+    $('people-list').dataset.loads = String(Number($('people-list').dataset.loads || 0) + 1);
+    if (people.length && $('ns').value.trim() === 'default' && !people.some((n) => n.namespace === 'default')) {
+      pick(people[0].namespace);
+      return true;
+    }
+    sel.value = people.some((n) => n.namespace === $('ns').value.trim()) ? $('ns').value.trim() : '';
+    return false;
+  }
+  $('ns-pick').addEventListener('change', () => {
+    const ns = $('ns-pick').value;
+    if (ns) pick(ns);
+    else $('ns').focus();
+  });
 
   function describeList() {
     const n = list.children.length;
@@ -486,6 +548,6 @@
   // ---- start
 
   loadHealth();
-  loadMemories(false);
+  loadPeople().then((picked) => { if (!picked) loadMemories(false); });
   loadCurator();
 })();
