@@ -1,0 +1,135 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// The system layer: the caller's system text, systemprompt.md, the
+// namespace's profile and its rules.
+
+// system gathers the system layer's parts: the caller's leading
+// system messages, systemprompt.md, the namespace's rules. The Modelfile's
+// SYSTEM is added by render, and only when vera adds a system message.
+func (b *Builder) system(ctx context.Context, req Request, c *Context) []string {
+	var sys []string
+	for _, m := range req.Messages {
+		if m.Role != "system" {
+			break
+		}
+		c.SystemReplaces++
+		if s := strings.TrimSpace(m.Content); s != "" {
+			sys = append(sys, m.Content)
+		}
+	}
+	if b.SystemPrompt != nil {
+		if p := strings.TrimSpace(b.SystemPrompt()); p != "" {
+			sys = append(sys, p)
+		}
+	}
+	if profile := b.profile(ctx, req.Namespace, c); profile != "" {
+		sys = append(sys, profile)
+	}
+	if c.Err != nil {
+		return sys
+	}
+	if rules := b.rules(ctx, req.Namespace, sys, c); rules != "" {
+		sys = append(sys, rules)
+	}
+	return sys
+}
+
+// profileIntro heads the namespace's profile in the system layer.
+const profileIntro = "About this user (from earlier conversations):"
+
+// profile returns the namespace's current profile (its newest) as a block
+// of the system layer, cut to the profile budget.
+func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
+	if b.store == nil {
+		return ""
+	}
+	budget := b.ProfileBudget
+	if budget <= 0 {
+		budget = 200
+	}
+	latest, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Profile}}, 1)
+	if err != nil {
+		c.Err = fmt.Errorf("profile: %w", err)
+		return ""
+	}
+	if len(latest) == 0 || strings.TrimSpace(latest[0].Text) == "" {
+		return ""
+	}
+	text := strings.TrimSpace(latest[0].Text)
+	if b.tokens != nil {
+		text = b.tokens.Head(text, budget)
+	} else if len(text) > 4*budget {
+		text = validPrefix(text[:4*budget])
+	}
+	c.ProfileID = latest[0].ID
+	c.ProfileTokens = b.count(profileIntro) + 1 + b.count(text)
+	return profileIntro + "\n" + text
+}
+
+// rulesIntro heads the namespace's rules in the system layer.
+const rulesIntro = "Rules learned from earlier conversations with this user:"
+
+// rules returns the namespace's curator rules as a block of the system
+// layer: newest first, each once, none already in the system text, within
+// the rules budget.
+func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Context) string {
+	if b.store == nil {
+		return ""
+	}
+	budget := b.RulesBudget
+	if budget <= 0 {
+		budget = 500
+	}
+	rules, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Rule}}, 200)
+	if err != nil {
+		c.Err = fmt.Errorf("rules: %w", err)
+		return ""
+	}
+	if len(rules) == 0 {
+		return ""
+	}
+	seen := map[string]bool{}
+	for _, s := range system {
+		for _, line := range strings.Split(s, "\n") {
+			seen[normalizeRule(line)] = true
+		}
+	}
+	left := budget - b.count(rulesIntro) - 1
+	var lines []string
+	for _, r := range rules {
+		key := normalizeRule(r.Text)
+		if key == "" || seen[key] {
+			continue
+		}
+		line := "- " + strings.Join(strings.Fields(strings.TrimLeft(r.Text, "-*• \t")), " ")
+		n := b.countAtMost(line, left) + 1
+		if n > left {
+			continue
+		}
+		seen[key] = true
+		left -= n
+		c.RulesTokens += n
+		c.RuleIDs = append(c.RuleIDs, r.ID)
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	c.RulesTokens += b.count(rulesIntro) + 1
+	return rulesIntro + "\n" + strings.Join(lines, "\n")
+}
+
+// normalizeRule makes rules comparable: case, spacing, a list marker and
+// final punctuation do not make a rule new (as the curator compares them).
+func normalizeRule(s string) string {
+	s = strings.TrimLeft(strings.TrimSpace(s), "-*• \t")
+	s = strings.ToLower(strings.Join(strings.Fields(s), " "))
+	return strings.TrimRightFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+}
