@@ -109,23 +109,39 @@ func tailRequest(mreq memory.Request, keep int) memory.Request {
 	return mreq
 }
 
-// promptSize is about how many tokens a request forwards with mc.
-func (cs *Set) promptSize(mc *memory.Context, msgs []memory.Message) int {
-	n := cs.count(mc.System)
+// over reports whether what a request forwards with mc passes limit
+// tokens. Every token is at least a byte, so a prompt with fewer bytes
+// is not counted; a longer one is counted only as far as limit.
+func (cs *Set) over(mc *memory.Context, msgs []memory.Message, limit int) bool {
+	var parts []string
+	bytes := 0
+	add := func(s string) {
+		parts = append(parts, s)
+		bytes += len(s) + 4
+	}
+	add(mc.System)
 	for _, m := range mc.Recent {
-		n += cs.count(m.Content) + 4
+		add(m.Content)
 	}
 	for _, b := range mc.Blocks {
-		n += cs.count(b.Text)
+		add(b.Text)
 	}
-	kept := tail(msgs, mc.KeepFrom)
-	for i, m := range kept {
+	for i, m := range tail(msgs, mc.KeepFrom) {
 		if i < mc.SystemReplaces && m.Role == "system" {
 			continue // in mc.System
 		}
-		n += cs.count(m.Content) + 4
+		add(m.Content)
 	}
-	return n
+	if bytes <= limit {
+		return false
+	}
+	n := 0
+	for _, p := range parts {
+		if n += cs.count(p) + 4; n > limit {
+			return true
+		}
+	}
+	return false
 }
 
 // cutFor is the first user turn (its ordinal) from which msgs's turns
@@ -197,12 +213,12 @@ func withSummary(mc *memory.Context, mreq memory.Request, keep int, summary stri
 func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep int, summary string) (*memory.Context, int) {
 	if keep == 0 {
 		mc := st.Recall(mreq)
-		if cs.CompactAt <= 0 || mc.Err != nil || cs.promptSize(mc, mreq.Messages) <= room(mreq) {
+		if cs.CompactAt <= 0 || mc.Err != nil || !cs.over(mc, mreq.Messages, room(mreq)) {
 			return mc, 0
 		}
 	}
 	r := room(mreq)
-	if cut := cs.cutFor(mreq.Messages, int(float64(r)*cs.CompactAt/3)); cs.promptSize(&memory.Context{KeepFrom: keep}, mreq.Messages) > r/2 && cut > keep {
+	if cut := cs.cutFor(mreq.Messages, int(float64(r)*cs.CompactAt/3)); cs.over(&memory.Context{KeepFrom: keep}, mreq.Messages, r/2) && cut > keep {
 		keep = cut
 	}
 	tr := tailRequest(mreq, keep)
@@ -221,7 +237,7 @@ func (cs *Set) due(cv *conversation, msgs []memory.Message, mreq memory.Request,
 	}
 	r := room(mreq)
 	upTo := 0
-	if float64(cs.promptSize(mc, msgs)) > cs.CompactAt*float64(r) {
+	if cs.over(mc, msgs, int(cs.CompactAt*float64(r))) {
 		upTo = cs.cutFor(msgs, int(float64(r)*cs.CompactAt/3))
 	}
 	w := mreq.ContextLength

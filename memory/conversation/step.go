@@ -134,7 +134,7 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
-	case now.Full && (plan.KeepFrom == 0 || cs.promptSize(withBlocks(plan, blocks), req.Msgs) > room(mreq)):
+	case now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, room(mreq))):
 		// Leave an eighth of the window for the conversation to grow, or
 		// every next turn would rebuild again.
 		mreq.Reserve = mreq.ContextLength / 8
