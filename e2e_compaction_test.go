@@ -177,8 +177,8 @@ func TestLongConversationIsCompacted(t *testing.T) {
 }
 
 // A summary that is slow or fails never delays nor fails a chat: the
-// oldest turns are left out so that the prompt still fits, and a failed
-// summary is asked for again at the next turn.
+// oldest turns are left out so that the prompt still fits, a slow summary
+// is interrupted by the next turn, and either is asked for again later.
 func TestCompactionNeverDelaysAChat(t *testing.T) {
 	for _, mode := range []string{"slow", "failing"} {
 		t.Run(mode, func(t *testing.T) {
@@ -206,11 +206,10 @@ func TestCompactionNeverDelaysAChat(t *testing.T) {
 			assert.LessOrEqual(t, tokensOf(t, tok, last), 2048, "the oldest turns are left out")
 			assert.NotContains(t, systemOf(last), summaryMark)
 			assert.Equal(t, filler(40), last.Messages[len(last.Messages)-1].Content)
-			if mode == "slow" {
-				assert.EqualValues(t, 1, calls.Load(), "one summary under way at a time")
-			} else {
-				assert.Greater(t, calls.Load(), int64(1), "asked again at later turns")
-			}
+			// A slow summary is interrupted by the conversation's next turn
+			// (it would wait behind it in Ollama), a failed one dropped:
+			// both are asked for again at later turns.
+			assert.Greater(t, calls.Load(), int64(1), "asked again at later turns")
 			once.Do(func() { close(release) })
 		})
 	}

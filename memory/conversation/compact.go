@@ -57,7 +57,11 @@ type compaction struct {
 	Covered, KeepFrom int
 	job               *summaryJob
 	running           bool
-	ready             *summaryJob // written, for the next turn's plan
+	// stop interrupts the summary under way: the conversation's next
+	// request must not wait behind it in a one-request-at-a-time Ollama.
+	stop        context.CancelFunc
+	interrupted bool
+	ready       *summaryJob // written, for the next turn's plan
 }
 
 // summaryJob is a summary to write (prompt) or written (text): it covers
@@ -277,23 +281,40 @@ func (cs *Set) summaryPrompt(prev string, msgs []memory.Message, keep, upTo, w i
 	}
 	words := max(w/12, 60)
 	var b strings.Builder
-	fmt.Fprintf(&b, "Summarize the earlier part of a conversation between a user and an assistant, so that the assistant can go on without it. "+
-		"Keep who the user is and what they said about themselves; the people, places, dates, numbers and decisions mentioned; and what is still open. "+
-		"Write in the conversation's language, in at most %d words. Answer with the summary only.\n\n", words)
+	// The instruction comes last: a prompt the model's own tokenizer finds
+	// too long for its window is cut by Ollama from its start (after its
+	// first tokens), never its end.
+	b.WriteString("The earlier part of a conversation between a user and an assistant follows.\n\n")
 	if prev != "" {
-		b.WriteString("Summary of what came before:\n" + prev + "\n\n")
+		b.WriteString("Summary of what came before it:\n" + prev + "\n\n")
 	}
 	b.WriteString("The conversation:\n")
+	instruction := fmt.Sprintf("\n\nSummarize the conversation above (and the summary before it, if any), so that the assistant can go on without it. "+
+		"Keep who the user is and what they said about themselves; the people, places, dates, numbers and decisions mentioned; and what is still open. "+
+		"Write in the conversation's language, in at most %d words. Answer with the summary only.", words)
 	// The prompt must fit the model's window with room for the answer:
 	// the oldest lines go first.
-	room := w*6/10 - cs.count(b.String())
+	room := w*6/10 - cs.count(b.String()) - cs.count(instruction)
 	start := len(lines)
 	for start > 0 && room-cs.count(lines[start-1]) > 0 {
 		room -= cs.count(lines[start-1]) + 1
 		start--
 	}
 	b.WriteString(strings.Join(lines[start:], "\n"))
+	b.WriteString(instruction)
 	return b.String()
+}
+
+// interrupt stops the conversation's summary under way, if any: a new
+// request of the conversation must not wait behind it (Ollama answers a
+// model's requests one at a time). It is asked for again after this one.
+func (cs *Set) interrupt(cv *conversation) {
+	cs.locked(func() {
+		if c := &cv.Compaction; c.running && c.stop != nil {
+			c.interrupted = true
+			c.stop()
+		}
+	})
 }
 
 // Compact writes, in the background, the summary the turn's conversation
@@ -319,20 +340,23 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 		cs.locked(func() { cv.Compaction.running = false }) // busy: next turn
 		return
 	}
+	ctx, cancel := context.WithTimeout(cs.ctx, summaryTimeout)
+	cs.locked(func() { cv.Compaction.stop, cv.Compaction.interrupted = cancel, false })
 	cs.work.Add(1)
 	go func() {
 		defer cs.work.Done()
 		defer func() { <-cs.summaries }()
-		ctx, cancel := context.WithTimeout(cs.ctx, summaryTimeout)
 		defer cancel()
 		text, err := s.Summarize(ctx, job.prompt)
 		text = strings.TrimSpace(text)
 		if err == nil && text == "" {
 			err = fmt.Errorf("the model wrote an empty summary")
 		}
+		interrupted := false
 		cs.update(cv, func() {
 			c := &cv.Compaction
-			c.job, c.running = nil, false
+			c.job, c.running, c.stop = nil, false, nil
+			interrupted = c.interrupted && err != nil
 			if err == nil {
 				if cs.Tokens != nil {
 					text = cs.Tokens.Head(text, max(job.window/6, 100))
@@ -342,6 +366,8 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 			}
 		})
 		switch {
+		case interrupted:
+			// The conversation went on first: asked for again after it.
 		case err != nil && s.Failed != nil:
 			s.Failed(err)
 		case err == nil && s.Done != nil:

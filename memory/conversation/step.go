@@ -71,6 +71,9 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 	if !at.First {
 		cv = cs.get(at.Key)
 	}
+	if cv != nil {
+		cs.interrupt(cv)
+	}
 	if last := cs.toolLoopStep(t, cv, &at); last != nil {
 		return last, t
 	}
