@@ -110,7 +110,7 @@ func TestLongConversationIsCompacted(t *testing.T) {
 	lc.say("My cat is called Zanzibar, remember that.")
 	for i := 3; i <= 60; i++ {
 		lc.say(filler(i))
-		time.Sleep(5 * time.Millisecond) // the summary is written between turns, as a person types
+		time.Sleep(300 * time.Millisecond) // a person types: the summary is written between turns
 	}
 	lc.say("What is my cat called?")
 
@@ -176,9 +176,10 @@ func TestLongConversationIsCompacted(t *testing.T) {
 	}
 }
 
-// A summary that is slow or fails never delays nor fails a chat: the
-// oldest turns are left out so that the prompt still fits, a slow summary
-// is interrupted by the next turn, and either is asked for again later.
+// A summary that is slow or fails never delays nor fails a chat: none
+// starts while a client sends turns back to back (the oldest turns are
+// left out so that the prompt still fits), a slow one is stopped by the
+// next turn, and either is asked for again later.
 func TestCompactionNeverDelaysAChat(t *testing.T) {
 	for _, mode := range []string{"slow", "failing"} {
 		t.Run(mode, func(t *testing.T) {
@@ -200,16 +201,23 @@ func TestCompactionNeverDelaysAChat(t *testing.T) {
 			require.NoError(t, err)
 			lc := newLongChat(t, p, up, 2048)
 			for i := 1; i <= 40; i++ {
-				lc.say(filler(i)) // each answers at once
+				lc.say(filler(i)) // back to back, as an agent: no summary starts
 			}
 			last := lc.sent[len(lc.sent)-1]
 			assert.LessOrEqual(t, tokensOf(t, tok, last), 2048, "the oldest turns are left out")
 			assert.NotContains(t, systemOf(last), summaryMark)
 			assert.Equal(t, filler(40), last.Messages[len(last.Messages)-1].Content)
-			// A slow summary is interrupted by the conversation's next turn
-			// (it would wait behind it in Ollama), a failed one dropped:
-			// both are asked for again at later turns.
+			assert.Zero(t, calls.Load(), "a summary waits for a pause in the conversation")
+			// Paced as a person types: a summary starts after each answer;
+			// a slow one is stopped by the next turn, a failed one dropped,
+			// and either is asked for again after it.
+			for i := 41; i <= 43; i++ {
+				lc.say(filler(i))
+				time.Sleep(400 * time.Millisecond)
+			}
 			assert.Greater(t, calls.Load(), int64(1), "asked again at later turns")
+			last = lc.sent[len(lc.sent)-1]
+			assert.LessOrEqual(t, tokensOf(t, tok, last), 2048)
 			once.Do(func() { close(release) })
 		})
 	}
@@ -232,7 +240,7 @@ func TestCompactionKeepsToolCallsWithTheirResults(t *testing.T) {
 			}
 		}
 		lc.say(filler(i), before...)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // as a person types
 	}
 	compacted := 0
 	for i, r := range lc.sent {

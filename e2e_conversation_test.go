@@ -393,9 +393,9 @@ func TestCompactionInEveryDialect(t *testing.T) {
 			var h []msg
 			pad := strings.Repeat("Some words to fill the window up. ", 6)
 			var log []turnLog
-			for k := range 30 {
+			for k := range 16 {
 				log = append(log, converse(t, d, p, up, "alice", "c1", &h, fmt.Sprintf("%s %s (turn %d)", factQuestions[k%6], pad, k+1))...)
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // as a person types: the summary is written between turns
 			}
 			first := -1
 			for k, l := range log {

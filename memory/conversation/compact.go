@@ -41,10 +41,14 @@ type Summarizer struct {
 const summaryIntro = "Summary of the earlier part of this conversation (its messages are not shown here):"
 
 // summaryTimeout bounds one summary; maxSummaries how many are written at
-// once (a small GPU answers one model at a time).
+// once (a small GPU answers one model at a time). A summary starts
+// summaryGrace after its turn's answer, and only if no later request of
+// the conversation came meanwhile: an agent's next step, or a client's
+// immediate reply, must not queue behind it.
 const (
 	summaryTimeout = 3 * time.Minute
 	maxSummaries   = 2
+	summaryGrace   = 250 * time.Millisecond
 )
 
 // compaction is a conversation's: the summary in its plan and where the
@@ -61,7 +65,9 @@ type compaction struct {
 	// request must not wait behind it in a one-request-at-a-time Ollama.
 	stop        context.CancelFunc
 	interrupted bool
-	ready       *summaryJob // written, for the next turn's plan
+	// arrived is when the conversation's latest request came.
+	arrived time.Time
+	ready   *summaryJob // written, for the next turn's plan
 }
 
 // summaryJob is a summary to write (prompt) or written (text): it covers
@@ -281,36 +287,42 @@ func (cs *Set) summaryPrompt(prev string, msgs []memory.Message, keep, upTo, w i
 	}
 	words := max(w/12, 60)
 	var b strings.Builder
-	// The instruction comes last: a prompt the model's own tokenizer finds
-	// too long for its window is cut by Ollama from its start (after its
-	// first tokens), never its end.
-	b.WriteString("The earlier part of a conversation between a user and an assistant follows.\n\n")
+	// The instruction comes last, and the summary before these turns just
+	// ahead of it: a prompt the model's own tokenizer finds too long for
+	// its window is cut by Ollama from its start (after its first tokens),
+	// so the oldest turns go first.
+	b.WriteString("The earlier part of a conversation between a user and an assistant follows.\n\nThe conversation:\n")
+	tail := "\n\n"
 	if prev != "" {
-		b.WriteString("Summary of what came before it:\n" + prev + "\n\n")
+		tail += "Summary of what came before these messages:\n" + prev + "\n\n"
 	}
-	b.WriteString("The conversation:\n")
-	instruction := fmt.Sprintf("\n\nSummarize the conversation above (and the summary before it, if any), so that the assistant can go on without it. "+
+	tail += fmt.Sprintf("Summarize the conversation above (and the summary of what came before it, if any), so that the assistant can go on without it. "+
 		"Keep who the user is and what they said about themselves; the people, places, dates, numbers and decisions mentioned; and what is still open. "+
 		"Write in the conversation's language, in at most %d words. Answer with the summary only.", words)
-	// The prompt must fit the model's window with room for the answer:
-	// the oldest lines go first.
-	room := w*6/10 - cs.count(b.String()) - cs.count(instruction)
+	// The prompt must fit the model's window with room for the answer,
+	// and for a tokenizer that counts more than cl100k_base: the oldest
+	// lines go first.
+	room := w/2 - cs.count(b.String()) - cs.count(tail)
 	start := len(lines)
 	for start > 0 && room-cs.count(lines[start-1]) > 0 {
 		room -= cs.count(lines[start-1]) + 1
 		start--
 	}
 	b.WriteString(strings.Join(lines[start:], "\n"))
-	b.WriteString(instruction)
+	b.WriteString(tail)
 	return b.String()
 }
 
 // interrupt stops the conversation's summary under way, if any: a new
 // request of the conversation must not wait behind it (Ollama answers a
 // model's requests one at a time). It is asked for again after this one.
-func (cs *Set) interrupt(cv *conversation) {
+func (cs *Set) interrupt(cv *conversation, at time.Time) {
 	cs.locked(func() {
-		if c := &cv.Compaction; c.running && c.stop != nil {
+		c := &cv.Compaction
+		if at.After(c.arrived) {
+			c.arrived = at
+		}
+		if c.running && c.stop != nil {
 			c.interrupted = true
 			c.stop()
 		}
@@ -327,7 +339,7 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 	cv := t.conv
 	var job *summaryJob
 	cs.locked(func() {
-		if c := &cv.Compaction; c.job != nil && !c.running {
+		if c := &cv.Compaction; c.job != nil && !c.running && !c.arrived.After(t.arrived) {
 			job, c.running = c.job, true
 		}
 	})
@@ -347,6 +359,18 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 		defer cs.work.Done()
 		defer func() { <-cs.summaries }()
 		defer cancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(summaryGrace):
+		}
+		later := false
+		cs.locked(func() { later = cv.Compaction.arrived.After(t.arrived) || ctx.Err() != nil })
+		if later {
+			// The conversation went on: the summary waits for its next
+			// answer.
+			cs.locked(func() { cv.Compaction.running, cv.Compaction.stop = false, nil })
+			return
+		}
 		text, err := s.Summarize(ctx, job.prompt)
 		text = strings.TrimSpace(text)
 		if err == nil && text == "" {

@@ -42,6 +42,9 @@ type Turn struct {
 	// User is the turn's user text: its question's, for a step of a
 	// Responses loop chained by id.
 	User string
+	// arrived is when the request came: a summary is not started once a
+	// later request of its conversation has come.
+	arrived time.Time
 }
 
 // maxKeptUser bounds the user text a conversation keeps between requests.
@@ -61,7 +64,7 @@ const maxKeptUser = 64 << 10
 // conversation (chained to an answer forgotten).
 func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Context, *Turn) {
 	at := placeOf(req.NS, req.Thread, req.Msgs)
-	t := &Turn{at: at, gen: cs.generation(), User: req.User}
+	t := &Turn{at: at, gen: cs.generation(), User: req.User, arrived: time.Now()}
 	if id := cs.replacing(at, time.Now()); id != "" {
 		// A regenerate is not primed with the answer it replaces, nor an
 		// edit with the words taken back.
@@ -72,7 +75,7 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 		cv = cs.get(at.Key)
 	}
 	if cv != nil {
-		cs.interrupt(cv)
+		cs.interrupt(cv, t.arrived)
 	}
 	if last := cs.toolLoopStep(t, cv, &at); last != nil {
 		return last, t
