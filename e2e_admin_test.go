@@ -564,6 +564,17 @@ func TestCuratorWritesTheProfile(t *testing.T) {
 	require.Len(t, list.Memories, 2, "the current profile and its past version")
 	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=bob&type=profile", "", &list))
 	assert.Empty(t, list.Memories)
+
+	// Deleting the current profile leaves none: the past version does not
+	// come back.
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/memories?namespace=alice&type=profile", "", &list))
+	for _, m := range list.Memories {
+		if m.Text == "The user is a surgeon in Lyon." {
+			require.Equal(t, http.StatusNoContent, adminCall(t, p, tok, "DELETE", "/memories/"+m.ID, "", nil))
+		}
+	}
+	chat(t, p, "alice", false, user("What should I cook on Sunday?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "About this user", "no profile")
 }
 
 // GET /namespaces lists who each namespace is, from Open WebUI's user
@@ -613,9 +624,20 @@ func TestNamespaces(t *testing.T) {
 	assert.Equal(t, "Bob", got.Namespaces[1].Name)
 	assert.Empty(t, got.Namespaces[1].Profile)
 
+	// A chat that asks for no record is not noted.
+	off := http.Header{"X-Openwebui-User-Id": {"carol"}, "X-Openwebui-User-Name": {"Carol"}, "X-Vera-Memory": {"off"}}
+	cl := api.NewClient(mustParse(t, "http://"+p.addr), &http.Client{Transport: headerTransport{Header: off}})
+	require.NoError(t, cl.Chat(context.Background(), &api.ChatRequest{Model: "llama3.2", Messages: []api.Message{user("hi")}}, func(api.ChatResponse) error { return nil }))
+
 	p.stop(t)
 	p = runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_ADMIN_TOKEN=s3cret", "VERA_DATA_DIR="+data)
 	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/namespaces", "", &got))
-	require.Len(t, got.Namespaces, 2)
+	require.Len(t, got.Namespaces, 2, "carol chatted with memory off")
 	assert.Equal(t, "Alice Martin", got.Namespaces[0].Name, "kept across a restart")
+
+	// Forgetting a namespace forgets who it was too.
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "DELETE", "/memories?namespace=bob&confirm=true", "", nil))
+	require.Equal(t, http.StatusOK, adminCall(t, p, tok, "GET", "/namespaces", "", &got))
+	require.Len(t, got.Namespaces, 1)
+	assert.Equal(t, alice, got.Namespaces[0].Namespace)
 }

@@ -367,11 +367,6 @@ func TestConversationOnQdrant(t *testing.T) {
 	sixTurns(t, conversationDialects[0], p, up, "")
 }
 
-// The plan is rebuilt, costing one full turn, only when it must: the
-// conversation outgrew the window, systemprompt.md changed, or vera
-// restarted. Each rebuild is followed by stable turns again. Two
-// conversations that begin alike, and one chat id in two namespaces, are
-// never mixed up.
 // A conversation that outgrows its window is compacted in every dialect
 // with a history: its prompt then carries the summary the model wrote,
 // ends with the client's latest turn, and the turn after keeps it as its
@@ -419,6 +414,11 @@ func TestCompactionInEveryDialect(t *testing.T) {
 	}
 }
 
+// The plan is rebuilt, costing one full turn, only when it must: the
+// conversation outgrew the window, systemprompt.md changed, or vera
+// restarted. Each rebuild is followed by stable turns again. Two
+// conversations that begin alike, and one chat id in two namespaces, are
+// never mixed up.
 func TestConversationPlanRebuilds(t *testing.T) {
 	for _, d := range conversationDialects {
 		t.Run(d.name, func(t *testing.T) {

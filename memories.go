@@ -237,6 +237,10 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 	e := gin.New()
 	adm := admin.New(version, a.ollama)
 	adm.TrustLoopback = true // its own port, for this command alone
+	if a.directory == nil && a.local != nil {
+		// Who each namespace is, as the running vera last kept it.
+		a.directory = memory.NewDirectory(a.local)
+	}
 	adm.Memories = a.adminMemories()
 	adm.Mount(e)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -372,6 +372,9 @@ func (s *Server) forgetNamespace(c *gin.Context) error {
 	if s.Memories.ForgetNamespace != nil {
 		s.Memories.ForgetNamespace(ns)
 	}
+	if err := s.Memories.Directory.Forget(ctx, ns); err != nil {
+		return httpError(http.StatusServiceUnavailable, "the namespaces seen: "+err.Error())
+	}
 	if s.Memories.Queue != nil {
 		queued, err := s.Memories.Queue.Pending(ctx, 1<<20)
 		if err != nil {

@@ -38,8 +38,12 @@ func (s *Server) listNamespaces(c *gin.Context) error {
 	if err != nil {
 		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
 	}
+	held := make(map[string]bool, len(spaces))
+	for _, ns := range spaces {
+		held[ns] = true
+	}
 	for ns := range seen {
-		if !slices.Contains(spaces, ns) {
+		if !held[ns] {
 			spaces = append(spaces, ns)
 		}
 	}
@@ -59,12 +63,12 @@ func (s *Server) listNamespaces(c *gin.Context) error {
 			}
 		}
 		if n.Counts[string(memory.Profile)] > 0 {
-			p, err := s.Memories.Store.Latest(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Profile}}, 1)
+			p, err := memory.CurrentProfile(ctx, s.Memories.Store, ns)
 			if err != nil {
 				return httpError(http.StatusServiceUnavailable, "reading a profile: "+err.Error())
 			}
-			if len(p) > 0 {
-				n.Profile = p[0].Text
+			if p != nil {
+				n.Profile = p.Text
 			}
 		}
 		out = append(out, n)

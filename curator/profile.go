@@ -21,14 +21,11 @@ const WrittenByUser = "written_by"
 
 // currentProfile returns the namespace's current profile, or nil.
 func (c *Curator) currentProfile(ctx context.Context, ns string) (*memory.Memory, error) {
-	latest, err := c.Store.Latest(ctx, memory.Filter{Namespace: ns, Types: []memory.Type{memory.Profile}}, 1)
+	m, err := memory.CurrentProfile(ctx, c.Store, ns)
 	if err != nil {
 		return nil, fmt.Errorf("reading the profile: %w", err)
 	}
-	if len(latest) == 0 {
-		return nil, nil
-	}
-	return &latest[0], nil
+	return m, nil
 }
 
 // shownProfile is the current profile as the prompt shows it; nil for

@@ -3,9 +3,11 @@ package memory
 import (
 	"context"
 	"maps"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -22,6 +24,7 @@ type Seen struct {
 type SeenStore interface {
 	SaveSeen(ctx context.Context, seen ...Seen) error
 	LoadSeen(ctx context.Context) ([]Seen, error)
+	DeleteSeen(ctx context.Context, ns string) error
 }
 
 // Directory remembers who each namespace is: a chat notes it in memory at
@@ -44,12 +47,23 @@ func NewDirectory(store SeenStore) *Directory {
 // maxSeenField bounds a name or an email kept, in bytes.
 const maxSeenField = 256
 
-// clean makes a header value fit to keep: valid UTF-8, one line, bounded;
-// anything else is not kept.
+// clean makes a header value fit to keep and show: Open WebUI
+// percent-encodes a name that is not ASCII ("Jos%C3%A9"), and a value that
+// is not valid UTF-8, holds a control or bidirectional-override character
+// (it could rewrite a terminal or reorder what a page shows), or is too
+// long is not kept.
 func clean(s string) string {
 	s = strings.TrimSpace(s)
-	if !utf8.ValidString(s) || strings.ContainsAny(s, "\r\n\x00") || len(s) > maxSeenField {
+	if u, err := url.PathUnescape(s); err == nil {
+		s = u
+	}
+	if !utf8.ValidString(s) || len(s) > maxSeenField {
 		return ""
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return ""
+		}
 	}
 	return s
 }
@@ -106,6 +120,19 @@ func (d *Directory) Flush(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// Forget drops what the directory knows of ns (its memories were
+// forgotten).
+func (d *Directory) Forget(ctx context.Context, ns string) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	delete(d.seen, ns)
+	delete(d.dirty, ns)
+	d.mu.Unlock()
+	return d.store.DeleteSeen(ctx, ns)
 }
 
 // All returns every namespace the directory knows, by namespace.

@@ -25,6 +25,8 @@ func TestDirectory(t *testing.T) {
 	d.Note("u-1", "Alice Martin", "alice@example.com", t0)
 	d.Note("u-1", "", "", t0.Add(time.Hour)) // a chat without the headers
 	d.Note("u-2", "Bob\r\nX-Evil: 1", "bob@example.com", t0)
+	d.Note("u-3", "Jos%C3%A9 Mart%C3%ADn", "", t0)     // Open WebUI percent-encodes names
+	d.Note("u-4", "Eve\u202eredrow", "\x1b[2Jeve", t0) // bidi override, terminal escape
 	d.Note("", "Nobody", "", t0)
 	require.NoError(t, d.Flush(ctx))
 
@@ -32,7 +34,12 @@ func TestDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, memory.Seen{Namespace: "u-1", Name: "Alice Martin", Email: "alice@example.com", LastSeen: t0.Add(time.Hour)}, all["u-1"])
 	assert.Equal(t, "", all["u-2"].Name, "a value that is not one clean line is not kept")
-	assert.Len(t, all, 2)
+	assert.Equal(t, "José Martín", all["u-3"].Name)
+	assert.Equal(t, memory.Seen{Namespace: "u-4", LastSeen: t0}, all["u-4"], "no control or bidi-override character is kept")
+	require.NoError(t, d.Forget(ctx, "u-4"))
+	all, err = d.All(ctx)
+	require.NoError(t, err)
+	assert.Len(t, all, 3)
 	require.NoError(t, db.Close())
 
 	db, err = embedded.Open(ctx, dir)

@@ -41,6 +41,21 @@ func (b *Builder) system(ctx context.Context, req Request, c *Context) []string 
 	return sys
 }
 
+// CurrentProfile returns a namespace's current profile: the newest that no
+// later one replaced (a past version, kept, is marked superseded_by); nil
+// when it has none. A deleted current profile leaves none, not the one
+// before it.
+func CurrentProfile(ctx context.Context, store Store, ns string) (*Memory, error) {
+	latest, err := store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Profile}}, 1)
+	if err != nil || len(latest) == 0 {
+		return nil, err
+	}
+	if latest[0].Metadata["superseded_by"] != nil {
+		return nil, nil
+	}
+	return &latest[0], nil
+}
+
 // profileIntro heads the namespace's profile in the system layer.
 const profileIntro = "About this user (from earlier conversations):"
 
@@ -54,21 +69,21 @@ func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
 	if budget <= 0 {
 		budget = 200
 	}
-	latest, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Profile}}, 1)
+	latest, err := CurrentProfile(ctx, b.store, ns)
 	if err != nil {
 		c.Err = fmt.Errorf("profile: %w", err)
 		return ""
 	}
-	if len(latest) == 0 || strings.TrimSpace(latest[0].Text) == "" {
+	if latest == nil || strings.TrimSpace(latest.Text) == "" {
 		return ""
 	}
-	text := strings.TrimSpace(latest[0].Text)
+	text := strings.TrimSpace(latest.Text)
 	if b.tokens != nil {
 		text = b.tokens.Head(text, budget)
 	} else if len(text) > 4*budget {
 		text = validPrefix(text[:4*budget])
 	}
-	c.ProfileID = latest[0].ID
+	c.ProfileID = latest.ID
 	c.ProfileTokens = b.count(profileIntro) + 1 + b.count(text)
 	return profileIntro + "\n" + text
 }

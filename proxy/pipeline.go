@@ -143,9 +143,13 @@ func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 	if ch.off, err = memoryOff(r); err != nil {
 		return nil, err
 	}
-	s.Directory.Note(ch.ns, r.Header.Get("X-OpenWebUI-User-Name"), r.Header.Get("X-OpenWebUI-User-Email"), time.Now())
 	ch.chatID = chatIDOf(r, s.ChatIDHeader)
 	ch.temporary = strings.HasPrefix(ch.chatID, temporaryChat)
+	if !ch.off && !ch.temporary {
+		// Who the namespace is: a chat that asks for no record is not
+		// noted either.
+		s.Directory.Note(ch.ns, r.Header.Get("X-OpenWebUI-User-Name"), r.Header.Get("X-OpenWebUI-User-Email"), time.Now())
+	}
 	if !req.Conversation() {
 		ch.untouched = true
 		return ch, nil

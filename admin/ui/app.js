@@ -126,6 +126,7 @@
   let shown = null; // the query the list shows: {namespace, type, q}
   let cursor = '';
   let loads = 0;
+  let asked = 0; // the latest list asked for: an older answer is dropped
 
   function query() {
     return {
@@ -147,8 +148,10 @@
     if (qy.q) params.set('q', qy.q);
     if (more && cursor) params.set('cursor', cursor);
     list.setAttribute('aria-busy', 'true');
+    const mine = ++asked;
     try {
       const data = await api('GET', '/memories?' + params);
+      if (mine !== asked) return; // another pick came since: its list shows
       if (!more) list.replaceChildren();
       const ms = (data && data.memories) || [];
       for (const m of ms) list.append(memoryItem(m));

@@ -2,6 +2,8 @@ package conversation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -20,9 +22,11 @@ import (
 // the conversation no longer fits never delays a chat: the oldest turns
 // are left out, and recall brings back what the question needs.
 
-// Tokenizer counts tokens (memory.Tokenizer).
+// Tokenizer counts tokens (memory.Tokenizer). CountAtMost stops counting
+// once past limit: a 10 MB message costs no more than a window.
 type Tokenizer interface {
 	Count(s string) int
+	CountAtMost(s string, limit int) int
 	Head(s string, n int) string
 }
 
@@ -67,7 +71,9 @@ type compaction struct {
 	interrupted bool
 	// arrived is when the conversation's latest request came.
 	arrived time.Time
-	ready   *summaryJob // written, for the next turn's plan
+	// digest identifies the messages before KeepFrom (coveredDigest).
+	digest string
+	ready  *summaryJob // written, for the next turn's plan
 }
 
 // summaryJob is a summary to write (prompt) or written (text): it covers
@@ -79,27 +85,28 @@ type summaryJob struct {
 	text   string
 }
 
-func (cs *Set) count(s string) int {
+// count counts s's tokens, stopping past limit.
+func (cs *Set) count(s string, limit int) int {
 	if cs.Tokens == nil {
-		return (len(s) + 3) / 4
+		return min((len(s)+3)/4, limit+1)
 	}
-	return cs.Tokens.Count(s)
+	return cs.Tokens.CountAtMost(s, limit)
 }
 
-// tail returns msgs without the turns before the keep-th user message
-// (their leading system messages stay); msgs when there are fewer.
+// tail returns msgs without the turns before the keep-th user message;
+// what comes before the first user message (system and developer
+// instructions) stays. msgs when there are fewer.
 func tail(msgs []memory.Message, keep int) []memory.Message {
 	if keep <= 0 {
 		return msgs
 	}
-	lead := 0
-	for lead < len(msgs) && msgs[lead].Role == "system" {
-		lead++
-	}
-	users := 0
-	for i := lead; i < len(msgs); i++ {
-		if msgs[i].Role != "user" {
+	lead, users := -1, 0
+	for i, m := range msgs {
+		if m.Role != "user" {
 			continue
+		}
+		if lead < 0 {
+			lead = i
 		}
 		if users == keep {
 			return append(msgs[:lead:lead], msgs[i:]...)
@@ -107,6 +114,24 @@ func tail(msgs []memory.Message, keep int) []memory.Message {
 		users++
 	}
 	return msgs
+}
+
+// coveredDigest identifies the messages before the keep-th user message:
+// a compaction stands only while the request still starts with them (an
+// edit of an earlier message, or another branch of the chat, undoes it).
+func coveredDigest(msgs []memory.Message, keep int) string {
+	h := sha256.New()
+	users := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			if users == keep {
+				break
+			}
+			users++
+		}
+		writeMessage(h, m)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // tailRequest is mreq recalling and sized for the turns forwarded from
@@ -147,11 +172,26 @@ func (cs *Set) over(mc *memory.Context, msgs []memory.Message, limit int) bool {
 	}
 	n := 0
 	for _, p := range parts {
-		if n += cs.count(p) + 4; n > limit {
+		if n += cs.count(p, limit-n) + 4; n > limit {
 			return true
 		}
 	}
 	return false
+}
+
+// weight is about how many tokens the turns from the from-th to the
+// to-th user message (excluded) take, counted as far as limit.
+func (cs *Set) weight(msgs []memory.Message, from, to, limit int) int {
+	n, users := 0, 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			users++
+		}
+		if users > from && users <= to && n <= limit {
+			n += cs.count(m.Content, limit-n) + 4
+		}
+	}
+	return n
 }
 
 // cutFor is the first user turn (its ordinal) from which msgs's turns
@@ -168,7 +208,7 @@ func (cs *Set) cutFor(msgs []memory.Message, budget int) int {
 		if msgs[i].Role == "system" {
 			continue
 		}
-		used += cs.count(msgs[i].Content) + 4
+		used += cs.count(msgs[i].Content, budget-used) + 4
 		if msgs[i].Role != "user" {
 			continue
 		}
@@ -197,14 +237,15 @@ func room(mreq memory.Request) int {
 }
 
 // withSummary is mc forwarding the turns from keep on, with the summary
-// of those before at the end of its system message.
-func withSummary(mc *memory.Context, mreq memory.Request, keep int, summary string) *memory.Context {
+// of the covered turns before at the end of its system message.
+func withSummary(mc *memory.Context, mreq memory.Request, keep, covered int, summary string) *memory.Context {
 	if keep <= 0 {
 		return mc
 	}
 	out := *mc
-	out.KeepFrom, out.Compacted = keep, keep
+	out.KeepFrom = keep
 	if summary = strings.TrimSpace(summary); summary != "" {
+		out.Compacted = covered
 		sys := out.System
 		if sys == "" && out.SystemReplaces == 0 {
 			// vera adds a system message: it carries the Modelfile's.
@@ -220,7 +261,7 @@ func withSummary(mc *memory.Context, mreq memory.Request, keep int, summary stri
 // oldest of them are left out too (keep moves on) and recalled again. A
 // compacted conversation gets no recent layer (its latest turns are its
 // own, or in its summary), and half the room is left for it to grow in.
-func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep int, summary string) (*memory.Context, int) {
+func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep, covered int, summary string) (*memory.Context, int) {
 	if keep == 0 {
 		mc := st.Recall(mreq)
 		if cs.CompactAt <= 0 || mc.Err != nil || !cs.over(mc, mreq.Messages, room(mreq)) {
@@ -234,7 +275,7 @@ func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep int, summary s
 	tr := tailRequest(mreq, keep)
 	tr.SemanticOnly = true
 	tr.Reserve = max(tr.Reserve, r/2)
-	return withSummary(st.Recall(tr), mreq, keep, summary), keep
+	return withSummary(st.Recall(tr), mreq, keep, covered, summary), keep
 }
 
 // due plans the summary a conversation needs: when the prompt it
@@ -246,13 +287,25 @@ func (cs *Set) due(cv *conversation, msgs []memory.Message, mreq memory.Request,
 		return
 	}
 	r := room(mreq)
+	keepBudget := int(float64(r) * cs.CompactAt / 3)
 	upTo := 0
-	if cs.over(mc, msgs, int(cs.CompactAt*float64(r))) {
-		upTo = cs.cutFor(msgs, int(float64(r)*cs.CompactAt/3))
+	// Only when the conversation's own turns weigh: a long system layer
+	// alone would have every turn summarised again.
+	var kept int
+	cs.locked(func() { kept = cv.Compaction.KeepFrom })
+	if cs.over(mc, msgs, int(cs.CompactAt*float64(r))) && cs.over(&memory.Context{KeepFrom: kept, SystemReplaces: len(msgs)}, msgs, 2*keepBudget) {
+		upTo = cs.cutFor(msgs, keepBudget)
 	}
 	w := mreq.ContextLength
 	if w <= 0 {
 		w = memory.DefaultContextLength
+	}
+	var covered int
+	cs.locked(func() { covered = cv.Compaction.Covered })
+	if upTo == 0 && kept > covered && cs.weight(msgs, covered, kept, keepBudget/2) < keepBudget/2 {
+		// Turns left out of an overflowing prompt are summarised a few
+		// at a time, not one by one.
+		return
 	}
 	cs.locked(func() {
 		c := &cv.Compaction
@@ -273,7 +326,8 @@ func (cs *Set) summaryPrompt(prev string, msgs []memory.Message, keep, upTo, w i
 		if m.Role == "user" {
 			users++
 		}
-		if users <= keep || users > upTo || m.Role == "system" {
+		// What comes before the first user message is never cut.
+		if users <= keep || users > upTo || users == 0 {
 			continue
 		}
 		role := "User"
@@ -282,8 +336,15 @@ func (cs *Set) summaryPrompt(prev string, msgs []memory.Message, keep, upTo, w i
 			role = "Assistant"
 		case "tool":
 			role = "Tool result"
+		case "system", "developer":
+			role = "Instructions"
 		}
-		lines = append(lines, role+": "+m.Content)
+		text := m.Content
+		if cs.Tokens != nil && len(text) > w {
+			// One huge message must not leave no room for the others.
+			text = cs.Tokens.Head(text, w/8) + " […]"
+		}
+		lines = append(lines, role+": "+text)
 	}
 	words := max(w/12, 60)
 	var b strings.Builder
@@ -302,10 +363,14 @@ func (cs *Set) summaryPrompt(prev string, msgs []memory.Message, keep, upTo, w i
 	// The prompt must fit the model's window with room for the answer,
 	// and for a tokenizer that counts more than cl100k_base: the oldest
 	// lines go first.
-	room := w/2 - cs.count(b.String()) - cs.count(tail)
+	room := w/2 - cs.count(b.String(), w) - cs.count(tail, w)
 	start := len(lines)
-	for start > 0 && room-cs.count(lines[start-1]) > 0 {
-		room -= cs.count(lines[start-1]) + 1
+	for start > 0 {
+		n := cs.count(lines[start-1], room)
+		if n >= room {
+			break
+		}
+		room -= n + 1
 		start--
 	}
 	b.WriteString(strings.Join(lines[start:], "\n"))
@@ -353,8 +418,20 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(cs.ctx, summaryTimeout)
-	cs.locked(func() { cv.Compaction.stop, cv.Compaction.interrupted = cancel, false })
-	cs.work.Add(1)
+	closed := false
+	cs.locked(func() {
+		if closed = cs.closed; closed {
+			cv.Compaction.running = false
+			return
+		}
+		cv.Compaction.stop, cv.Compaction.interrupted = cancel, false
+		cs.work.Add(1)
+	})
+	if closed {
+		cancel()
+		<-cs.summaries
+		return
+	}
 	go func() {
 		defer cs.work.Done()
 		defer func() { <-cs.summaries }()
@@ -379,8 +456,11 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 		interrupted := false
 		cs.update(cv, func() {
 			c := &cv.Compaction
-			c.job, c.running, c.stop = nil, false, nil
+			c.running, c.stop = false, nil
 			interrupted = c.interrupted && err != nil
+			if !interrupted {
+				c.job = nil // an interrupted one is asked for again as it was
+			}
 			if err == nil {
 				if cs.Tokens != nil {
 					text = cs.Tokens.Head(text, max(job.window/6, 100))
@@ -402,7 +482,7 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 
 // takeReady moves a written summary into the conversation's compaction,
 // reporting whether there was one: the plan is then rebuilt.
-func (cs *Set) takeReady(cv *conversation) (keep int, summary string, ok bool) {
+func (cs *Set) takeReady(cv *conversation) (ok bool) {
 	cs.locked(func() {
 		c := &cv.Compaction
 		if c.ready != nil && c.ready.upTo > c.Covered {
@@ -410,13 +490,36 @@ func (cs *Set) takeReady(cv *conversation) (keep int, summary string, ok bool) {
 			c.KeepFrom = max(c.KeepFrom, c.Covered)
 		}
 		c.ready = nil
-		keep, summary = c.KeepFrom, c.Summary
 	})
-	return keep, summary, ok
+	return ok
 }
 
-// Close stops the summaries under way and waits for them.
+// checkCompaction undoes a conversation's compaction when the request no
+// longer starts with the messages it stands for (an edit of an earlier
+// message, another branch of the chat), or carries no history of its own
+// (a chain by previous_response_id): its summary would speak of turns
+// that are not there.
+func (cs *Set) checkCompaction(cv *conversation, at place, msgs []memory.Message) {
+	cs.locked(func() {
+		c := &cv.Compaction
+		if c.KeepFrom == 0 && c.Covered == 0 && c.job == nil && c.ready == nil {
+			return
+		}
+		if !at.Chained && at.User >= c.KeepFrom && coveredDigest(msgs, c.KeepFrom) == c.digest {
+			return
+		}
+		if c.stop != nil {
+			c.stop()
+		}
+		*c = compaction{arrived: c.arrived}
+		cv.Plan = nil // rebuilt afresh
+	})
+}
+
+// Close stops the summaries under way and waits for them; none starts
+// after it.
 func (cs *Set) Close() {
+	cs.locked(func() { cs.closed = true })
 	cs.cancel()
 	cs.work.Wait()
 }

@@ -233,6 +233,7 @@ type Set struct {
 	// summaries bounds the summaries written at once; work and ctx own
 	// them (Close).
 	summaries chan struct{}
+	closed    bool // under mu
 	work      sync.WaitGroup
 	ctx       context.Context
 	cancel    context.CancelFunc

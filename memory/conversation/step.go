@@ -76,6 +76,7 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 	}
 	if cv != nil {
 		cs.interrupt(cv, t.arrived)
+		cs.checkCompaction(cv, at, req.Msgs)
 	}
 	if last := cs.toolLoopStep(t, cv, &at); last != nil {
 		return last, t
@@ -83,8 +84,8 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 	if len(req.Msgs) == 0 {
 		return &memory.Context{}, nil // chained to an answer forgotten
 	}
-	if cv != nil {
-		if _, _, compacted := cs.takeReady(cv); compacted {
+	if cv != nil && !at.ToolLoop {
+		if cs.takeReady(cv) {
 			return cs.fresh(req, t, cv, mreq, st, "the conversation was compacted"), t
 		}
 	}
@@ -157,7 +158,9 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	}
 	out := withBlocks(plan, blocks)
 	out.Err = now.Err
-	cs.due(cv, req.Msgs, mreq, out)
+	if !at.Chained {
+		cs.due(cv, req.Msgs, mreq, out)
+	}
 	t.conv = cv
 	cs.update(cv, func() {
 		cv.Blocks, cv.Last, cv.Point, cv.User, cv.Advanced = blocks, out, at.Point, keptUser(req, t.User), true
@@ -197,11 +200,11 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock)
 // fresh chooses a chat's layers afresh and makes them its conversation's
 // plan (a rebuild says why).
 func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request, st Step, why string) *memory.Context {
-	keep, summary := 0, ""
-	if cv != nil && !t.at.First {
-		cs.locked(func() { keep, summary = cv.Compaction.KeepFrom, cv.Compaction.Summary })
+	keep, covered, summary := 0, 0, ""
+	if cv != nil && !t.at.First && !t.at.Chained {
+		cs.locked(func() { keep, covered, summary = cv.Compaction.KeepFrom, cv.Compaction.Covered, cv.Compaction.Summary })
 	}
-	mc, keep := cs.recallCompacted(mreq, st, keep, summary)
+	mc, keep := cs.recallCompacted(mreq, st, keep, covered, summary)
 	if why != "" && st.Rebuilt != nil {
 		st.Rebuilt(why)
 	}
@@ -209,8 +212,10 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 		cv = cs.start(t.at.Key, t.at.Strong)
 	}
 	t.conv = cv
-	cs.update(cv, func() { cv.Compaction.KeepFrom = keep })
-	cs.due(cv, req.Msgs, mreq, mc)
+	if !t.at.Chained {
+		cs.update(cv, func() { cv.Compaction.KeepFrom, cv.Compaction.digest = keep, coveredDigest(req.Msgs, keep) })
+		cs.due(cv, req.Msgs, mreq, mc)
+	}
 	cs.update(cv, func() {
 		cv.Plan, cv.Blocks = nil, nil
 		if mc.Err == nil && !st.EveryTurn {

@@ -52,3 +52,13 @@ func (d *DB) LoadSeen(ctx context.Context) ([]memory.Seen, error) {
 	}
 	return out, rows.Err()
 }
+
+// DeleteSeen implements memory.SeenStore.
+func (d *DB) DeleteSeen(ctx context.Context, ns string) error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	return d.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM seen WHERE namespace = ?`, ns)
+		return err
+	})
+}

@@ -12,25 +12,31 @@ import (
 // template renders a user message where it stands, whereas several move
 // every system message to the top.
 
-// keptFrom is where the caller's messages start going out under a
-// compaction (memory.Context.KeepFrom): the index, from start, of the
-// keep-th user message (isUser tells which), and how many user messages
-// come before it. Without one, or when there are fewer user messages
-// than keep, every message goes.
-func keptFrom(n, start, keep int, isUser func(i int) bool) (from, users int) {
+// keptFrom tells which of the caller's messages go out under a
+// compaction (memory.Context.KeepFrom): msgs[start:lead], the messages
+// before the first user message (a developer's instructions, an opening
+// greeting), which are never cut, then msgs[from:], from the keep-th user
+// message (isUser tells which) on; users is how many user messages are
+// left out. Without a compaction, or when there are fewer user messages
+// than keep, every message goes (lead = from = start).
+func keptFrom(n, start, keep int, isUser func(i int) bool) (lead, from, users int) {
 	if keep <= 0 {
-		return start, 0
+		return start, start, 0
 	}
+	lead = -1
 	for i := start; i < n; i++ {
 		if !isUser(i) {
 			continue
 		}
+		if lead < 0 {
+			lead = i
+		}
 		if users == keep {
-			return i, users
+			return lead, i, users
 		}
 		users++
 	}
-	return start, 0
+	return start, start, 0
 }
 
 // blockAt returns the memory block of the user-th user message, or "".

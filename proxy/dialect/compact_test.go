@@ -52,12 +52,13 @@ func TestCompactionKeepsTheLatestTurns(t *testing.T) {
 		assert.Equal(t, []msg{{"system", mc.System}, {"user", "[b2] u2"}, {"assistant", "a2"}, {"user", "u3"}}, got)
 	})
 	t.Run("openai chat", func(t *testing.T) {
-		r, err := ParseOpenAIRequest([]byte(`{"model":"m","messages":[{"role":"system","content":"sys"},
+		r, err := ParseOpenAIRequest([]byte(`{"model":"m","messages":[{"role":"system","content":"sys"},{"role":"developer","content":"dev rules"},
 			{"role":"user","content":"u0"},{"role":"assistant","content":"a0"},{"role":"user","content":"u1"},{"role":"assistant","content":"a1"},
 			{"role":"user","content":[{"type":"text","text":"u2"}]},{"role":"assistant","content":"a2"}]}`))
 		require.NoError(t, err)
 		got := read(t, r.WithMemory(mc), "messages")
-		assert.Equal(t, []msg{{"system", mc.System}, {"user", "[b2] u2"}, {"assistant", "a2"}}, got)
+		assert.Equal(t, []msg{{"system", mc.System}, {"developer", "dev rules"}, {"user", "[b2] u2"}, {"assistant", "a2"}}, got,
+			"the instructions before the first user message are never cut")
 	})
 	t.Run("anthropic messages", func(t *testing.T) {
 		r, err := ParseMessagesRequest([]byte(`{"model":"m","system":"sys","max_tokens":9,"messages":[
@@ -69,12 +70,12 @@ func TestCompactionKeepsTheLatestTurns(t *testing.T) {
 		assert.Equal(t, []msg{{"user", "[b2] u2"}}, got, "the tool result is no user turn: u2 is the third")
 	})
 	t.Run("openai responses", func(t *testing.T) {
-		r, err := ParseResponsesRequest([]byte(`{"model":"m","input":[
+		r, err := ParseResponsesRequest([]byte(`{"model":"m","input":[{"role":"developer","content":"sandbox rules"},
 			{"role":"user","content":"u0"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"r"},
 			{"role":"assistant","content":"a0"},{"role":"user","content":"u1"},{"role":"user","content":"u2"},{"role":"assistant","content":"a2"}]}`))
 		require.NoError(t, err)
 		got := read(t, r.WithMemory(mc), "input")
-		assert.Equal(t, []msg{{"user", "[b2] u2"}, {"assistant", "a2"}}, got)
+		assert.Equal(t, []msg{{"developer", "sandbox rules"}, {"user", "[b2] u2"}, {"assistant", "a2"}}, got)
 	})
 	t.Run("fewer user messages than KeepFrom: all go", func(t *testing.T) {
 		r, err := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"u0"}]}`))

@@ -174,7 +174,8 @@ func (r *MessagesRequest) WithMemory(mc *memory.Context) any {
 		out.Messages = append(out.Messages, anthropicMessage{Role: m.Role, Content: content})
 	}
 	n := len(out.Messages)
-	from, user := keptFrom(len(r.Messages), 0, mc.KeepFrom, func(i int) bool { return r.Messages[i].Role == "user" && !r.Messages[i].results })
+	lead, from, user := keptFrom(len(r.Messages), 0, mc.KeepFrom, func(i int) bool { return r.Messages[i].Role == "user" && !r.Messages[i].results })
+	out.Messages = append(out.Messages, r.Messages[:lead]...)
 	out.Messages = append(out.Messages, r.Messages[from:]...)
 	for i := n; i < len(out.Messages) && len(mc.Blocks) > 0; i++ {
 		m := &out.Messages[i]

@@ -213,7 +213,8 @@ func (r *OpenAIRequest) WithMemory(mc *memory.Context) any {
 	// turn had; a later turn with fewer gets a new plan (Sources differ),
 	// but never an out-of-range slice.
 	replaced := min(mc.SystemReplaces, len(r.Messages))
-	from, user := keptFrom(len(r.Messages), replaced, mc.KeepFrom, func(i int) bool { return r.Messages[i].Role == "user" })
+	lead, from, user := keptFrom(len(r.Messages), replaced, mc.KeepFrom, func(i int) bool { return r.Messages[i].Role == "user" })
+	out.Messages = append(out.Messages, r.Messages[replaced:lead]...)
 	out.Messages = append(out.Messages, r.Messages[from:]...)
 	if len(mc.Blocks) > 0 {
 		own := out.Messages[len(out.Messages)-len(r.Messages)+from:]

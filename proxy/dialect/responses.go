@@ -217,7 +217,7 @@ func (r *ResponsesRequest) inputWith(mc *memory.Context) json.RawMessage {
 	if len(raw) != len(r.items) {
 		return r.Input
 	}
-	from, user := keptFrom(len(r.items), 0, mc.KeepFrom, func(i int) bool { return r.items[i].Role == "user" })
+	lead, from, user := keptFrom(len(r.items), 0, mc.KeepFrom, func(i int) bool { return r.items[i].Role == "user" })
 	for i, it := range r.items[from:] {
 		if it.Role != "user" {
 			continue
@@ -227,7 +227,7 @@ func (r *ResponsesRequest) inputWith(mc *memory.Context) json.RawMessage {
 		}
 		user++
 	}
-	raw = raw[from:]
+	raw = append(raw[:lead:lead], raw[from:]...)
 	out, err := Marshal(raw)
 	if err != nil {
 		return r.Input
