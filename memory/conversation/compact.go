@@ -432,52 +432,56 @@ func (cs *Set) Compact(t *Turn, s Summarizer) {
 		<-cs.summaries
 		return
 	}
-	go func() {
-		defer cs.work.Done()
-		defer func() { <-cs.summaries }()
-		defer cancel()
-		select {
-		case <-ctx.Done():
-		case <-time.After(summaryGrace):
+	go cs.summarize(ctx, cancel, cv, t, job, s)
+}
+
+// summarize writes a summary after its grace, unless the conversation
+// went on meanwhile (Compact).
+func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *conversation, t *Turn, job *summaryJob, s Summarizer) {
+	defer cs.work.Done()
+	defer func() { <-cs.summaries }()
+	defer cancel()
+	select {
+	case <-ctx.Done():
+	case <-time.After(summaryGrace):
+	}
+	later := false
+	cs.locked(func() { later = cv.Compaction.arrived.After(t.arrived) || ctx.Err() != nil })
+	if later {
+		// The conversation went on: the summary waits for its next
+		// answer.
+		cs.locked(func() { cv.Compaction.running, cv.Compaction.stop = false, nil })
+		return
+	}
+	text, err := s.Summarize(ctx, job.prompt)
+	text = strings.TrimSpace(text)
+	if err == nil && text == "" {
+		err = fmt.Errorf("the model wrote an empty summary")
+	}
+	interrupted := false
+	cs.update(cv, func() {
+		c := &cv.Compaction
+		c.running, c.stop = false, nil
+		interrupted = c.interrupted && err != nil
+		if !interrupted {
+			c.job = nil // an interrupted one is asked for again as it was
 		}
-		later := false
-		cs.locked(func() { later = cv.Compaction.arrived.After(t.arrived) || ctx.Err() != nil })
-		if later {
-			// The conversation went on: the summary waits for its next
-			// answer.
-			cs.locked(func() { cv.Compaction.running, cv.Compaction.stop = false, nil })
-			return
-		}
-		text, err := s.Summarize(ctx, job.prompt)
-		text = strings.TrimSpace(text)
-		if err == nil && text == "" {
-			err = fmt.Errorf("the model wrote an empty summary")
-		}
-		interrupted := false
-		cs.update(cv, func() {
-			c := &cv.Compaction
-			c.running, c.stop = false, nil
-			interrupted = c.interrupted && err != nil
-			if !interrupted {
-				c.job = nil // an interrupted one is asked for again as it was
+		if err == nil {
+			if cs.Tokens != nil {
+				text = cs.Tokens.Head(text, max(job.window/6, 100))
 			}
-			if err == nil {
-				if cs.Tokens != nil {
-					text = cs.Tokens.Head(text, max(job.window/6, 100))
-				}
-				job.text, job.prompt = text, ""
-				c.ready = job
-			}
-		})
-		switch {
-		case interrupted:
-			// The conversation went on first: asked for again after it.
-		case err != nil && s.Failed != nil:
-			s.Failed(err)
-		case err == nil && s.Done != nil:
-			s.Done(job.upTo)
+			job.text, job.prompt = text, ""
+			c.ready = job
 		}
-	}()
+	})
+	switch {
+	case interrupted:
+		// The conversation went on first: asked for again after it.
+	case err != nil && s.Failed != nil:
+		s.Failed(err)
+	case err == nil && s.Done != nil:
+		s.Done(job.upTo)
+	}
 }
 
 // takeReady moves a written summary into the conversation's compaction,

@@ -573,20 +573,6 @@ func keptBlocks(blocks []convBlock, msgs []memory.Message, at place) (kept []con
 	return kept, again
 }
 
-// withBlocks returns plan with blocks in place, reporting their memories
-// with the plan's.
-func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
-	out := *plan
-	out.Semantic = slices.Clone(plan.Semantic)
-	out.Blocks = make([]memory.Block, len(blocks))
-	for i, b := range blocks {
-		out.Blocks[i] = b.Block
-		out.Semantic = append(out.Semantic, b.Hits...)
-		out.SemanticTokens += b.Tokens
-	}
-	return &out
-}
-
 // Thread is what tells which conversation a request belongs to, and where
 // in it the request is (Conversations): Open WebUI's chat id, the
 // Responses API's previous_response_id, the conversation's first user

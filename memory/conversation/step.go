@@ -280,3 +280,17 @@ func keptUser(req Request, user string) string {
 	}
 	return user
 }
+
+// withBlocks returns plan with blocks in place, reporting their memories
+// with the plan's.
+func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
+	out := *plan
+	out.Semantic = slices.Clone(plan.Semantic)
+	out.Blocks = make([]memory.Block, len(blocks))
+	for i, b := range blocks {
+		out.Blocks[i] = b.Block
+		out.Semantic = append(out.Semantic, b.Hits...)
+		out.SemanticTokens += b.Tokens
+	}
+	return &out
+}
