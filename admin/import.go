@@ -141,7 +141,7 @@ func (im *importer) flush(ctx context.Context) error {
 	if len(im.batch) == 0 {
 		return nil
 	}
-	im.s.prepare(ctx, im.batch)
+	im.s.Memories.prepare(ctx, im.batch)
 	if err := im.s.Memories.Store.Upsert(ctx, im.batch...); err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}

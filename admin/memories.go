@@ -96,7 +96,7 @@ func filterOf(c *gin.Context) (memory.Filter, error) {
 	}
 	if t := c.Query("type"); t != "" {
 		if !memory.Type(t).Valid() {
-			return f, httpError(http.StatusBadRequest, fmt.Sprintf("type %q is not raw, curated, rule or forgotten", t))
+			return f, httpError(http.StatusBadRequest, fmt.Sprintf("type %q is not raw, curated, rule, profile or forgotten", t))
 		}
 		f.Types = []memory.Type{memory.Type(t)}
 	}
@@ -127,17 +127,7 @@ func (s *Server) listMemories(c *gin.Context) error {
 	out := []memoryJSON{}
 	if q := strings.TrimSpace(c.Query("q")); q != "" {
 		// The same hybrid search chats use, scored.
-		thr := s.Memories.Threshold
-		if thr <= 0 {
-			thr = 0.5
-		}
-		query := memory.Query{Filter: f, Text: q, Limit: limit, Threshold: thr}
-		if s.Memories.Embed != nil {
-			if v, err := s.Memories.Embed(ctx, []string{q}); err == nil && len(v) == 1 {
-				query.Vector = v[0]
-			}
-		}
-		hits, err := s.Memories.Store.Search(ctx, query)
+		hits, err := s.Memories.Search(ctx, f, q, limit)
 		if err != nil {
 			return httpError(http.StatusServiceUnavailable, "searching the store: "+err.Error())
 		}
@@ -188,28 +178,6 @@ func (s *Server) getMemory(c *gin.Context) error {
 	return nil
 }
 
-// prepare fills in what a memory written by hand needs: its token count
-// and, when the embedder answers, its vector.
-func (s *Server) prepare(ctx context.Context, ms []memory.Memory) {
-	for i := range ms {
-		if s.Memories.Tokens != nil {
-			ms[i].Tokens = s.Memories.Tokens.Count(ms[i].Text)
-		}
-	}
-	if s.Memories.Embed == nil {
-		return
-	}
-	texts := make([]string, len(ms))
-	for i, m := range ms {
-		texts[i] = m.Text
-	}
-	if vs, err := s.Memories.Embed(ctx, texts); err == nil && len(vs) == len(ms) {
-		for i := range ms {
-			ms[i].Vector = vs[i]
-		}
-	}
-}
-
 func (s *Server) addMemory(c *gin.Context) error {
 	var in memoryJSON
 	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
@@ -228,12 +196,11 @@ func (s *Server) addMemory(c *gin.Context) error {
 	if m.Type == memory.Profile {
 		byHand(&m)
 	}
-	ms := []memory.Memory{m}
-	s.prepare(c.Request.Context(), ms)
-	if err := s.Memories.Store.Upsert(c.Request.Context(), ms...); err != nil {
+	out, err := s.Memories.Add(c.Request.Context(), m)
+	if err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
-	c.JSON(http.StatusCreated, toJSON(ms[0]))
+	c.JSON(http.StatusCreated, toJSON(out))
 	return nil
 }
 
@@ -292,14 +259,11 @@ func byHand(m *memory.Memory) {
 // rewrite stores a changed memory (embedded again) and takes its old form
 // out of the conversations that carry it.
 func (s *Server) rewrite(c *gin.Context, m memory.Memory, code int) error {
-	m.Vector = nil
-	ms := []memory.Memory{m}
-	s.prepare(c.Request.Context(), ms)
-	if err := s.Memories.Store.Upsert(c.Request.Context(), ms...); err != nil {
+	out, err := s.Memories.Rewrite(c.Request.Context(), m)
+	if err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
-	s.Memories.withdraw("", m.ID)
-	c.JSON(code, toJSON(ms[0]))
+	c.JSON(code, toJSON(out))
 	return nil
 }
 

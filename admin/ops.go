@@ -1,0 +1,88 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// The memory operations the admin routes and the MCP tools share: one
+// search, one way to add and to rewrite a memory.
+
+// ErrNoMemory: no memory with that id (in that namespace).
+var ErrNoMemory = errors.New("no such memory")
+
+// Search finds memories as chats do (hybrid, the same threshold), scored.
+func (m *Memories) Search(ctx context.Context, f memory.Filter, q string, limit int) ([]memory.Hit, error) {
+	thr := m.Threshold
+	if thr <= 0 {
+		thr = 0.5
+	}
+	query := memory.Query{Filter: f, Text: q, Limit: limit, Threshold: thr}
+	if m.Embed != nil {
+		if v, err := m.Embed(ctx, []string{q}); err == nil && len(v) == 1 {
+			query.Vector = v[0]
+		}
+	}
+	return m.Store.Search(ctx, query)
+}
+
+// Latest returns the newest memories matching f.
+func (m *Memories) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
+	return m.Store.Latest(ctx, f, limit)
+}
+
+// Get returns a memory of namespace ns ("": any).
+func (m *Memories) Get(ctx context.Context, ns, id string) (memory.Memory, error) {
+	got, err := m.Store.Get(ctx, id)
+	if errors.Is(err, memory.ErrNotFound) || err == nil && ns != "" && got.Namespace != ns {
+		return memory.Memory{}, fmt.Errorf("%w: %q", ErrNoMemory, id)
+	}
+	return got, err
+}
+
+// Add stores a memory written by hand, counted and embedded.
+func (m *Memories) Add(ctx context.Context, mem memory.Memory) (memory.Memory, error) {
+	ms := []memory.Memory{mem}
+	m.prepare(ctx, ms)
+	if err := m.Store.Upsert(ctx, ms...); err != nil {
+		return memory.Memory{}, err
+	}
+	return ms[0], nil
+}
+
+// Rewrite stores a changed memory (embedded again) and takes its old form
+// out of the conversations that carry it.
+func (m *Memories) Rewrite(ctx context.Context, mem memory.Memory) (memory.Memory, error) {
+	mem.Vector = nil
+	out, err := m.Add(ctx, mem)
+	if err != nil {
+		return out, err
+	}
+	m.withdraw("", mem.ID)
+	return out, nil
+}
+
+// prepare counts the tokens of memories added or edited by hand and, when
+// the embedder answers, gives them vectors.
+func (m *Memories) prepare(ctx context.Context, ms []memory.Memory) {
+	for i := range ms {
+		if m.Tokens != nil {
+			ms[i].Tokens = m.Tokens.Count(ms[i].Text)
+		}
+	}
+	if m.Embed == nil {
+		return
+	}
+	texts := make([]string, len(ms))
+	for i, mm := range ms {
+		texts[i] = mm.Text
+	}
+	if vs, err := m.Embed(ctx, texts); err == nil && len(vs) == len(ms) {
+		for i := range ms {
+			ms[i].Vector = vs[i]
+		}
+	}
+}
