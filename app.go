@@ -19,6 +19,7 @@ import (
 	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/mcp"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/memory/embedded"
@@ -450,6 +451,9 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	adm.MemoryHealth = a.health
 	adm.Memories = a.adminMemories()
 	adm.Memories.Conversations = a.convs
+	tools := mcp.New(adm.Memories, version)
+	tools.Metrics = mcp.NewMetrics(a.metrics)
+	srv.MCP = tools
 	adm.Curator = a.curator
 	if a.sched != nil {
 		adm.CuratorSchedule = a.cfg.CuratorSpec
@@ -582,3 +586,9 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	}
 	return a
 }
+
+// The parts app wires, checked at compile time.
+var (
+	_ proxy.MCPServer = (*mcp.Server)(nil)
+	_ mcp.Memories    = (*admin.Memories)(nil)
+)

@@ -11,9 +11,6 @@ import (
 // The memory operations the admin routes and the MCP tools share: one
 // search, one way to add and to rewrite a memory.
 
-// ErrNoMemory: no memory with that id (in that namespace).
-var ErrNoMemory = errors.New("no such memory")
-
 // Search finds memories as chats do (hybrid, the same threshold), scored.
 func (m *Memories) Search(ctx context.Context, f memory.Filter, q string, limit int) ([]memory.Hit, error) {
 	thr := m.Threshold
@@ -34,11 +31,15 @@ func (m *Memories) Latest(ctx context.Context, f memory.Filter, limit int) ([]me
 	return m.Store.Latest(ctx, f, limit)
 }
 
-// Get returns a memory of namespace ns ("": any).
+// Get returns a memory of namespace ns ("": any); memory.ErrNotFound
+// when there is none there.
 func (m *Memories) Get(ctx context.Context, ns, id string) (memory.Memory, error) {
 	got, err := m.Store.Get(ctx, id)
-	if errors.Is(err, memory.ErrNotFound) || err == nil && ns != "" && got.Namespace != ns {
-		return memory.Memory{}, fmt.Errorf("%w: %q", ErrNoMemory, id)
+	if err == nil && ns != "" && got.Namespace != ns {
+		err = memory.ErrNotFound // another namespace's is not found
+	}
+	if errors.Is(err, memory.ErrNotFound) {
+		return memory.Memory{}, fmt.Errorf("%w: %q", memory.ErrNotFound, id)
 	}
 	return got, err
 }

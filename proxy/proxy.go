@@ -119,6 +119,9 @@ type Server struct {
 	// FallbackModel, a cloud name, answers chats for local models while
 	// Ollama cannot be reached (cloud.fallback_model); "": none.
 	FallbackModel string
+	// MCP serves the memory tools on /mcp, for the namespace of each
+	// request's identity (as a chat's); nil: no /mcp.
+	MCP MCPServer
 	// Directory notes who each namespace is, from Open WebUI's user
 	// headers; nil: nobody.
 	Directory *memory.Directory
@@ -170,6 +173,11 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	return s
 }
 
+// MCPServer serves the MCP tools (mcp.Server).
+type MCPServer interface {
+	Handler(namespace func(*http.Request) (string, error), refuse func(http.ResponseWriter, *http.Request, error)) http.Handler
+}
+
 // Handler returns the router serving every route.
 func (s *Server) Handler() http.Handler {
 	oc := s.Ollama
@@ -204,6 +212,14 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.Cloud != nil || s.Routing != nil {
 		s.ownModelLists(e)
+	}
+	if s.MCP != nil {
+		h := gin.WrapH(s.MCP.Handler(s.namespace, func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, r.Context(), dialect.Of(r.URL.Path), err)
+		}))
+		e.POST("/mcp", h)
+		e.GET("/mcp", h)
+		e.DELETE("/mcp", h)
 	}
 	for route, d := range map[string]dialect.Dialect{
 		"/api/chat":            dialect.OllamaChat{},
