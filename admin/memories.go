@@ -67,6 +67,9 @@ type memoryJSON struct {
 	Score     *float64       `json:"score,omitempty"`
 }
 
+// MemoryOf is m as the API answers it (the MCP tools answer the same).
+func MemoryOf(m memory.Memory) Memory { return toJSON(m) }
+
 func toJSON(m memory.Memory) memoryJSON {
 	return memoryJSON{ID: m.ID, Namespace: m.Namespace, Type: m.Type, Text: m.Text, Timestamp: m.Time, Model: m.Model, Metadata: m.Metadata}
 }

@@ -10,6 +10,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
 )
 
@@ -29,23 +30,15 @@ var (
 	listTool   = &sdk.Tool{Name: "list_memories", Description: "List the user's memories, newest first: type raw (chat turns), curated (distilled facts), rule, profile or forgotten; since an RFC 3339 time."}
 )
 
-// Memory is a MEMORY as the tools answer it: the admin API's, with the
-// score of a search and whether a newer memory replaced it.
+// Memory is a MEMORY as the tools answer it: the admin API's (with the
+// score of a search), and whether a newer memory replaced it.
 type Memory struct {
-	ID        string         `json:"id"`
-	Namespace string         `json:"namespace"`
-	Type      memory.Type    `json:"type"`
-	Text      string         `json:"text"`
-	Timestamp time.Time      `json:"timestamp"`
-	Model     string         `json:"model,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-	Score     *float64       `json:"score,omitempty"`
-	Past      bool           `json:"past,omitempty"`
+	admin.Memory
+	Past bool `json:"past,omitempty"`
 }
 
 func toMemory(m memory.Memory) Memory {
-	return Memory{ID: m.ID, Namespace: m.Namespace, Type: m.Type, Text: m.Text, Timestamp: m.Time, Model: m.Model,
-		Metadata: m.Metadata, Past: m.Metadata["superseded_by"] != nil}
+	return Memory{Memory: admin.MemoryOf(m), Past: m.Metadata["superseded_by"] != nil}
 }
 
 // Found is the answer of search_memories and list_memories.
