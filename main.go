@@ -34,6 +34,8 @@ Usage:
                          see, correct and move memories (vera memories, for details)
   vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]
                          copy a Vera-AI Qdrant collection into vera's store, re-embedded
+  vera mcp [--url URL] [--namespace NS]
+                         the memory tools over stdio (MCP), for agents that start their own server
   vera help              show this help
   vera --version         print the version
 
@@ -85,6 +87,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return evalCmd(ctx, args, getenv, stdout, stderr)
 	case "memories":
 		return memoriesCmd(ctx, args, getenv, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, args, getenv, os.Stdin, stdout, stderr)
 	case "curate":
 		return curateCmd(ctx, args, getenv, stdout, stderr)
 	case "serve", "check", "healthcheck":

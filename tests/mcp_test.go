@@ -1,0 +1,80 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// stdioMCP starts `vera mcp ARGS` and connects the official Go SDK's
+// client to it over stdio.
+func stdioMCP(t *testing.T, env []string, args ...string) *sdk.ClientSession {
+	t.Helper()
+	trackSources()
+	cmd := exec.Command(veraBin, append([]string{"mcp"}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	s, err := sdk.NewClient(&sdk.Implementation{Name: "vera-test", Version: "1"}, nil).Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func stdioCall(t *testing.T, s *sdk.ClientSession, tool string, args map[string]any, out any) {
+	t.Helper()
+	res, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
+	require.NoError(t, err)
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	require.False(t, res.IsError, text.String())
+	if out != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		require.NoError(t, json.Unmarshal(b, out))
+	}
+}
+
+// `vera mcp` over stdio: with no vera running it works on the embedded
+// store, opened for each call, so `vera serve` starts while it runs; with
+// vera running it bridges to its /mcp, as its namespace.
+func TestMCPOverStdio(t *testing.T) {
+	up := ollamatest.New(t)
+	data := t.TempDir()
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_CONFIG_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t)}
+
+	offline := stdioMCP(t, env, "--namespace", "alice")
+	tools, err := offline.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Len(t, tools.Tools, 5)
+	var added struct{ ID string }
+	stdioCall(t, offline, "add_memory", map[string]any{"content": "Alice's dog is called Biscuit."}, &added)
+	require.NotEmpty(t, added.ID)
+
+	// vera serve starts on the same data dir while vera mcp runs.
+	p := startVera(t, append(env[:3:3], "VERA_LISTEN=127.0.0.1:0")...)
+	chat(t, p, "alice", false, user("What is my dog called?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "Biscuit", "written by vera mcp, recalled by vera")
+
+	// With vera running, vera mcp goes through its /mcp.
+	online := stdioMCP(t, env[:3:3], "--url", "http://"+p.addr, "--namespace", "bob")
+	stdioCall(t, online, "add_memory", map[string]any{"content": "Bob rides a red bike."}, nil)
+	chat(t, p, "bob", false, user("What colour is my bike?"))
+	assert.Contains(t, systemOf(up.LastChat(t)), "red bike")
+	chat(t, p, "alice", false, user("What colour is my bike?"))
+	assert.NotContains(t, systemOf(up.LastChat(t)), "red bike", "namespaces never cross")
+	var found struct{ Memories []struct{ Text string } }
+	stdioCall(t, online, "search_memories", map[string]any{"query": "bike"}, &found)
+	require.NotEmpty(t, found.Memories)
+	assert.Contains(t, found.Memories[0].Text, "red bike")
+}
