@@ -124,6 +124,11 @@ func TestMCPTools(t *testing.T) {
 	require.False(t, res.IsError, toolText(res))
 	require.Len(t, listed.Memories, 1, "hidden, restorable")
 
+	// Counted by tool and status.
+	families, _ := scrape(t, p)
+	assert.EqualValues(t, 1, metricValue(families, "vera_mcp_calls_total", map[string]string{"tool": "add_memory", "status": "ok"}))
+	assert.EqualValues(t, 1, metricValue(families, "vera_mcp_calls_total", map[string]string{"tool": "forget_memory", "status": "error"}), "bob's try")
+
 	// Bad arguments: tool errors naming the argument.
 	for _, tc := range []struct {
 		tool string
