@@ -78,3 +78,20 @@ func TestMCPOverStdio(t *testing.T) {
 	require.NotEmpty(t, found.Memories)
 	assert.Contains(t, found.Memories[0].Text, "red bike")
 }
+
+// `vera mcp` bridged to a vera that needs a key: it sends VERA_API_KEY;
+// without one it cannot connect, and says why.
+func TestMCPOverStdioWithAKey(t *testing.T) {
+	up := ollamatest.New(t)
+	conf := configDir(t, "[server]\ntrust_loopback = false\n")
+	p := startVera(t, "VERA_OLLAMA_URL="+up.URL, conf, "VERA_API_KEYS=k-one")
+	base := []string{"VERA_OLLAMA_URL=" + up.URL, conf}
+	s := stdioMCP(t, append(base, "VERA_API_KEY=k-one"), "--url", "http://"+p.addr, "--namespace", "carol")
+	stdioCall(t, s, "add_memory", map[string]any{"content": "Carol sings in a choir."}, nil)
+
+	trackSources()
+	cmd := exec.Command(veraBin, "mcp", "--url", "http://"+p.addr, "--namespace", "carol")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, base...)
+	_, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, nil)
+	assert.Error(t, err, "no key: vera mcp stops")
+}
