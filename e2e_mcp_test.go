@@ -187,6 +187,18 @@ func TestMCPAccess(t *testing.T) {
 	for _, m := range list.Memories {
 		assert.NotContains(t, m.Text, "planted", "no tool ran")
 	}
+	// Stateless: no session id is given out.
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	ireq, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/mcp", strings.NewReader(init))
+	ireq.Header.Set("Authorization", "Bearer k-one")
+	ireq.Header.Set("Content-Type", "application/json")
+	ireq.Header.Set("Accept", "application/json, text/event-stream")
+	ires, err := http.DefaultClient.Do(ireq)
+	require.NoError(t, err)
+	ires.Body.Close()
+	assert.Equal(t, http.StatusOK, ires.StatusCode)
+	assert.Empty(t, ires.Header.Get("Mcp-Session-Id"), "stateless")
+
 	req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/mcp", nil)
 	req.Header.Set("Authorization", "Bearer k-one")
 	res2, err := http.DefaultClient.Do(req)
