@@ -30,7 +30,7 @@ Usage:
                          tier-routing accuracy on the labelled set (or FILE)
   vera curate [--dry-run] [--namespace NS]
                          run the curator once (vera stopped; else POST /curator/run)
-  vera memories list|search|show|add|edit|delete|export|import ...
+  vera memories namespaces|list|search|show|add|edit|delete|export|import ...
                          see, correct and move memories (vera memories, for details)
   vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]
                          copy a Vera-AI Qdrant collection into vera's store, re-embedded
