@@ -33,9 +33,11 @@ type upstream struct {
 }
 
 // newReverseProxy builds the httputil.ReverseProxy that forwards to up,
-// teeing each answer through tee when it is set. A proxy is a few fields:
-// one per request costs nothing next to the request itself.
-func (s *Server) newReverseProxy(up upstream, d dialect.Dialect, tee *answerTee, rename *[2]string) *httputil.ReverseProxy {
+// teeing each answer through tee when it is set, and taking inline
+// thinking out of a chat's answer with strip (routing.strip_think). A
+// proxy is a few fields: one per request costs nothing next to the
+// request itself.
+func (s *Server) newReverseProxy(up upstream, d dialect.Dialect, tee *answerTee, rename *[2]string, strip bool) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
@@ -49,7 +51,7 @@ func (s *Server) newReverseProxy(up upstream, d dialect.Dialect, tee *answerTee,
 		ModifyResponse: func(res *http.Response) error {
 			dropCORS(res.Header)
 			body := res.Body
-			if s.StripThink && tee != nil && res.StatusCode == http.StatusOK {
+			if strip && res.StatusCode == http.StatusOK {
 				// Before the tee: what is stored is what the client sees.
 				if f := d.StripThinking(body, streamed(res, d)); f != nil {
 					body = f

@@ -281,8 +281,7 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		ch.forgetting = kind == memory.Forget
 	}
 	record = record && !ch.forgetting
-	strip := s.StripThink // the dialect may filter the answer (passthrough)
-	if !record && !strip && (s.Debug == nil || ch.untouched) {
+	if !record && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
@@ -333,7 +332,7 @@ func (s *Server) forward(c *gin.Context, p plan, d dialect.Dialect, body []byte,
 	out.ContentLength = int64(len(body))
 	out.Header.Del("Content-Length")
 	out.GetBody = nil
-	rp := s.newReverseProxy(p.up, d, tee, rename)
+	rp := s.newReverseProxy(p.up, d, tee, rename, s.StripThink)
 	if h := c.Writer.Header(); h.Get("X-Vera-Context") != "" {
 		modify := rp.ModifyResponse
 		rp.ModifyResponse = func(res *http.Response) error {

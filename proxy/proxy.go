@@ -168,7 +168,7 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	}
 	s.passthroughs = make(map[dialect.Dialect]*httputil.ReverseProxy)
 	for _, d := range dialect.All() {
-		s.passthroughs[d] = s.newReverseProxy(s.ollama, d, nil, nil)
+		s.passthroughs[d] = s.newReverseProxy(s.ollama, d, nil, nil, false)
 	}
 	return s
 }
