@@ -44,17 +44,21 @@ func New(mem Memories, version string) *Server {
 // rules, which run before, are wider and already the MCP specification's.
 func (s *Server) Handler(namespace func(*http.Request) (string, error), refuse func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		ns, _ := namespace(r) // checked below, before the SDK runs
+		ns, _ := r.Context().Value(nsKey{}).(string)
 		return s.server(ns)
 	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, DisableLocalhostProtection: true})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := namespace(r); err != nil {
+		ns, err := namespace(r)
+		if err != nil {
 			refuse(w, r, err)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nsKey{}, ns)))
 	})
 }
+
+// nsKey holds the namespace of an /mcp request in its context, read once.
+type nsKey struct{}
 
 // server is the MCP server of one namespace's tools.
 func (s *Server) server(ns string) *sdk.Server {
