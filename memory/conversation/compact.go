@@ -25,7 +25,6 @@ import (
 // Tokenizer counts tokens (memory.Tokenizer). CountAtMost stops counting
 // once past limit: a 10 MB message costs no more than a window.
 type Tokenizer interface {
-	Count(s string) int
 	CountAtMost(s string, limit int) int
 	Head(s string, n int) string
 }
