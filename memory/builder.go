@@ -330,12 +330,25 @@ func (b *Builder) fit(req Request, system string, sem, rec int) (int, int) {
 	return s, avail - s
 }
 
-// window is the request's context window in tokens.
-func (req Request) window() int {
+// Window is the request's context window in tokens.
+func (req Request) Window() int {
 	if req.ContextLength <= 0 {
 		return DefaultContextLength
 	}
 	return req.ContextLength
+}
+
+// PromptRoom is how many tokens of the window the prompt may take: the
+// window less room for the answer (AnswerTokens, else a quarter of the
+// window, at most 1024) and a tenth spare, since cl100k_base only
+// approximates the model's own tokenizer.
+func (req Request) PromptRoom() int {
+	window := req.Window()
+	answer := req.AnswerTokens
+	if answer <= 0 {
+		answer = min(1024, window/4)
+	}
+	return (window - answer) * 9 / 10
 }
 
 // room returns how many tokens of the window are left for memory once the
@@ -343,12 +356,7 @@ func (req Request) window() int {
 // (negative when they overflow it). It counts exactly only when fewer than
 // want are left by bytes.
 func (b *Builder) room(req Request, system string, want int) int {
-	window := req.window()
-	answer := req.AnswerTokens
-	if answer <= 0 {
-		answer = min(1024, window/4)
-	}
-	room := (window-answer)*9/10 - 4*(len(req.Messages)+3) - req.Reserve
+	room := req.PromptRoom() - 4*(len(req.Messages)+3) - req.Reserve
 	// Every token is at least one byte: when the bytes fit, so do the
 	// tokens, and long histories need not be counted on every chat.
 	used := len(system)

@@ -220,21 +220,6 @@ func (cs *Set) cutFor(msgs []memory.Message, budget int) int {
 	return max(cut, 0)
 }
 
-// room is how many tokens of a request's window its prompt may take: the
-// window less the answer's room and a tenth spare, as the builder counts
-// (cl100k_base only approximates the model's tokenizer).
-func room(mreq memory.Request) int {
-	w := mreq.ContextLength
-	if w <= 0 {
-		w = memory.DefaultContextLength
-	}
-	answer := mreq.AnswerTokens
-	if answer <= 0 {
-		answer = min(1024, w/4)
-	}
-	return (w - answer) * 9 / 10
-}
-
 // withSummary is mc forwarding the turns from keep on, with the summary
 // of the covered turns before at the end of its system message.
 func withSummary(mc *memory.Context, mreq memory.Request, keep, covered int, summary string) *memory.Context {
@@ -263,11 +248,11 @@ func withSummary(mc *memory.Context, mreq memory.Request, keep, covered int, sum
 func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep, covered int, summary string) (*memory.Context, int) {
 	if keep == 0 {
 		mc := st.Recall(mreq)
-		if cs.CompactAt <= 0 || mc.Err != nil || !cs.over(mc, mreq.Messages, room(mreq)) {
+		if cs.CompactAt <= 0 || mc.Err != nil || !cs.over(mc, mreq.Messages, mreq.PromptRoom()) {
 			return mc, 0
 		}
 	}
-	r := room(mreq)
+	r := mreq.PromptRoom()
 	if cut := cs.cutFor(mreq.Messages, int(float64(r)*cs.CompactAt/3)); cs.over(&memory.Context{KeepFrom: keep}, mreq.Messages, r/2) && cut > keep {
 		keep = cut
 	}
@@ -285,7 +270,7 @@ func (cs *Set) due(cv *conversation, msgs []memory.Message, mreq memory.Request,
 	if cs.CompactAt <= 0 || cv == nil || mc.Err != nil {
 		return
 	}
-	r := room(mreq)
+	r := mreq.PromptRoom()
 	keepBudget := int(float64(r) * cs.CompactAt / 3)
 	upTo := 0
 	// Only when the conversation's own turns weigh: a long system layer
@@ -295,10 +280,7 @@ func (cs *Set) due(cv *conversation, msgs []memory.Message, mreq memory.Request,
 	if cs.over(mc, msgs, int(cs.CompactAt*float64(r))) && cs.over(&memory.Context{KeepFrom: kept, SystemReplaces: len(msgs)}, msgs, 2*keepBudget) {
 		upTo = cs.cutFor(msgs, keepBudget)
 	}
-	w := mreq.ContextLength
-	if w <= 0 {
-		w = memory.DefaultContextLength
-	}
+	w := mreq.Window()
 	var covered int
 	cs.locked(func() { covered = cv.Compaction.Covered })
 	if upTo == 0 && kept > covered && cs.weight(msgs, covered, kept, keepBudget/2) < keepBudget/2 {

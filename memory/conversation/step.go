@@ -135,13 +135,13 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	lreq := laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
 	if plan.KeepFrom > 0 {
 		// Compacted: blocks leave it room to grow until the next summary.
-		lreq.Reserve = room(mreq) / 2
+		lreq.Reserve = mreq.PromptRoom() / 2
 	}
 	now := st.Recall(lreq)
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
-	case now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, room(mreq))):
+	case now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom())):
 		// Leave an eighth of the window for the conversation to grow, or
 		// every next turn would rebuild again.
 		mreq.Reserve = mreq.ContextLength / 8
