@@ -49,6 +49,10 @@ type appOptions struct {
 	Memory bool
 	// Schedule starts the curator's schedule (with Memory).
 	Schedule bool
+	// Background opens the embedded store at once, its index loading in
+	// the background (serve listens at once, whatever the store's size);
+	// otherwise newApp returns once it is loaded.
+	Background bool
 }
 
 // app holds every part vera runs on, each built once from the resolved
@@ -138,7 +142,7 @@ func (a *app) build(ctx context.Context, opts appOptions) error {
 	}
 	switch {
 	case opts.Memory:
-		if err := a.openMemory(ctx); err != nil {
+		if err := a.openMemory(ctx, opts.Background); err != nil {
 			return err
 		}
 	case opts.Store:
@@ -158,13 +162,18 @@ func (a *app) openStore(ctx context.Context) error {
 	if a.cfg.QdrantURL != nil {
 		return a.openQdrant(ctx)
 	}
-	return a.openLocal(ctx)
+	return a.openLocal(ctx, false)
 }
 
 // openLocal opens the embedded file in the data dir. It is the store
-// unless Qdrant is opened too.
-func (a *app) openLocal(ctx context.Context) error {
-	db, err := embedded.Open(ctx, a.cfg.Memory.DataDir)
+// unless Qdrant is opened too. In the background, its index loads after
+// it returns.
+func (a *app) openLocal(ctx context.Context, background bool) error {
+	open := embedded.Open
+	if background {
+		open = embedded.Start
+	}
+	db, err := open(ctx, a.cfg.Memory.DataDir)
 	if err != nil {
 		return err
 	}
@@ -189,8 +198,8 @@ func (a *app) openQdrant(ctx context.Context) error {
 // The store is the embedded file, or Qdrant when general.qdrant_host is
 // set; either way finished turns are first committed to the local file's
 // queue, so a Qdrant outage loses nothing.
-func (a *app) openMemory(ctx context.Context) error {
-	if err := a.openLocal(ctx); err != nil {
+func (a *app) openMemory(ctx context.Context, background bool) error {
+	if err := a.openLocal(ctx, background); err != nil {
 		return err
 	}
 	model := a.cfg.General.EmbeddingModel
@@ -477,6 +486,11 @@ func (a *app) adminMemories() *admin.Memories {
 func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {
 	st := a.writer.Status(ctx)
 	sh := admin.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: a.local.Path(), Pending: st.Pending, Error: st.StoreError}
+	if l, ok := a.store.(memory.Loader); ok {
+		if p, loading := l.Loading(); loading {
+			sh.Loading = &p
+		}
+	}
 	if a.qdrant != nil {
 		sh.Backend, sh.URL, sh.Collection, sh.Queue = "qdrant", a.qdrant.Addr(), a.qdrant.Collection(), a.local.Path()
 		sh.Path = ""

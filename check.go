@@ -242,7 +242,7 @@ func checkMemory(ctx context.Context, a *app, models []string, r *report) {
 		checkQdrant(ctx, a, r)
 	} else if path := filepath.Join(cfg.Memory.DataDir, embedded.FileName); !exists(path) {
 		r.ok("store", "embedded, %s (new: created when vera starts)", path)
-	} else if err := a.openLocal(ctx); errors.Is(err, embedded.ErrInUse) {
+	} else if err := a.openLocal(ctx, false); errors.Is(err, embedded.ErrInUse) {
 		r.ok("store", "embedded, %s (open in a running vera)", path)
 	} else if err != nil {
 		r.fail("store", "%v", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
@@ -34,6 +36,13 @@ type inProcess struct {
 // cleanup stops it. run sets gin's mode, a global: tests that start vera
 // in-process do not run in parallel.
 func runInProcess(t *testing.T, env ...string) *inProcess {
+	t.Helper()
+	return startInProcess(t, false, env...)
+}
+
+// startInProcess is runInProcess, returning as soon as vera listens when
+// noWait is set: its store may still be loading.
+func startInProcess(t *testing.T, noWait bool, env ...string) *inProcess {
 	t.Helper()
 	vars := map[string]string{
 		"VERA_CONFIG_DIR": t.TempDir(),
@@ -67,7 +76,20 @@ func runInProcess(t *testing.T, env ...string) *inProcess {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("vera did not start:\n%s", p.logs())
 	}
+	if !noWait {
+		waitLoaded(t, p.addr)
+	}
 	return p
+}
+
+// waitLoaded waits until the vera at addr has loaded its store's index
+// (it listens at once, and answers chats without memory until then).
+func waitLoaded(t *testing.T, addr string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var h admin.Health
+		return admin.GetJSON(context.Background(), http.DefaultClient, "http://"+addr+"/healthz", &h) == nil && h.Status != "loading"
+	}, 30*time.Second, 5*time.Millisecond, "vera's store did not load")
 }
 
 // wait cancels run's context and waits for run to return; false if it did

@@ -216,7 +216,7 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 	a, err := newApp(ctx, cfg, logger, appOptions{Store: true, Tokenizer: true})
 	if err == nil && a.local == nil {
 		// With Qdrant, the queue is still the local file.
-		if err = a.openLocal(ctx); err != nil {
+		if err = a.openLocal(ctx, false); err != nil {
 			a.Close()
 		}
 	}

@@ -36,7 +36,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 		}
 	}
 	gin.SetMode(gin.ReleaseMode)
-	a, err := newApp(ctx, cfg, logger, appOptions{Memory: cfg.Memory.Enabled, Schedule: cfg.Memory.Enabled})
+	a, err := newApp(ctx, cfg, logger, appOptions{Memory: cfg.Memory.Enabled, Schedule: cfg.Memory.Enabled, Background: true})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -33,6 +34,9 @@ type StoreHealth struct {
 	// Pending counts turns committed locally but not yet in the store.
 	Pending int    `json:"pending"`
 	Error   string `json:"error,omitempty"`
+	// Loading is the progress of the index's load after a start; nil once
+	// it is loaded. Chats go without memory meanwhile.
+	Loading *memory.Progress `json:"loading,omitempty"`
 }
 
 // EmbedderHealth is the embedding model's part of /healthz.
@@ -45,7 +49,7 @@ type EmbedderHealth struct {
 
 // Health is the /healthz document.
 type Health struct {
-	Status   string          `json:"status"` // ok | degraded
+	Status   string          `json:"status"` // ok | degraded | loading
 	Version  string          `json:"version"`
 	Ollama   OllamaHealth    `json:"ollama"`
 	Store    *StoreHealth    `json:"store,omitempty"`
@@ -99,7 +103,12 @@ func (s *Server) healthz(c *gin.Context) error {
 	if s.MemoryHealth != nil {
 		st, em := s.memoryHealth(ctx, h.Ollama.OK)
 		h.Store, h.Embedder = &st, &em
-		if !st.OK || !em.OK {
+		switch {
+		case st.Loading != nil:
+			// Just started: everything is served, chats without memory
+			// until the store's index is loaded.
+			h.Status = "loading"
+		case !st.OK || !em.OK:
 			h.Status = "degraded"
 		}
 	}

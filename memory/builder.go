@@ -202,6 +202,13 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 // window, the semantic layer, the recent layer, then rendering.
 func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 	c := &Context{}
+	if l, ok := b.store.(Loader); ok && !req.NoMemory {
+		if p, loading := l.Loading(); loading {
+			// Just started: the chat goes on without memory until the
+			// store's index is loaded.
+			c.Err = fmt.Errorf("%w (%d of %d memories)", ErrLoading, p.Loaded, p.Total)
+		}
+	}
 	sys := b.system(ctx, req, c)
 	c.Sources = sources(sys, req.ModelSystem, c.SystemReplaces)
 	if req.Later {

@@ -172,7 +172,24 @@ var (
 	// ErrUnavailable: the store or embedder cannot be reached right now;
 	// the caller answers without memory and retries later.
 	ErrUnavailable = errors.New("memory unavailable")
+	// ErrLoading: the store is still loading the index searches run on
+	// (after a start); the caller answers without memory for now.
+	ErrLoading = errors.New("the memory index is still loading")
 )
+
+// Progress is how far a store that loads in the background has come.
+type Progress struct {
+	Loaded int `json:"loaded"` // memories indexed so far
+	Total  int `json:"total"`  // memories to index
+}
+
+// Loader is a store that starts at once and loads its index in the
+// background: until it is done, searches return ErrLoading.
+type Loader interface {
+	// Loading reports the load's progress, and whether it is still under
+	// way.
+	Loading() (Progress, bool)
+}
 
 // Validate checks what every store requires of a memory.
 func (m *Memory) Validate() error {

@@ -62,7 +62,7 @@ const profileIntro = "About this user (from earlier conversations):"
 // profile returns the namespace's current profile (its newest) as a block
 // of the system layer, cut to the profile budget.
 func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
-	if b.store == nil {
+	if b.store == nil || c.Err != nil {
 		return ""
 	}
 	budget := b.ProfileBudget

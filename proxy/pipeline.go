@@ -377,7 +377,11 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 // setMemoryHeaders reports what was injected.
 func setMemoryHeaders(h http.Header, mc *memory.Context) {
 	vc := fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens())
-	if mc.Compacted > 0 {
+	switch {
+	case errors.Is(mc.Err, memory.ErrLoading):
+		// The store is loading its index: the chat went without memory.
+		vc = "loading"
+	case mc.Compacted > 0:
 		vc += fmt.Sprintf("; compacted=%d", mc.Compacted)
 	}
 	h.Set("X-Vera-Context", vc)

@@ -294,6 +294,9 @@ func (s *Server) recall(c *gin.Context, mreq memory.Request) *memory.Context {
 	s.Metrics.recalled(time.Since(start), mc.SemanticTokens, mc.RecentTokens, mc.RulesTokens)
 	id := slog.String("request_id", c.GetString(requestIDKey))
 	switch {
+	case errors.Is(mc.Err, memory.ErrLoading):
+		// Expected for the first seconds after a start; healthz tells.
+		s.log.Debug("chat answered without memory while the store loads", slog.String("namespace", ns), slog.Any("error", mc.Err), id)
 	case mc.Err != nil && s.memoryDown.CompareAndSwap(false, true):
 		s.log.Warn("memory failing: chats are answered without it until it recovers",
 			slog.String("namespace", ns), slog.Any("error", mc.Err), id)

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
@@ -101,6 +102,13 @@ var listenRe = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // VERA_LISTEN=127.0.0.1:0) and waits until it listens.
 func startVera(t *testing.T, env ...string) *proc {
 	t.Helper()
+	return launchVera(t, false, env...)
+}
+
+// launchVera is startVera, returning as soon as vera listens when noWait
+// is set: its store may still be loading.
+func launchVera(t *testing.T, noWait bool, env ...string) *proc {
+	t.Helper()
 	trackSources()
 	cmd := exec.Command(veraBin, "serve")
 	cmd.Env = append([]string{
@@ -139,6 +147,13 @@ func startVera(t *testing.T, env ...string) *proc {
 		t.Fatalf("vera exited before listening: %v\n%s", err, p.logs())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("vera did not start:\n%s", p.logs())
+	}
+	if !noWait {
+		// vera listens at once; its store's index loads after.
+		require.Eventually(t, func() bool {
+			var h admin.Health
+			return admin.GetJSON(context.Background(), http.DefaultClient, "http://"+p.addr+"/healthz", &h) == nil && h.Status != "loading"
+		}, 60*time.Second, 5*time.Millisecond, "vera's store did not load:\n%s", p.logs())
 	}
 	return p
 }

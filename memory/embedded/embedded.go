@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,9 +76,10 @@ type DB struct {
 
 	wmu sync.Mutex // serialises writes so the file and the index agree
 
-	mu  sync.RWMutex
-	ns  map[string]*index
-	dim int // vector size of the stored vectors; 0 until the first
+	mu   sync.RWMutex
+	ns   map[string]*index
+	dim  int // vector size of the stored vectors; 0 until the first
+	load loadState
 }
 
 var (
@@ -85,10 +87,32 @@ var (
 	_ memory.Queue = (*DB)(nil)
 )
 
-// Open opens (creating if needed) the store in dir and loads its index.
-// Only one process may have a data directory open: a second one gets a
-// clear error instead of two diverging indexes.
+// Open opens (creating if needed) the store in dir and loads its index
+// before it returns.
 func Open(ctx context.Context, dir string) (*DB, error) {
+	d, err := Start(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Wait(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Start opens (creating if needed) the store in dir and returns at once,
+// its index loading in the background: it takes writes and serves the
+// queue, Get, Latest and Scroll from the file meanwhile, and Search says
+// memory.ErrLoading until the index is ready (Loading, Wait). Only one
+// process may have a data directory open: a second one gets a clear
+// error instead of two diverging indexes.
+func Start(ctx context.Context, dir string) (*DB, error) {
+	return start(ctx, dir, nil)
+}
+
+// start is Start, calling afterChunk between two chunks of the load.
+func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
@@ -112,24 +136,33 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
-	if err := d.load(ctx); err != nil {
+	dim, err := d.storedDim(ctx)
+	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
+	d.dim = dim
+	d.load.afterChunk = afterChunk
+	d.startLoad(ctx)
 	return d, nil
 }
 
 // Path returns the store's file.
 func (d *DB) Path() string { return d.path }
 
-// Close closes the file.
-func (d *DB) Close() error { return d.db.Close() }
+// Close stops a load under way and closes the file.
+func (d *DB) Close() error {
+	d.load.cancel()
+	<-d.load.done
+	return d.db.Close()
+}
 
-func (d *DB) indexFor(ns string) *index {
-	ix := d.ns[ns]
+// indexIn returns the index of namespace name in ns, made when new.
+func indexIn(ns map[string]*index, name string) *index {
+	ix := ns[name]
 	if ix == nil {
 		ix = newIndex()
-		d.ns[ns] = ix
+		ns[name] = ix
 	}
 	return ix
 }
@@ -138,7 +171,9 @@ const columns = `id, namespace, type, text, ts, model, metadata, tokens`
 
 type scanner interface{ Scan(...any) error }
 
-func scan(r scanner, withVector bool) (memory.Memory, error) {
+// scan reads a row of columns (then the vector, withVector; then more,
+// such as the seq).
+func scan(r scanner, withVector bool, more ...any) (memory.Memory, error) {
 	var (
 		m    memory.Memory
 		ts   int64
@@ -149,6 +184,7 @@ func scan(r scanner, withVector bool) (memory.Memory, error) {
 	if withVector {
 		dest = append(dest, &vec)
 	}
+	dest = append(dest, more...)
 	if err := r.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -221,18 +257,21 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 	if err != nil {
 		return fmt.Errorf("upsert: %w", err)
 	}
+	ms = slices.Clone(ms) // kept past the call while the index loads
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.dim = dim
-	for _, m := range ms {
-		// An id may move between namespaces.
-		for _, ix := range d.ns {
-			if _, ok := ix.slot[m.ID]; ok {
-				ix.remove(m.ID)
+	d.change(func(nsm map[string]*index) {
+		for _, m := range ms {
+			// An id may move between namespaces.
+			for _, ix := range nsm {
+				if _, ok := ix.slot[m.ID]; ok {
+					ix.remove(m.ID)
+				}
 			}
+			indexIn(nsm, m.Namespace).add(m, normalize(m.Vector))
 		}
-		d.indexFor(m.Namespace).add(m, normalize(m.Vector))
-	}
+	})
 	return nil
 }
 
@@ -271,14 +310,16 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 	if len(set) > 0 {
 		d.dim = dim
 	}
-	for _, m := range set {
-		for _, ix := range d.ns {
-			if s, ok := ix.slot[m.ID]; ok {
-				old := ix.docs[s].mem
-				ix.add(old, normalize(m.Vector))
+	d.change(func(nsm map[string]*index) {
+		for _, m := range set {
+			for _, ix := range nsm {
+				if s, ok := ix.slot[m.ID]; ok {
+					old := ix.docs[s].mem
+					ix.add(old, normalize(m.Vector))
+				}
 			}
 		}
-	}
+	})
 	return nil
 }
 
@@ -318,6 +359,9 @@ func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	if err := d.ready(); err != nil {
+		return nil, err
+	}
 	ix := d.ns[q.Namespace]
 	if ix == nil {
 		return nil, nil
@@ -368,15 +412,28 @@ func (d *DB) query(ctx context.Context, q string, args ...any) ([]memory.Memory,
 
 // Latest returns the newest memories matching f, newest first (equal
 // times: the later written first). It reads the in-memory index, which
-// holds every memory but its vector, as a query of SQLite would.
+// holds every memory but its vector, as a query of SQLite would; while the
+// index loads, it asks the file.
 func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if limit <= 0 {
+		return nil, nil
+	}
 	d.mu.RLock()
+	if d.ready() != nil {
+		d.mu.RUnlock()
+		w, args := where(f)
+		out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY ts DESC, seq DESC LIMIT ?`, append(args, limit)...)
+		if err != nil {
+			return nil, fmt.Errorf("latest: %w", err)
+		}
+		return out, nil
+	}
 	defer d.mu.RUnlock()
 	ix := d.ns[f.Namespace]
-	if ix == nil || limit <= 0 {
+	if ix == nil {
 		return nil, nil
 	}
 	return ix.latest(&f, limit), nil
@@ -388,7 +445,7 @@ func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit i
 	if limit <= 0 {
 		limit = 100
 	}
-	if f.NoVector && !d.anyMatch(f, nil) {
+	if f.NoVector && !d.anyMatch(ctx, f, nil) {
 		// The writer asks at every start, and after every outage of the
 		// embedder, for memories still without a vector: the index knows
 		// at once that there are none, where the query would read every
@@ -416,8 +473,13 @@ func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit i
 // anyMatch reports whether the index holds a memory that f's namespace
 // (every namespace when empty), types, times and NoVector allow, and that
 // also passes more, when set. It is a superset of what a query of f
-// returns: false means the query would return nothing.
-func (d *DB) anyMatch(f memory.Filter, more func(*doc) bool) bool {
+// returns: false means the query would return nothing. Its callers are
+// background work, which waits for the index to load (the query they
+// would make instead reads every row).
+func (d *DB) anyMatch(ctx context.Context, f memory.Filter, more func(*doc) bool) bool {
+	if d.Wait(ctx) != nil {
+		return true
+	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	sf := compile(&f)
@@ -457,13 +519,16 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 	if err := d.deleteIDs(ctx, "memories", ids); err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
+	ids = slices.Clone(ids)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, id := range ids {
-		for _, ix := range d.ns {
-			ix.remove(id)
+	d.change(func(nsm map[string]*index) {
+		for _, id := range ids {
+			for _, ix := range nsm {
+				ix.remove(id)
+			}
 		}
-	}
+	})
 	return nil
 }
 
@@ -525,9 +590,14 @@ func (d *DB) VectorSpace(ctx context.Context, model string, dim int) (reset bool
 		return false, fmt.Errorf("vector space: %w", err)
 	}
 	if reset {
-		if err := d.load(ctx); err != nil {
-			return true, err
-		}
+		d.mu.Lock()
+		d.dim = 0
+		d.change(func(nsm map[string]*index) {
+			for _, ix := range nsm {
+				ix.dropVectors()
+			}
+		})
+		d.mu.Unlock()
 	}
 	return reset, nil
 }

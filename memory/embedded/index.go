@@ -238,6 +238,16 @@ func (ix *index) remove(id string) {
 	}
 }
 
+// dropVectors forgets every vector (the embedding model changed): the
+// memories stay, searchable lexically, until they are embedded again.
+func (ix *index) dropVectors() {
+	ix.dim, ix.words, ix.nvec = 0, 0, 0
+	ix.vecs, ix.signs = nil, nil
+	for s := range ix.meta {
+		ix.meta[s].vec = false
+	}
+}
+
 // compact renumbers slots to drop removed documents.
 func (ix *index) compact() {
 	remap := make([]int32, len(ix.docs))

@@ -2,40 +2,144 @@ package embedded
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vera-proxy/vera/memory"
 )
 
-// Loading: every memory of the file, read in batches and analysed on every
-// core, into the in-memory indexes search runs on.
+// Loading: every memory of the file, read in chunks and analysed on every
+// core, into the in-memory indexes search runs on. It runs in the
+// background from Start: the store takes writes at once (they wait for
+// their turn at the file, never for the whole load), and searches say
+// memory.ErrLoading until it is done.
 
-// load rebuilds the in-memory index from the file.
-func (d *DB) load(ctx context.Context) error {
+var _ memory.Loader = (*DB)(nil)
+
+// loadChunk is how many rows one query of the load reads: between two,
+// the store's one connection is free for the writes of the moment (a
+// turn's commit waits for one chunk, not for the load).
+const loadChunk = 4096
+
+// loadState is the background load of the index.
+type loadState struct {
+	done          chan struct{} // closed once the load has ended
+	cancel        context.CancelFunc
+	loaded, total atomic.Int64
+	active        bool                      // under DB.mu: changes go to pending
+	pending       []func(map[string]*index) // under DB.mu: changes made during the load, in commit order
+	err           error                     // under DB.mu, once done: why the load failed
+	afterChunk    func()                    // for tests: called between two chunks
+}
+
+// startLoad loads the index in the background.
+func (d *DB) startLoad(ctx context.Context) {
+	ctx, d.load.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.load.done = make(chan struct{})
+	d.load.active = true
+	go func() {
+		defer close(d.load.done)
+		ns, err := d.readIndex(ctx)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if err != nil {
+			d.load.err = fmt.Errorf("embedded store: loading the index: %w", err)
+		} else {
+			// What was written while the load read the file, in order:
+			// a change the load also read is applied again, to the same
+			// effect (every change says what a memory is now).
+			for _, fn := range d.load.pending {
+				fn(ns)
+			}
+			d.ns = ns
+		}
+		d.load.active, d.load.pending = false, nil
+	}()
+}
+
+// Wait waits until the index is loaded, and returns why it failed to.
+func (d *DB) Wait(ctx context.Context) error {
+	select {
+	case <-d.load.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.load.err
+}
+
+// Loading implements memory.Loader.
+func (d *DB) Loading() (memory.Progress, bool) {
+	d.mu.RLock()
+	active := d.load.active
+	d.mu.RUnlock()
+	return memory.Progress{Loaded: int(d.load.loaded.Load()), Total: int(d.load.total.Load())}, active
+}
+
+// ready reports why the index cannot be read now: it is loading, or its
+// load failed. The caller holds d.mu.
+func (d *DB) ready() error {
+	switch {
+	case d.load.active:
+		return fmt.Errorf("%w (%d of %d memories)", memory.ErrLoading, d.load.loaded.Load(), d.load.total.Load())
+	case d.load.err != nil:
+		return d.load.err
+	}
+	return nil
+}
+
+// change applies fn to the index, or, while it loads, keeps fn to apply
+// once the load is done. The caller holds d.mu for writing, and calls it
+// after the change is committed to the file.
+func (d *DB) change(fn func(ns map[string]*index)) {
+	if d.load.active {
+		d.load.pending = append(d.load.pending, fn)
+		return
+	}
+	if d.load.err == nil {
+		fn(d.ns)
+	}
+}
+
+// storedDim returns the size of the stored vectors, 0 when none has one.
+func (d *DB) storedDim(ctx context.Context) (int, error) {
+	var n sql.NullInt64
+	err := d.db.QueryRowContext(ctx, `SELECT length(vector) FROM memories WHERE vector IS NOT NULL LIMIT 1`).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return int(n.Int64) / 4, err
+}
+
+// readIndex reads every memory of the file into new indexes, one per
+// namespace.
+func (d *DB) readIndex(ctx context.Context) (map[string]*index, error) {
 	sizes := map[string]int{}
 	counts, err := d.db.QueryContext(ctx, `SELECT namespace, COUNT(*) FROM memories GROUP BY namespace`)
 	if err != nil {
-		return fmt.Errorf("embedded store: loading: %w", err)
+		return nil, err
 	}
+	total := 0
 	for counts.Next() {
 		var ns string
 		var n int
 		if err := counts.Scan(&ns, &n); err != nil {
 			counts.Close()
-			return fmt.Errorf("embedded store: loading: %w", err)
+			return nil, err
 		}
 		sizes[ns] = n
+		total += n
 	}
 	counts.Close()
+	d.load.total.Store(int64(total))
 	ns := map[string]*index{}
-	dim := 0
 	err = d.scanAll(ctx, func(b *loadBatch) {
 		for i, m := range b.ms {
-			if len(m.Vector) > 0 && dim == 0 {
-				dim = len(m.Vector)
-			}
 			ix := ns[m.Namespace]
 			if ix == nil {
 				ix = newIndexFor(sizes[m.Namespace])
@@ -43,14 +147,9 @@ func (d *DB) load(ctx context.Context) error {
 			}
 			ix.addTerms(m, b.vecs[i], b.terms[i])
 		}
+		d.load.loaded.Add(int64(len(b.ms)))
 	})
-	if err != nil {
-		return fmt.Errorf("embedded store: loading: %w", err)
-	}
-	d.mu.Lock()
-	d.ns, d.dim = ns, dim
-	d.mu.Unlock()
-	return nil
+	return ns, err
 }
 
 // loadBatch is a run of stored memories, in order, with what indexing
@@ -67,11 +166,6 @@ type loadBatch struct {
 // of a load's work: it runs on every core while this goroutine reads rows
 // and add indexes the batches already analysed.
 func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, vector FROM memories ORDER BY seq`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	const size = 512
 	work := make(chan *loadBatch, 4*runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -112,18 +206,48 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 		<-done
 	}()
 	b := newBatch()
-	for rows.Next() {
-		m, err := scan(rows, true)
+	var after int64
+	for {
+		// The chunk is read whole before it is analysed, so the
+		// connection is free again while it is.
+		chunk, err := d.readChunk(ctx, &after)
 		if err != nil {
 			return err
 		}
-		if b.ms = append(b.ms, m); len(b.ms) == size {
-			send(b)
-			b = newBatch()
+		for _, m := range chunk {
+			if b.ms = append(b.ms, m); len(b.ms) == size {
+				send(b)
+				b = newBatch()
+			}
+		}
+		if len(chunk) < loadChunk {
+			break
+		}
+		if d.load.afterChunk != nil {
+			d.load.afterChunk()
 		}
 	}
 	if len(b.ms) > 0 {
 		send(b)
 	}
-	return rows.Err()
+	return nil
+}
+
+// readChunk reads the next loadChunk memories after seq *after, in seq
+// order, and moves *after past them.
+func (d *DB) readChunk(ctx context.Context, after *int64) ([]memory.Memory, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, vector, seq FROM memories WHERE seq > ? ORDER BY seq LIMIT ?`, *after, loadChunk)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]memory.Memory, 0, loadChunk)
+	for rows.Next() {
+		m, err := scan(rows, true, after)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }

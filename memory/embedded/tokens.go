@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -17,7 +18,7 @@ func (d *DB) ZeroTokens(ctx context.Context, cursor string, limit int) ([]memory
 	if limit <= 0 {
 		limit = 100
 	}
-	if cursor == "" && !d.anyMatch(memory.Filter{}, func(doc *doc) bool { return doc.mem.Tokens <= 0 }) {
+	if cursor == "" && !d.anyMatch(ctx, memory.Filter{}, func(doc *doc) bool { return doc.mem.Tokens <= 0 }) {
 		// Asked at every start: the index knows at once that every count
 		// is known, where the query would read every row.
 		return nil, "", nil
@@ -40,6 +41,7 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 	if len(counts) == 0 {
 		return nil
 	}
+	counts = maps.Clone(counts) // kept past the call while the index loads
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	var set []string
@@ -69,12 +71,14 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, id := range set {
-		for _, ix := range d.ns {
-			if s, ok := ix.slot[id]; ok {
-				ix.docs[s].mem.Tokens = counts[id]
+	d.change(func(nsm map[string]*index) {
+		for _, id := range set {
+			for _, ix := range nsm {
+				if s, ok := ix.slot[id]; ok {
+					ix.docs[s].mem.Tokens = counts[id]
+				}
 			}
 		}
-	}
+	})
 	return nil
 }
