@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/mcp"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -69,14 +73,14 @@ func mcpBackend(ctx context.Context, cfg config.Config, rawURL, ns, key string, 
 		return nil, nil, nil, err
 	}
 	hc := &http.Client{Transport: ollama.NewTransport(time.Minute), Timeout: 10 * time.Second}
+	header := http.Header{cfg.Memory.NamespaceHeader: {ns}}
+	if key != "" {
+		header.Set("Authorization", "Bearer "+key) // never the admin token
+	}
 	var health map[string]json.RawMessage
 	herr := admin.GetJSON(ctx, hc, base.JoinPath("/healthz").String(), &health)
 	switch {
 	case herr == nil && health["version"] != nil:
-		header := http.Header{cfg.Memory.NamespaceHeader: {ns}}
-		if key != "" {
-			header.Set("Authorization", "Bearer "+key) // never the admin token
-		}
 		remote, err := mcp.Dial(ctx, base.JoinPath("/mcp").String(), header, ollama.NewTransport(5*time.Minute))
 		if err != nil {
 			return nil, nil, nil, err
@@ -85,9 +89,28 @@ func mcpBackend(ctx context.Context, cfg config.Config, rawURL, ns, key string, 
 	case herr == nil || explicit || !refused(herr):
 		return nil, nil, nil, fmt.Errorf("mcp: no vera at %s (%v)", config.RedactText(base.String()), herr)
 	}
+	if cfg.QdrantURL == nil {
+		// The data dir may be relative (./data by default), and an agent
+		// starts vera mcp in its own project: never make a store there
+		// that no vera reads.
+		file := filepath.Join(cfg.Memory.DataDir, embedded.FileName)
+		if _, err := os.Stat(file); err != nil {
+			abs, _ := filepath.Abs(file)
+			return nil, nil, nil, fmt.Errorf("mcp: no vera answers at %s, and there is no store at %s: start vera, or set VERA_DATA_DIR to its data directory", config.RedactText(base.String()), abs)
+		}
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: redactAttr}))
 	call := func(ctx context.Context, tool string, args any) (*sdk.CallToolResult, error) {
 		a, err := newApp(ctx, cfg, logger, appOptions{Store: true, Tokenizer: true})
+		if errors.Is(err, embedded.ErrInUse) {
+			// vera started since: the call goes through it.
+			remote, derr := mcp.Dial(ctx, base.JoinPath("/mcp").String(), header, ollama.NewTransport(5*time.Minute))
+			if derr != nil {
+				return nil, fmt.Errorf("opening the store: %w; and reaching vera: %w", err, derr)
+			}
+			defer remote.Close()
+			return remote.Call(ctx, tool, args)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("opening the store: %w", err)
 		}

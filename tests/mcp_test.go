@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
@@ -53,6 +55,20 @@ func TestMCPOverStdio(t *testing.T) {
 	data := t.TempDir()
 	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_CONFIG_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t)}
 
+	// No vera and no store: vera mcp makes none (an agent may start it
+	// in any directory), and says what to do.
+	trackSources()
+	cmd := exec.Command(veraBin, "mcp", "--namespace", "alice")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	out, err := cmd.CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(out), "no store at "+filepath.Join(data, "vera.db"))
+	assert.Contains(t, string(out), "VERA_DATA_DIR")
+	assert.NoFileExists(t, filepath.Join(data, "vera.db"))
+
+	db, err := embedded.Open(context.Background(), data) // a vera ran here once
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
 	offline := stdioMCP(t, env, "--namespace", "alice")
 	tools, err := offline.ListTools(context.Background(), nil)
 	require.NoError(t, err)
@@ -62,7 +78,7 @@ func TestMCPOverStdio(t *testing.T) {
 	require.NotEmpty(t, added.ID)
 
 	// vera serve starts on the same data dir while vera mcp runs.
-	p := startVera(t, append(env[:3:3], "VERA_LISTEN=127.0.0.1:0")...)
+	p := startVera(t, env...) // at the address vera mcp knows
 	chat(t, p, "alice", false, user("What is my dog called?"))
 	assert.Contains(t, systemOf(up.LastChat(t)), "Biscuit", "written by vera mcp, recalled by vera")
 
@@ -77,6 +93,28 @@ func TestMCPOverStdio(t *testing.T) {
 	stdioCall(t, online, "search_memories", map[string]any{"query": "bike"}, &found)
 	require.NotEmpty(t, found.Memories)
 	assert.Contains(t, found.Memories[0].Text, "red bike")
+
+	// Bad arguments, on both backends: tool errors naming the argument.
+	// The offline server, started before vera, now goes through it.
+	for _, s := range []*sdk.ClientSession{offline, online} {
+		for tool, args := range map[string]map[string]any{
+			"search_memories": {"query": "x", "limit": 0.5},
+			"add_memory":      {"content": " "},
+			"update_memory":   {"id": "nope", "content": "x"},
+			"forget_memory":   {"id": ""},
+			"list_memories":   {"since": "last week"},
+		} {
+			res, err := s.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
+			if err != nil {
+				// The SDK's own schema check refuses it before the tool.
+				assert.Contains(t, err.Error(), "limit", tool)
+				continue
+			}
+			require.True(t, res.IsError, "%s %v", tool, args)
+			text := res.Content[0].(*sdk.TextContent).Text
+			assert.Regexp(t, `limit|"content"|"id"|"since"`, text, tool)
+		}
+	}
 }
 
 // `vera mcp` bridged to a vera that needs a key: it sends VERA_API_KEY;
