@@ -181,6 +181,19 @@ func (a *app) openLocal(ctx context.Context, background bool) error {
 	if a.qdrant == nil {
 		a.store = db
 	}
+	if background {
+		a.bgWork.Go(func() {
+			if err := db.Wait(a.bg); err != nil {
+				if a.bg.Err() == nil {
+					a.logger.Error("memory index", slog.Any("error", err))
+				}
+				return
+			}
+			from, took := db.LoadedFrom()
+			p, _ := db.Loading()
+			a.logger.Info("memory index loaded", slog.Int("memories", p.Total), slog.String("from", from), slog.Duration("took", took))
+		})
+	}
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
@@ -51,6 +54,8 @@ func TestListensWhileTheStoreLoads(t *testing.T) {
 		}
 	}
 	require.NoError(t, db.Close())
+	// As the first start after an upgrade: no snapshot of the index yet.
+	require.NoError(t, os.Remove(filepath.Join(data, embedded.SnapshotName)))
 
 	up := ollamatest.New(t)
 	p := startInProcess(t, true, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)

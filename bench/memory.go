@@ -34,9 +34,17 @@ type MemoryRow struct {
 	AddedP50 float64 `json:"added_p50_ms"`
 	// OwnP50 is AddedP50 less the embedding's round trip (EmbedP50MS in
 	// the results): vera's own memory work.
-	OwnP50   float64 `json:"own_p50_ms"`
-	StartupS float64 `json:"startup_s"`
-	RSSMB    float64 `json:"rss_mb"`
+	OwnP50 float64 `json:"own_p50_ms"`
+	// StartupS is the time from exec until vera accepts connections,
+	// ReadyS until its chats get memory (the store's index loaded from
+	// its snapshot); RebuildStartupS and RebuildReadyS are the same on a
+	// first start after an upgrade (no snapshot: the index rebuilt from
+	// the file). Embedded store only.
+	StartupS        float64 `json:"startup_s"`
+	ReadyS          float64 `json:"ready_s"`
+	RebuildStartupS float64 `json:"rebuild_startup_s,omitempty"`
+	RebuildReadyS   float64 `json:"rebuild_ready_s,omitempty"`
+	RSSMB           float64 `json:"rss_mb"`
 	// RawMB is the raw size of what the store holds: the texts' bytes
 	// and the vectors' float32s.
 	RawMB float64 `json:"raw_mb"`
@@ -192,8 +200,23 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		if err != nil {
 			return nil, 0, err
 		}
+		var rebuilt [2]time.Duration
+		if qdrantURL == "" {
+			// A first start after an upgrade: no snapshot of the index.
+			if err := os.Remove(filepath.Join(dir, embedded.SnapshotName)); err != nil && !os.IsNotExist(err) {
+				return nil, 0, err
+			}
+			if rebuilt, err = startAndLoad(bin, up, dir, env); err != nil {
+				return nil, 0, err
+			}
+		}
 		v, err := startVera(bin, up, dir, env...)
 		if err != nil {
+			return nil, 0, err
+		}
+		readyIn, err := v.ready()
+		if err != nil {
+			v.stop()
 			return nil, 0, err
 		}
 		// Every dialect on the embedded store, and the worst case of the
@@ -230,7 +253,8 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 				return nil, 0, fmt.Errorf("%s: %w", dl.name, err)
 			}
 			row := MemoryRow{Backend: backend, Memories: n, Dialect: dl.name, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
-				StartupS: v.startup.Seconds(), RawMB: float64(sd.raw) / (1 << 20)}
+				StartupS: v.startup.Seconds(), ReadyS: readyIn.Seconds(), RawMB: float64(sd.raw) / (1 << 20),
+				RebuildStartupS: rebuilt[0].Seconds(), RebuildReadyS: rebuilt[1].Seconds()}
 			row.AddedP50 = row.OnP50 - row.OffP50
 			row.OwnP50 = row.AddedP50 - embed
 			rows = append(rows, row)
@@ -242,6 +266,19 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		v.stop()
 	}
 	return rows, embed, nil
+}
+
+// startAndLoad starts vera on dir, waits until its chats get memory, and
+// stops it (which keeps the index's snapshot), returning the times until
+// it listened and until it was ready.
+func startAndLoad(bin, up, dir string, env []string) ([2]time.Duration, error) {
+	v, err := startVera(bin, up, dir, env...)
+	if err != nil {
+		return [2]time.Duration{}, err
+	}
+	defer v.stop()
+	ready, err := v.ready()
+	return [2]time.Duration{v.startup, ready}, err
 }
 
 // embedRoundTrip is the p50, in ms, of the fake's embedding round trip,

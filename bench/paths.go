@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vera-proxy/vera/admin"
 )
 
 // serve serves h on a loopback port until ctx ends; it returns the base
@@ -59,7 +61,26 @@ type veraProc struct {
 	cmd     *exec.Cmd
 	base    string
 	startup time.Duration // from exec to listening
+	started time.Time
 	done    chan struct{}
+}
+
+// ready waits until vera's store has loaded its index (/healthz no longer
+// says loading: chats get memory), and returns the time since exec.
+func (p *veraProc) ready() (time.Duration, error) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		var h struct{ Status string }
+		if err := admin.GetJSON(context.Background(), client, p.base+"/healthz", &h); err == nil && h.Status != "loading" {
+			return time.Since(p.started), nil
+		}
+		select {
+		case <-p.done:
+			return 0, fmt.Errorf("vera exited while loading")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("vera's store did not load in 10 minutes")
 }
 
 // startVera runs `vera serve` against upstream with its data in dataDir and
@@ -85,7 +106,7 @@ func startVera(bin, upstream, dataDir string, env ...string) (*veraProc, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &veraProc{cmd: cmd, done: make(chan struct{})}
+	p := &veraProc{cmd: cmd, started: start, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(p.done) }()
 	deadline := time.After(5 * time.Minute)
 	for {

@@ -63,6 +63,10 @@ CREATE TABLE IF NOT EXISTS meta (
 	key   TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS changes (
+	gen INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq INTEGER NOT NULL
+);
 `
 
 // ErrInUse is returned by Open when another process (another vera) has
@@ -78,8 +82,16 @@ type DB struct {
 
 	mu   sync.RWMutex
 	ns   map[string]*index
-	dim  int // vector size of the stored vectors; 0 until the first
+	dim  int   // vector size of the stored vectors; 0 until the first
+	gen  int64 // the last change the index holds (the changes table)
 	load loadState
+
+	// id names the store in its snapshot; snapGen is the generation of
+	// the snapshot on disk. snapMu lets one snapshot be written at once.
+	id      string
+	snapMu  sync.Mutex
+	snapGen int64
+	bg      sync.WaitGroup // a snapshot written after the load
 }
 
 var (
@@ -137,6 +149,9 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
 	dim, err := d.storedDim(ctx)
+	if err == nil {
+		err = d.readMeta(ctx)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
@@ -150,11 +165,42 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 // Path returns the store's file.
 func (d *DB) Path() string { return d.path }
 
-// Close stops a load under way and closes the file.
+// Close stops a load under way, writes the index's snapshot when it
+// changed, and closes the file.
 func (d *DB) Close() error {
 	d.load.cancel()
 	<-d.load.done
-	return d.db.Close()
+	d.bg.Wait()
+	var err error
+	d.mu.RLock()
+	stale := d.gen-d.snapGen >= snapshotAfter
+	d.mu.RUnlock()
+	if stale {
+		err = d.saveSnapshot(context.Background())
+	}
+	return errors.Join(err, d.db.Close())
+}
+
+// snapshotAfter is how many changes make a snapshot worth writing at
+// close (fewer are read again at the next start, which costs less than
+// writing the whole index: vera mcp opens and closes the store for each
+// call); snapshotEvery is how many make one worth writing at once.
+const (
+	snapshotAfter = 1000
+	snapshotEvery = 50_000
+)
+
+// maybeSnapshot writes a snapshot in the background when the index has
+// changed much since the last one, so that a start after a crash has
+// little to read again.
+func (d *DB) maybeSnapshot() {
+	d.mu.RLock()
+	due := d.gen-d.snapGen >= snapshotEvery && !d.load.active
+	d.mu.RUnlock()
+	if due && d.snapMu.TryLock() {
+		d.snapMu.Unlock()
+		d.bg.Go(func() { _ = d.saveSnapshot(context.Background()) })
+	}
 }
 
 // indexIn returns the index of namespace name in ns, made when new.
@@ -226,16 +272,19 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 			return fmt.Errorf("memory %s: vector has %d dimensions, the store holds %d (changed embedding model? see ResetVectors)", m.ID, len(m.Vector), dim)
 		}
 	}
+	seqs := make([]int64, len(ms))
+	var gen int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO memories (id, namespace, type, text, ts, model, metadata, tokens, vector)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET namespace=excluded.namespace, type=excluded.type, text=excluded.text,
-				ts=excluded.ts, model=excluded.model, metadata=excluded.metadata, tokens=excluded.tokens, vector=excluded.vector`)
+				ts=excluded.ts, model=excluded.model, metadata=excluded.metadata, tokens=excluded.tokens, vector=excluded.vector
+			RETURNING seq`)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		for _, m := range ms {
+		for i, m := range ms {
 			var meta any
 			if len(m.Metadata) > 0 {
 				b, err := json.Marshal(m.Metadata)
@@ -248,30 +297,32 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 			if len(m.Vector) > 0 {
 				vec = encodeVector(m.Vector)
 			}
-			if _, err := st.ExecContext(ctx, m.ID, m.Namespace, string(m.Type), m.Text, m.Time.UnixNano(), m.Model, meta, m.Tokens, vec); err != nil {
+			// An upsert keeps the row's seq: the index knows the memory
+			// by it.
+			if err := st.QueryRowContext(ctx, m.ID, m.Namespace, string(m.Type), m.Text, m.Time.UnixNano(), m.Model, meta, m.Tokens, vec).Scan(&seqs[i]); err != nil {
 				return fmt.Errorf("memory %s: %w", m.ID, err)
 			}
 		}
-		return nil
+		gen, err = logChanges(ctx, tx, seqs)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("upsert: %w", err)
 	}
 	ms = slices.Clone(ms) // kept past the call while the index loads
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.dim = dim
+	d.dim, d.gen = dim, max(d.gen, gen)
 	d.change(func(nsm map[string]*index) {
-		for _, m := range ms {
+		for i := range ms {
 			// An id may move between namespaces.
 			for _, ix := range nsm {
-				if _, ok := ix.slot[m.ID]; ok {
-					ix.remove(m.ID)
-				}
+				ix.remove(seqs[i])
 			}
-			indexIn(nsm, m.Namespace).add(m, normalize(m.Vector))
+			indexIn(nsm, ms[i].Namespace).add(seqs[i], &ms[i], normalize(ms[i].Vector))
 		}
 	})
+	d.mu.Unlock()
+	d.maybeSnapshot()
 	return nil
 }
 
@@ -288,19 +339,30 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 			return fmt.Errorf("memory %s: vector has %d dimensions, the store holds %d", m.ID, len(m.Vector), dim)
 		}
 	}
-	var set []memory.Memory
+	type vecSet struct {
+		seq int64
+		vec []float32
+	}
+	var set []vecSet
+	var gen int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		set = set[:0]
 		for _, m := range ms {
-			res, err := tx.ExecContext(ctx, `UPDATE memories SET vector = ? WHERE id = ? AND text = ?`, encodeVector(m.Vector), m.ID, m.Text)
+			seq, ok, err := seqOf(tx.QueryRowContext(ctx, `UPDATE memories SET vector = ? WHERE id = ? AND text = ? RETURNING seq`, encodeVector(m.Vector), m.ID, m.Text))
 			if err != nil {
 				return fmt.Errorf("memory %s: %w", m.ID, err)
 			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				set = append(set, m)
+			if ok {
+				set = append(set, vecSet{seq, normalize(m.Vector)})
 			}
 		}
-		return nil
+		seqs := make([]int64, len(set))
+		for i, v := range set {
+			seqs[i] = v.seq
+		}
+		var err error
+		gen, err = logChanges(ctx, tx, seqs)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("set vectors: %w", err)
@@ -308,19 +370,26 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(set) > 0 {
-		d.dim = dim
+		d.dim, d.gen = dim, max(d.gen, gen)
 	}
 	d.change(func(nsm map[string]*index) {
-		for _, m := range set {
+		for _, v := range set {
 			for _, ix := range nsm {
-				if s, ok := ix.slot[m.ID]; ok {
-					old := ix.docs[s].mem
-					ix.add(old, normalize(m.Vector))
-				}
+				ix.setVector(v.seq, v.vec)
 			}
 		}
 	})
 	return nil
+}
+
+// seqOf reads the seq a write of one row returned; ok is false when it
+// touched none.
+func seqOf(row *sql.Row) (seq int64, ok bool, err error) {
+	err = row.Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return seq, err == nil, err
 }
 
 // deleteIDs deletes rows of table by id in one transaction; the caller
@@ -346,27 +415,6 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-// Search runs a hybrid search on the in-memory index.
-func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var qvec []float32
-	if len(q.Vector) > 0 {
-		qvec = normalize(q.Vector)
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if err := d.ready(); err != nil {
-		return nil, err
-	}
-	ix := d.ns[q.Namespace]
-	if ix == nil {
-		return nil, nil
-	}
-	return ix.search(&q, qvec), nil
 }
 
 // where renders f as a SQL condition and its arguments.
@@ -410,35 +458,6 @@ func (d *DB) query(ctx context.Context, q string, args ...any) ([]memory.Memory,
 	return out, rows.Err()
 }
 
-// Latest returns the newest memories matching f, newest first (equal
-// times: the later written first). It reads the in-memory index, which
-// holds every memory but its vector, as a query of SQLite would; while the
-// index loads, it asks the file.
-func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	d.mu.RLock()
-	if d.ready() != nil {
-		d.mu.RUnlock()
-		w, args := where(f)
-		out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY ts DESC, seq DESC LIMIT ?`, append(args, limit)...)
-		if err != nil {
-			return nil, fmt.Errorf("latest: %w", err)
-		}
-		return out, nil
-	}
-	defer d.mu.RUnlock()
-	ix := d.ns[f.Namespace]
-	if ix == nil {
-		return nil, nil
-	}
-	return ix.latest(&f, limit), nil
-}
-
 // Scroll pages through the memories matching f in id order; the cursor is
 // the last id of the previous page.
 func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit int) ([]memory.Memory, string, error) {
@@ -476,7 +495,7 @@ func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit i
 // returns: false means the query would return nothing. Its callers are
 // background work, which waits for the index to load (the query they
 // would make instead reads every row).
-func (d *DB) anyMatch(ctx context.Context, f memory.Filter, more func(*doc) bool) bool {
+func (d *DB) anyMatch(ctx context.Context, f memory.Filter, more func(*slotMeta) bool) bool {
 	if d.Wait(ctx) != nil {
 		return true
 	}
@@ -488,7 +507,7 @@ func (d *DB) anyMatch(ctx context.Context, f memory.Filter, more func(*doc) bool
 			continue
 		}
 		for s := range ix.meta {
-			if sf.ok(&ix.meta[s]) && (more == nil || more(&ix.docs[s])) {
+			if sf.ok(&ix.meta[s]) && (more == nil || more(&ix.meta[s])) {
 				return true
 			}
 		}
@@ -516,16 +535,33 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	if err := d.deleteIDs(ctx, "memories", ids); err != nil {
+	var seqs []int64
+	var gen int64
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		seqs = seqs[:0]
+		for _, id := range ids {
+			seq, ok, err := seqOf(tx.QueryRowContext(ctx, `DELETE FROM memories WHERE id = ? RETURNING seq`, id))
+			if err != nil {
+				return err
+			}
+			if ok {
+				seqs = append(seqs, seq)
+			}
+		}
+		var err error
+		gen, err = logChanges(ctx, tx, seqs)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
-	ids = slices.Clone(ids)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.gen = max(d.gen, gen)
 	d.change(func(nsm map[string]*index) {
-		for _, id := range ids {
+		for _, seq := range seqs {
 			for _, ix := range nsm {
-				ix.remove(id)
+				ix.remove(seq)
 			}
 		}
 	})
@@ -577,9 +613,15 @@ func (d *DB) VectorSpace(ctx context.Context, model string, dim int) (reset bool
 		return false, nil
 	}
 	reset = d.dim != 0 && (have != "" || d.dim != dim)
+	var gen int64
 	err = d.tx(ctx, func(tx *sql.Tx) error {
 		if reset {
 			if _, err := tx.ExecContext(ctx, `UPDATE memories SET vector = NULL WHERE vector IS NOT NULL`); err != nil {
+				return err
+			}
+			// Every row changed: a snapshot from before cannot be
+			// brought up to date.
+			if gen, err = logChanges(ctx, tx, []int64{allRows}); err != nil {
 				return err
 			}
 		}
@@ -591,7 +633,7 @@ func (d *DB) VectorSpace(ctx context.Context, model string, dim int) (reset bool
 	}
 	if reset {
 		d.mu.Lock()
-		d.dim = 0
+		d.dim, d.gen = 0, gen
 		d.change(func(nsm map[string]*index) {
 			for _, ix := range nsm {
 				ix.dropVectors()

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"container/heap"
 	"math"
 	"math/bits"
 	"runtime"
@@ -32,22 +31,27 @@ const (
 	parallelAbove = 32768
 )
 
-// index is the in-memory search side of one namespace: an inverted index
-// for BM25 and the normalised vectors with their sign bits. SQLite is the
-// source of truth; the index is rebuilt from it at open.
+// index is the in-memory search side of one namespace: compressed
+// postings for BM25 and the normalised vectors with their sign bits, per
+// slot. It holds no text: a slot names its memory's row in the file (its
+// seq), and the hits of a search are read from the file. SQLite is the
+// source of truth; the index is loaded from its snapshot or rebuilt from
+// the file at start.
 type index struct {
-	docs  []doc
-	meta  []slotMeta       // per slot, typ 0 when removed
-	slot  map[string]int32 // id → slot
+	meta  []slotMeta      // per slot, typ 0 when removed
+	seqs  []int64         // per slot, the memory's row in the file
+	bySeq map[int64]int32 // seq → slot, of live slots
 	live  int
 	terms map[string]int32 // term → term id
-	post  [][]posting      // term id → postings, by ascending slot
+	post  []postings       // term id → postings
 	total int64            // sum of live doc lengths, in terms
 	// unordered is set once a memory arrives older than one before it:
 	// until then slots are in time order and latest reads from the end.
+	// From then on byTime holds the slots in time order.
 	unordered bool
+	byTime    []int32
 	newest    int64 // the latest time added, removed or not
-	// pruned counts the lexical searches MaxScore cut short (for tests).
+	// pruned counts the blocks of postings lexical skipped (for tests).
 	pruned atomic.Int64
 
 	dim   int
@@ -59,21 +63,17 @@ type index struct {
 	// room is how many vectors vecs and signs get room for once the
 	// dimension is known (loading sets it; newIndexFor).
 	room int
-	tf   map[int32]int32 // scratch for add
+	tf   map[int32]uint32 // scratch for add
 }
 
-type doc struct {
-	mem   memory.Memory // Vector is nil here; it lives in vecs
-	terms []int32       // distinct term ids, for removal
-}
-
-// slotMeta is what scans read per slot, kept apart from doc in a small
-// dense array so a scan of 100k slots stays in cache.
+// slotMeta is what scans read per slot, in a small dense array so a scan
+// of 100k slots stays in cache.
 type slotMeta struct {
-	ts     int64
-	length float32
-	typ    uint8 // typeBit; 0 for a removed slot
-	vec    bool
+	ts       int64
+	length   float32
+	typ      uint8 // typeBit; 0 for a removed slot
+	vec      bool
+	noTokens bool // its token count is unknown yet (the backfill counts it)
 }
 
 func typeBit(t memory.Type) uint8 {
@@ -121,13 +121,8 @@ func (sf *slotFilter) ok(m *slotMeta) bool {
 	return m.typ&sf.types != 0 && m.ts >= sf.since && m.ts < sf.until && !(sf.noVector && m.vec)
 }
 
-type posting struct {
-	slot int32
-	tf   int32
-}
-
 func newIndex() *index {
-	return &index{slot: map[string]int32{}, terms: map[string]int32{}}
+	return &index{bySeq: map[int64]int32{}, terms: map[string]int32{}}
 }
 
 // newIndexFor returns an index with room for n memories and some more:
@@ -138,66 +133,59 @@ func newIndex() *index {
 // collector counts what is reserved.
 func newIndexFor(n int) *index {
 	room := n + n/4 + 64
-	return &index{slot: make(map[string]int32, room), terms: map[string]int32{},
-		docs: make([]doc, 0, room), meta: make([]slotMeta, 0, room), room: n + n/16 + 64}
+	return &index{bySeq: make(map[int64]int32, room), terms: map[string]int32{},
+		seqs: make([]int64, 0, room), meta: make([]slotMeta, 0, room), room: n + n/16 + 64}
 }
 
-// add indexes m (replacing any memory with the same id). vec is the
-// normalised vector or nil.
-func (ix *index) add(m memory.Memory, vec []float32) {
-	ix.addTerms(m, vec, memory.Terms(m.Text))
+// add indexes m as row seq of the file (replacing what seq held). vec is
+// the normalised vector or nil.
+func (ix *index) add(seq int64, m *memory.Memory, vec []float32) {
+	ix.addTerms(seq, m, vec, memory.Terms(m.Text))
 }
 
 // addTerms is add with m's terms already found (memory.Terms(m.Text)):
 // loading finds them on every core.
-func (ix *index) addTerms(m memory.Memory, vec []float32, terms []string) {
-	ix.remove(m.ID)
-	m.Vector = nil
-	s := int32(len(ix.docs))
+func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []string) {
+	ix.remove(seq)
+	s := int32(len(ix.meta))
 	if ix.tf == nil || len(ix.tf) > 1024 {
 		// clear costs as much as the map's largest size: one huge
 		// memory must not slow every later add.
-		ix.tf = map[int32]int32{}
+		ix.tf = map[int32]uint32{}
 	}
 	tf := ix.tf
 	clear(tf)
-	n := int32(0)
 	for _, t := range terms {
 		id, ok := ix.terms[t]
 		if !ok {
 			id = int32(len(ix.post))
 			ix.terms[t] = id
-			ix.post = append(ix.post, nil)
+			ix.post = append(ix.post, postings{})
 		}
 		tf[id]++
-		n++
 	}
-	d := doc{mem: m, terms: make([]int32, 0, len(tf))}
+	n := float32(len(terms))
 	for id, c := range tf {
-		ix.post[id] = append(ix.post[id], posting{slot: s, tf: c})
-		d.terms = append(d.terms, id)
+		ix.post[id].add(s, c, n)
 	}
-	ix.total += int64(n)
+	ix.total += int64(len(terms))
 	ix.live++
 	hasVec := vec != nil && (ix.dim == 0 || len(vec) == ix.dim)
 	if hasVec {
 		if ix.dim == 0 {
 			ix.dim = len(vec)
 			ix.words = (ix.dim + 63) / 64
-			room := max(ix.room, len(ix.docs)+1)
-			ix.vecs = make([]float32, len(ix.docs)*ix.dim, room*ix.dim)
-			ix.signs = make([]uint64, len(ix.docs)*ix.words, room*ix.words)
+			room := max(ix.room, len(ix.meta)+1)
+			ix.vecs = make([]float32, len(ix.meta)*ix.dim, room*ix.dim)
+			ix.signs = make([]uint64, len(ix.meta)*ix.words, room*ix.words)
 		}
 		ix.nvec++
 	}
-	if ts := m.Time.UnixNano(); len(ix.meta) > 0 && ts < ix.newest {
-		ix.unordered = true
-	} else {
-		ix.newest = ts
-	}
-	ix.docs = append(ix.docs, d)
-	ix.meta = append(ix.meta, slotMeta{ts: m.Time.UnixNano(), length: float32(n), typ: typeBit(m.Type), vec: hasVec})
-	ix.slot[m.ID] = s
+	ts := m.Time.UnixNano()
+	ix.meta = append(ix.meta, slotMeta{ts: ts, length: n, typ: typeBit(m.Type), vec: hasVec, noTokens: m.Tokens <= 0})
+	ix.seqs = append(ix.seqs, seq)
+	ix.bySeq[seq] = s
+	ix.inTime(s, ts)
 	if ix.dim > 0 {
 		if hasVec {
 			ix.vecs = append(ix.vecs, vec...)
@@ -209,32 +197,70 @@ func (ix *index) addTerms(m memory.Memory, vec []float32, terms []string) {
 	}
 }
 
-// remove drops the memory with that id, if indexed.
-func (ix *index) remove(id string) {
-	s, ok := ix.slot[id]
+// inTime places the new slot s, of time ts, in time order.
+func (ix *index) inTime(s int32, ts int64) {
+	switch {
+	case !ix.unordered && (s == 0 || ts >= ix.newest):
+		ix.newest = ts
+	case !ix.unordered:
+		// The first memory out of order: from now on the time order is
+		// kept apart.
+		ix.unordered = true
+		ix.byTime = make([]int32, s, cap(ix.meta))
+		for i := range ix.byTime {
+			ix.byTime[i] = int32(i)
+		}
+		fallthrough
+	default:
+		ix.newest = max(ix.newest, ts)
+		i := sort.Search(len(ix.byTime), func(i int) bool { return ix.meta[ix.byTime[i]].ts > ts })
+		ix.byTime = slices.Insert(ix.byTime, i, s)
+	}
+}
+
+// remove drops the memory of row seq, if indexed. Its postings stay until
+// the next compaction; searches skip its slot.
+func (ix *index) remove(seq int64) {
+	s, ok := ix.bySeq[seq]
 	if !ok {
 		return
-	}
-	d := &ix.docs[s]
-	for _, t := range d.terms {
-		p := ix.post[t]
-		i, found := slices.BinarySearchFunc(p, s, func(p posting, s int32) int { return int(p.slot - s) })
-		if found {
-			ix.post[t] = slices.Delete(p, i, i+1)
-		}
 	}
 	ix.total -= int64(ix.meta[s].length)
 	ix.live--
 	if ix.meta[s].vec {
 		ix.nvec--
 	}
-	*d = doc{}
 	// The time stays: slots stay in time order for latest's binary
 	// search; type 0 marks the slot removed.
 	ix.meta[s] = slotMeta{ts: ix.meta[s].ts}
-	delete(ix.slot, id)
-	if dead := len(ix.docs) - ix.live; dead > 1024 && dead > ix.live {
+	delete(ix.bySeq, seq)
+	if dead := len(ix.meta) - ix.live; dead > 1024 && dead > ix.live/4 {
 		ix.compact()
+	}
+}
+
+// setVector sets the vector of row seq (normalised; nil for none), in
+// place.
+func (ix *index) setVector(seq int64, vec []float32) {
+	s, ok := ix.bySeq[seq]
+	if !ok {
+		return
+	}
+	m := &ix.meta[s]
+	if vec == nil || ix.dim > 0 && len(vec) != ix.dim {
+		return
+	}
+	if ix.dim == 0 {
+		ix.dim, ix.words = len(vec), (len(vec)+63)/64
+		room := max(ix.room, len(ix.meta))
+		ix.vecs = make([]float32, len(ix.meta)*ix.dim, room*ix.dim)
+		ix.signs = make([]uint64, len(ix.meta)*ix.words, room*ix.words)
+	}
+	copy(ix.vecs[int(s)*ix.dim:], vec)
+	copy(ix.signs[int(s)*ix.words:], signBits(vec, ix.words))
+	if !m.vec {
+		m.vec = true
+		ix.nvec++
 	}
 }
 
@@ -248,81 +274,76 @@ func (ix *index) dropVectors() {
 	}
 }
 
-// compact renumbers slots to drop removed documents.
+// compact renumbers slots to drop removed documents, and their postings.
 func (ix *index) compact() {
-	remap := make([]int32, len(ix.docs))
-	docs := make([]doc, 0, ix.live)
-	meta := make([]slotMeta, 0, ix.live)
+	remap := make([]int32, len(ix.meta))
+	meta := make([]slotMeta, 0, ix.live+ix.live/4)
+	seqs := make([]int64, 0, cap(meta))
 	var vecs []float32
 	var signs []uint64
-	for s, d := range ix.docs {
+	if ix.dim > 0 {
+		vecs, signs = make([]float32, 0, cap(meta)*ix.dim), make([]uint64, 0, cap(meta)*ix.words)
+	}
+	for s := range ix.meta {
 		if ix.meta[s].typ == 0 {
 			remap[s] = -1
 			continue
 		}
-		remap[s] = int32(len(docs))
-		docs = append(docs, d)
+		remap[s] = int32(len(meta))
 		meta = append(meta, ix.meta[s])
+		seqs = append(seqs, ix.seqs[s])
 		if ix.dim > 0 {
 			vecs = append(vecs, ix.vecs[s*ix.dim:(s+1)*ix.dim]...)
 			signs = append(signs, ix.signs[s*ix.words:(s+1)*ix.words]...)
 		}
 	}
-	for t, p := range ix.post {
-		q := p[:0]
-		for _, e := range p {
-			if r := remap[e.slot]; r >= 0 {
-				q = append(q, posting{slot: r, tf: e.tf})
+	for t := range ix.post {
+		var q postings
+		ix.post[t].each(func(slot int32, tf uint32) {
+			if r := remap[slot]; r >= 0 {
+				q.add(r, tf, meta[r].length)
 			}
-		}
+		})
 		ix.post[t] = q
 	}
-	for id, s := range ix.slot {
-		ix.slot[id] = remap[s]
+	for seq, s := range ix.bySeq {
+		ix.bySeq[seq] = remap[s]
 	}
-	ix.docs, ix.meta, ix.vecs, ix.signs = docs, meta, vecs, signs
+	if ix.unordered {
+		bt := ix.byTime[:0]
+		for _, s := range ix.byTime {
+			if r := remap[s]; r >= 0 {
+				bt = append(bt, r)
+			}
+		}
+		ix.byTime = bt
+	}
+	ix.meta, ix.seqs, ix.vecs, ix.signs = meta, seqs, vecs, signs
 }
 
-// latest returns the newest memories passing f, newest first (equal
-// times: the later indexed first).
-func (ix *index) latest(f *memory.Filter, limit int) []memory.Memory {
+// latest returns the slots of the newest memories passing f, newest first
+// (equal times: the later indexed first).
+func (ix *index) latest(f *memory.Filter, limit int) []int32 {
 	sf := compile(f)
 	var slots []int32
-	if !ix.unordered {
-		// Slots are in time order: start at the last one before until,
-		// and stop at since (the turns around a hit are looked up so).
-		end := sort.Search(len(ix.meta), func(i int) bool { return ix.meta[i].ts >= sf.until })
-		for s := end - 1; s >= 0 && len(slots) < limit && ix.meta[s].ts >= sf.since; s-- {
-			if sf.ok(&ix.meta[s]) {
-				slots = append(slots, int32(s))
-			}
-		}
-	} else {
-		h := &newest{meta: ix.meta}
-		for s := range ix.meta {
-			if !sf.ok(&ix.meta[s]) {
-				continue
-			}
-			if len(h.slots) < limit {
-				heap.Push(h, int32(s))
-			} else if limit > 0 && h.older(h.slots[0], int32(s)) {
-				h.slots[0] = int32(s)
-				heap.Fix(h, 0)
-			}
-		}
-		slots = h.slots
-		slices.SortFunc(slots, func(a, b int32) int {
-			if h.older(a, b) {
-				return 1
-			}
-			return -1
-		})
+	n := len(ix.meta)
+	at := func(i int) int32 { return int32(i) }
+	if ix.unordered {
+		at = func(i int) int32 { return ix.byTime[i] }
 	}
-	out := make([]memory.Memory, len(slots))
-	for i, s := range slots {
-		out[i] = ix.docs[s].mem
+	// In time order: start at the last one before until, and stop at
+	// since (the turns around a hit are looked up so).
+	end := sort.Search(n, func(i int) bool { return ix.meta[at(i)].ts >= sf.until })
+	for i := end - 1; i >= 0 && len(slots) < limit; i-- {
+		s := at(i)
+		if ix.meta[s].ts < sf.since {
+			break
+		}
+		if sf.ok(&ix.meta[s]) {
+			slots = append(slots, s)
+		}
 	}
-	return out
+	return slots
 }
 
 // vector ranks the documents passing f by cosine similarity to q (already
@@ -408,8 +429,14 @@ func (ix *index) hamming(sf *slotFilter, qs []uint64, lo, hi, k int) topK {
 	return cand
 }
 
+// hit is a search result: a slot with its scores.
+type hit struct {
+	slot           int32
+	rrf, cos, bm25 float64
+}
+
 // search fuses the vector and lexical rankings with reciprocal rank fusion.
-func (ix *index) search(q *memory.Query, qvec []float32) []memory.Hit {
+func (ix *index) search(q *memory.Query, qvec []float32) []hit {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 10
@@ -430,32 +457,27 @@ func (ix *index) search(q *memory.Query, qvec []float32) []memory.Hit {
 		lex = ix.lexical(&q.Filter, q.Text, depth)
 	}
 	wg.Wait()
-	type fused struct {
-		slot           int32
-		rrf, cos, bm25 float64
-	}
-	bySlot := map[int32]*fused{}
-	var order []*fused
-	get := func(s int32) *fused {
-		f, ok := bySlot[s]
-		if !ok {
-			f = &fused{slot: s}
-			bySlot[s] = f
-			order = append(order, f)
+	order := make([]hit, 0, len(vec)+len(lex))
+	at := func(s int32) *hit {
+		for i := range order {
+			if order[i].slot == s {
+				return &order[i]
+			}
 		}
-		return f
+		order = append(order, hit{slot: s})
+		return &order[len(order)-1]
 	}
 	for r, c := range vec {
-		f := get(c.slot)
-		f.rrf += 1 / float64(rrfK+r+1)
-		f.cos = c.score
+		h := at(c.slot)
+		h.rrf += 1 / float64(rrfK+r+1)
+		h.cos = c.score
 	}
 	for r, c := range lex {
-		f := get(c.slot)
-		f.rrf += 1 / float64(rrfK+r+1)
-		f.bm25 = c.score
+		h := at(c.slot)
+		h.rrf += 1 / float64(rrfK+r+1)
+		h.bm25 = c.score
 	}
-	slices.SortStableFunc(order, func(a, b *fused) int {
+	slices.SortStableFunc(order, func(a, b hit) int {
 		switch {
 		case a.rrf > b.rrf:
 			return -1
@@ -467,11 +489,7 @@ func (ix *index) search(q *memory.Query, qvec []float32) []memory.Hit {
 	if len(order) > limit {
 		order = order[:limit]
 	}
-	hits := make([]memory.Hit, len(order))
-	for i, f := range order {
-		hits[i] = memory.Hit{Memory: ix.docs[f.slot].mem, Score: f.rrf, Cosine: f.cos, Lexical: f.bm25}
-	}
-	return hits
+	return order
 }
 
 // normalize returns v scaled to unit length (nil for a zero vector).

@@ -1,10 +1,10 @@
 package embedded
 
 import (
-	"math"
+	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,132 +15,198 @@ import (
 	"github.com/vera-proxy/vera/memory/storetest"
 )
 
-// bruteLexical scores every document passing f with BM25, without pruning:
-// the reference lexical must agree with. tfs holds each slot's term
-// frequencies.
-func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text string, limit int) []scored {
-	weights := map[string]float64{}
-	for _, t := range memory.Terms(text) {
-		if id, ok := ix.terms[t]; ok && len(ix.post[id]) > 0 {
-			weights[t]++
-		}
+// addAll indexes ms as rows 1..len(ms) of the file.
+func addAll(ix *index, ms []memory.Memory) {
+	for i := range ms {
+		ix.add(int64(i+1), &ms[i], nil)
 	}
-	n := float64(ix.live)
-	avg := float64(ix.total) / n
+}
+
+// idsAt names the memories of slots, ms being the index's rows.
+func idsAt(ix *index, ms []memory.Memory, slots []int32) []string {
+	out := make([]string, len(slots))
+	for i, s := range slots {
+		out[i] = ms[ix.seqs[s]-1].ID
+	}
+	return out
+}
+
+// termCounts counts the terms of text.
+func termCounts(text string) map[string]float64 {
+	tf := map[string]float64{}
+	for _, t := range memory.Terms(text) {
+		tf[t]++
+	}
+	return tf
+}
+
+// bruteLexical scores every document passing f with BM25, without pruning:
+// the reference lexical must agree with. tfs holds each row's term counts.
+func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text string, limit int) []scored {
+	terms := ix.queryTerms(text)
+	avg := float64(ix.total) / float64(ix.live)
+	c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
 	sf := compile(f)
 	top := topK{k: limit}
-	for s := range ix.docs {
+	words := make([]string, len(terms))
+	for w, id := range ix.terms {
+		for i, qt := range terms {
+			if qt.id == id {
+				words[i] = w
+			}
+		}
+	}
+	for s := range ix.meta {
 		if !sf.ok(&ix.meta[s]) {
 			continue
 		}
-		tf := tfs[s]
-		score := 0.0
-		for t, w := range weights {
-			if tf[t] == 0 {
-				continue
+		tf := tfs[ix.seqs[s]-1]
+		score, found := 0.0, false
+		for i, qt := range terms {
+			if n := tf[words[i]]; n > 0 {
+				found = true
+				score += qt.scale * n / (n + c0 + c1*float64(ix.meta[s].length))
 			}
-			df := float64(len(ix.post[ix.terms[t]]))
-			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-			norm := bm25K1 * (1 - bm25B + bm25B*float64(ix.meta[s].length)/avg)
-			score += w * idf * tf[t] * (bm25K1 + 1) / (tf[t] + norm)
 		}
-		if score > 0 {
+		if found {
 			top.offer(scored{slot: int32(s), score: score})
 		}
 	}
 	return top.best()
 }
 
+// Block-max WAND ranks as scoring every document does, on random stores:
+// vocabularies small and large (common terms span many blocks), removed
+// and replaced memories, filters, repeated terms, every limit. Scores
+// agree to a float tolerance, and the results are the same slots in the
+// same order (ties: the lower slot first, in both).
 func TestLexicalPruningIsExact(t *testing.T) {
-	ms := storetest.TextCorpus(4000)
-	rng := rand.New(rand.NewPCG(5, 9))
-	ix := newIndex()
-	for i, m := range ms {
-		if i%3 == 0 {
-			m.Type = memory.Curated
+	var pruned int64
+	for store := range 6 {
+		rng := rand.New(rand.NewPCG(uint64(store), 9))
+		vocab := []int{30, 300, 3000}[store%3]
+		n := 500 + rng.IntN(4000)
+		zipf := rand.NewZipf(rand.New(rand.NewPCG(uint64(store), 1)), 1.1, 1, uint64(vocab-1))
+		ms := make([]memory.Memory, n)
+		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for i := range ms {
+			words := make([]string, 3+rng.IntN(60))
+			for w := range words {
+				words[w] = fmt.Sprintf("w%d", zipf.Uint64())
+			}
+			ms[i] = memory.Memory{ID: fmt.Sprint(i), Namespace: "r", Type: memory.Raw, Text: strings.Join(words, " "), Time: start.Add(time.Duration(i) * time.Second)}
+			if rng.IntN(3) == 0 {
+				ms[i].Type = memory.Curated
+			}
 		}
-		ix.add(m, nil)
+		ix := newIndex()
+		addAll(ix, ms)
+		tfs := make([]map[string]float64, n)
+		for i, m := range ms {
+			tfs[i] = termCounts(m.Text)
+		}
+		for range n / 10 { // removed, and replaced with new text
+			seq := int64(1 + rng.IntN(n))
+			if rng.IntN(2) == 0 {
+				ix.remove(seq)
+				continue
+			}
+			m := ms[seq-1]
+			m.Text = fmt.Sprintf("w%d w%d w1 w0", rng.IntN(vocab), rng.IntN(vocab))
+			tfs[seq-1] = termCounts(m.Text)
+			ix.add(seq, &m, nil)
+		}
+		for q := range 200 {
+			var words []string
+			for range 1 + rng.IntN(6) {
+				words = append(words, fmt.Sprintf("w%d", zipf.Uint64()))
+			}
+			text := strings.Join(words, " ")
+			if q%4 == 0 {
+				text += " " + text // repeated query terms weigh more
+			}
+			f := memory.Filter{Namespace: "r"}
+			if q%3 == 0 {
+				f.Types = []memory.Type{memory.Curated}
+			}
+			limit := 1 + rng.IntN(60)
+			got := ix.lexical(&f, text, limit)
+			want := bruteLexical(ix, tfs, &f, text, limit)
+			require.Len(t, got, len(want), "store %d query %q", store, text)
+			for i := range want {
+				require.InDelta(t, want[i].score, got[i].score, 1e-9, "store %d query %q rank %d", store, text, i)
+				require.Equal(t, want[i].slot, got[i].slot, "store %d query %q rank %d", store, text, i)
+			}
+		}
+		pruned += ix.pruned.Load()
 	}
-	for i := range ms[:500] { // some removed slots
-		if i%2 == 0 {
-			ix.remove(ms[i].ID)
+	assert.Greater(t, pruned, int64(100), "blocks must be skipped")
+}
+
+// Postings survive every block boundary: a cursor's walk and its seeks
+// find exactly the slots added.
+func TestPostingsCursor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, blockSize - 1, blockSize, blockSize + 1, 5*blockSize + 3} {
+		var p postings
+		var slots []int32
+		s := int32(-1)
+		for range n {
+			s += 1 + int32(rng.IntN(1000))
+			slots = append(slots, s)
+			p.add(s, uint32(1+rng.IntN(3)), 10)
 		}
-	}
-	tfs := make([]map[string]float64, len(ix.docs))
-	for s, d := range ix.docs {
-		tfs[s] = map[string]float64{}
-		for _, t := range memory.Terms(d.mem.Text) {
-			tfs[s][t]++
-		}
-	}
-	for q := range 300 {
-		m := ms[500+rng.IntN(len(ms)-500)]
-		words := memory.Terms(m.Text)
-		var text string
-		for range 1 + rng.IntN(6) {
-			text += words[rng.IntN(len(words))] + " "
-		}
-		if q%4 == 0 {
-			text += text // repeated query terms weigh more
-		}
-		f := memory.Filter{Namespace: "bench"}
-		if q%3 == 0 {
-			f.Types = []memory.Type{memory.Curated}
-		}
-		limit := 1 + rng.IntN(60)
-		got := ix.lexical(&f, text, limit)
-		want := bruteLexical(ix, tfs, &f, text, limit)
-		require.Len(t, got, len(want), "query %q", text)
-		for i := range want {
-			require.InEpsilon(t, want[i].score, got[i].score, 1e-4, "query %q rank %d", text, i)
-			// Ties may come in either order; distinct scores in this one.
-			if i+1 < len(want) && want[i].score-want[i+1].score > 1e-4 && (i == 0 || want[i-1].score-want[i].score > 1e-4) {
-				assert.Equal(t, want[i].slot, got[i].slot, "query %q rank %d", text, i)
+		var walked []int32
+		p.each(func(slot int32, _ uint32) { walked = append(walked, slot) })
+		assert.Equal(t, slots, walked, "n=%d", n)
+		for range 50 {
+			target := int32(rng.IntN(int(s) + 2))
+			c := cursor{p: &p}
+			c.start()
+			c.seek(target)
+			i, _ := slices.BinarySearch(slots, target)
+			if i == len(slots) {
+				assert.Equal(t, int32(endSlot), c.slot)
+			} else {
+				assert.Equal(t, slots[i], c.slot, "n=%d seek %d", n, target)
 			}
 		}
 	}
-	assert.Greater(t, ix.pruned.Load(), int64(50), "the pruned path must be exercised")
 }
 
 func TestLatestFromIndex(t *testing.T) {
 	ms := storetest.TextCorpus(300)
 	ix := newIndex()
-	for _, m := range ms {
-		ix.add(m, nil)
-	}
+	addAll(ix, ms)
 	f := memory.Filter{Namespace: "bench"}
-	got := ix.latest(&f, 5)
+	got := idsAt(ix, ms, ix.latest(&f, 5))
 	require.Len(t, got, 5)
-	for i, m := range got {
-		assert.Equal(t, ms[len(ms)-1-i].ID, m.ID)
+	for i, id := range got {
+		assert.Equal(t, ms[len(ms)-1-i].ID, id)
 	}
 
 	// Out of order: an older memory arrives last.
 	old := ms[0]
 	old.ID, old.Time = memory.NewID(), old.Time.Add(-1)
-	ix.add(old, nil)
+	ms = append(ms, old)
+	ix.add(int64(len(ms)), &old, nil)
 	f.Until = ms[2].Time
-	got = ix.latest(&f, 10)
-	ids := make([]string, len(got))
-	for i, m := range got {
-		ids[i] = m.ID
-	}
-	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, ids)
-	assert.True(t, slices.IsSortedFunc(got, func(a, b memory.Memory) int { return b.Time.Compare(a.Time) }))
+	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, idsAt(ix, ms, ix.latest(&f, 10)))
+	f = memory.Filter{Namespace: "bench", Since: old.Time, Until: ms[1].Time}
+	assert.Equal(t, []string{ms[0].ID, old.ID}, idsAt(ix, ms, ix.latest(&f, 10)), "a range in time order")
 
 	// An older memory arriving after a newer one was removed is still out
 	// of order.
 	ix = newIndex()
 	a, b, c := ms[5], ms[9], ms[7]
-	ix.add(a, nil)
-	ix.add(b, nil)
-	ix.remove(b.ID)
 	c.ID = memory.NewID()
 	c.Time = a.Time.Add(-time.Minute)
-	ix.add(c, nil)
-	got = ix.latest(&memory.Filter{Namespace: "bench"}, 1)
-	require.Len(t, got, 1)
-	assert.Equal(t, a.ID, got[0].ID)
+	rows := []memory.Memory{a, b, c}
+	ix.add(1, &a, nil)
+	ix.add(2, &b, nil)
+	ix.remove(2)
+	ix.add(3, &c, nil)
+	assert.Equal(t, []string{a.ID}, idsAt(ix, rows, ix.latest(&memory.Filter{Namespace: "bench"}, 1)))
 }
 
 // A time range over a namespace in time order, with a memory removed in
@@ -148,17 +214,10 @@ func TestLatestFromIndex(t *testing.T) {
 func TestLatestRangePastARemovedSlot(t *testing.T) {
 	ms := storetest.TextCorpus(5)
 	ix := newIndex()
-	for _, m := range ms {
-		ix.add(m, nil)
-	}
-	ix.remove(ms[2].ID)
+	addAll(ix, ms)
+	ix.remove(3)
 	f := memory.Filter{Namespace: "bench", Since: ms[1].Time, Until: ms[4].Time}
-	got := ix.latest(&f, 10)
-	ids := make([]string, len(got))
-	for i, m := range got {
-		ids[i] = m.ID
-	}
-	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, ids)
+	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, idsAt(ix, ms, ix.latest(&f, 10)))
 }
 
 // TestSearchAllocationsDoNotGrowWithTheStore: a search allocates the same
@@ -179,12 +238,12 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 		return normalize(v)
 	}
 	small, large := newIndex(), newIndex()
-	for i, m := range ms {
+	for i := range ms {
 		v := vec()
 		if i < 5_000 {
-			small.add(m, v)
+			small.add(int64(i+1), &ms[i], v)
 		}
-		large.add(m, v)
+		large.add(int64(i+1), &ms[i], v)
 	}
 	require.GreaterOrEqual(t, small.nvec, exactBelow, "both stores rank on sign bits")
 	q := &memory.Query{Filter: memory.Filter{Namespace: "bench"}, Threshold: 0.05, Limit: 47}
@@ -214,38 +273,4 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 			assert.LessOrEqual(t, b, float64(4*q.Limit), "allocations per search, for %d results", q.Limit)
 		})
 	}
-}
-
-// TestSearchAfterATurnKeepsItsBuffers: every chat adds a turn, so the next
-// search runs on a store one memory larger. Its score buffer (4 bytes a
-// memory) must not be made again for that: at a million memories that was
-// 4 MB of fresh pages per chat, most of the chat's time.
-func TestSearchAfterATurnKeepsItsBuffers(t *testing.T) {
-	ms := storetest.TextCorpus(30_060)
-	ix := newIndex()
-	for _, m := range ms[:30_000] {
-		ix.add(m, nil)
-	}
-	q := &memory.Query{Filter: memory.Filter{Namespace: "bench"}, Threshold: 0.05, Limit: 10}
-	q.Text, _ = storetest.QueryFor(rand.New(rand.NewPCG(4, 4)), memory.Memory{Text: ms[7].Text})
-	require.NotEmpty(t, ix.search(q, nil))
-	var searched uint64
-	for _, m := range ms[30_000:] {
-		ix.add(m, nil)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		ix.search(q, nil)
-		runtime.ReadMemStats(&after)
-		searched += after.TotalAlloc - before.TotalAlloc
-	}
-	perSearch := searched / 60
-	t.Logf("bytes allocated per search after a turn: %d (the score buffer: %d)", perSearch, 4*len(ix.docs))
-	limit := uint64(4 * len(ix.docs) / 2)
-	if raceOn {
-		// sync.Pool drops pooled buffers at random under the race
-		// detector, so some searches make it again anyway; made again
-		// for every turn, it would still be more than this.
-		limit = uint64(4 * len(ix.docs) * 9 / 10)
-	}
-	assert.Less(t, perSearch, limit, "the score buffer is made again after every turn")
 }

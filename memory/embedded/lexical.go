@@ -2,101 +2,150 @@ package embedded
 
 import (
 	"math"
-	"math/bits"
 	"slices"
-	"sync"
 
 	"github.com/vera-proxy/vera/memory"
 )
-
-// lexBuf is the per-search scratch of lexical scoring, pooled: a fresh
-// accumulator per search on a 100k namespace would be 400 KB of garbage.
-type lexBuf struct {
-	acc     []float32
-	touched []int32
-}
-
-var scorePool = sync.Pool{New: func() any { return new(lexBuf) }}
 
 // queryTerm is one distinct query term with its BM25 weight: scale is
 // IDF·(k1+1)·(times it occurs in the query), which is also the most one
 // document can get from the term (tf/(tf+k1·norm) < 1).
 type queryTerm struct {
 	id    int32
-	scale float32
+	scale float64
+}
+
+// termCursor walks one query term's postings during a search.
+type termCursor struct {
+	cursor
+	scale float64
+	ub    float64 // the most the term can give any document
+	order int     // the term's place in the query, which sums go in
 }
 
 // lexical ranks the documents passing f by BM25 over the query terms.
 //
-// It uses MaxScore pruning (Turtle and Flood, 1995, as in Lucene): terms go
-// rarest first, and once the limit-th best score so far is at least what
-// all the remaining terms together could give a document, no document
-// without a rarer term can reach the results. The remaining (common, long)
-// postings then only add to the documents already scored, found by binary
-// search, instead of being walked whole. The ranking is exact.
+// It is block-max WAND (Ding and Suel, 2011): the terms' postings are
+// walked together, document by document, and a document is scored only
+// when the bounds of the terms that can hold it, first of their whole
+// lists, then of the blocks around it, could beat the limit-th best score
+// so far. Blocks that cannot are skipped without being read, which is
+// most of the postings of a question made of common words. The ranking is
+// exact: the same as scoring every document (ties keep the lower slot).
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	terms := ix.queryTerms(text)
-	if len(terms) == 0 {
+	if len(terms) == 0 || limit <= 0 {
 		return nil
 	}
-	n := float64(ix.live)
-	// rest[i]: the most terms[i:] can add to one document.
-	rest := make([]float32, len(terms)+1)
-	for i := len(terms) - 1; i >= 0; i-- {
-		rest[i] = rest[i+1] + terms[i].scale
-	}
-
-	buf := scorePool.Get().(*lexBuf)
-	defer scorePool.Put(buf)
-	if cap(buf.acc) < len(ix.docs) {
-		// With room to grow: every chat adds a turn, and a buffer sized
-		// exactly would be made again (megabytes of fresh pages at a
-		// million memories) for the next chat. Past the length used so
-		// far the buffer is still zero.
-		buf.acc = make([]float32, len(ix.docs), len(ix.docs)+len(ix.docs)/8+1024)
-	}
-	acc := buf.acc[:len(ix.docs)]
-	touched := buf.touched[:0]
-	defer func() { buf.touched = touched[:0] }()
-	avg := float64(ix.total) / n
+	avg := float64(ix.total) / float64(ix.live)
 	if avg == 0 {
 		avg = 1
 	}
 	// k1·(1-b) and k1·b/avg: the length normalisation is then one
-	// multiply-add per posting.
-	c0, c1 := float32(bm25K1*(1-bm25B)), float32(bm25K1*bm25B/avg)
-	meta := ix.meta
-	sf := compile(f)
+	// multiply-add.
+	c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
+	bound := func(scale float64, tf uint32, length float32) float64 {
+		t := float64(tf)
+		return scale * t / (t + c0 + c1*float64(length))
+	}
+	tcs := make([]termCursor, len(terms))
+	cs := make([]*termCursor, len(terms))
 	for i, t := range terms {
-		p := ix.post[t.id]
-		if i > 0 && ix.settled(acc, touched, &sf, limit, rest[i]) {
-			// Only the documents already scored can still make the results.
-			ix.pruned.Add(1)
-			for _, t := range terms[i:] {
-				ix.addTo(acc, touched, ix.post[t.id], t.scale, c0, c1)
-			}
+		p := &ix.post[t.id]
+		tcs[i] = termCursor{cursor: cursor{p: p}, scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i}
+		tcs[i].start()
+		cs[i] = &tcs[i]
+	}
+	contrib := make([]float64, len(terms))
+	sf := compile(f)
+	meta := ix.meta
+	top := topK{k: limit}
+	// A document enters the results only with a score above theta (the
+	// limit-th best so far once there are limit of them). Bounds are
+	// compared a hair high, against rounding.
+	theta := math.Inf(-1)
+	const slack = 1 + 1e-9
+	for {
+		// Cursors by their current slot; finished ones last.
+		slices.SortFunc(cs, func(a, b *termCursor) int { return int(a.slot) - int(b.slot) })
+		for len(cs) > 0 && cs[len(cs)-1].slot == endSlot {
+			cs = cs[:len(cs)-1]
+		}
+		if len(cs) == 0 {
 			break
 		}
-		for _, e := range p {
-			tf := float32(e.tf)
-			if acc[e.slot] == 0 {
-				touched = append(touched, e.slot)
+		// The pivot: the first slot where the terms so far could beat
+		// theta; no document before it can.
+		p, acc := -1, 0.0
+		for i, c := range cs {
+			if acc += c.ub; acc*slack > theta {
+				p = i
+				break
 			}
-			acc[e.slot] += t.scale * tf / (tf + c0 + c1*meta[e.slot].length)
 		}
-	}
-	top := topK{k: limit}
-	for _, s := range touched {
-		if sf.ok(&meta[s]) {
-			top.offer(scored{slot: s, score: float64(acc[s])})
+		if p < 0 {
+			break
 		}
-		acc[s] = 0
+		pivot := cs[p].slot
+		for p+1 < len(cs) && cs[p+1].slot == pivot {
+			p++
+		}
+		// The bound of the blocks around the pivot, and where the first
+		// of them ends.
+		blocks, skipTo := 0.0, int32(endSlot)
+		for _, c := range cs[:p+1] {
+			i := c.blockOf(pivot)
+			if i == len(c.p.blocks) {
+				continue // the term ends before the pivot
+			}
+			b := &c.p.blocks[i]
+			blocks += bound(c.scale, b.maxTF, b.minLen)
+			skipTo = min(skipTo, b.last+1)
+		}
+		switch {
+		case blocks*slack <= theta:
+			// Nothing up to the end of the first of those blocks can
+			// beat theta: skip there (or to the next term's slot).
+			ix.pruned.Add(1)
+			if p+1 < len(cs) {
+				skipTo = min(skipTo, cs[p+1].slot)
+			}
+			for _, c := range cs[:p+1] {
+				c.seek(skipTo)
+			}
+		case cs[0].slot == pivot:
+			// Every term that holds the pivot is on it: score it.
+			if m := &meta[pivot]; sf.ok(m) {
+				for _, c := range cs[:p+1] {
+					t := float64(c.tf)
+					contrib[c.order] = c.scale * t / (t + c0 + c1*float64(m.length))
+				}
+				score := 0.0
+				for i, v := range contrib {
+					score += v
+					contrib[i] = 0
+				}
+				if top.offer(scored{slot: pivot, score: score}) && len(top.h) == top.k {
+					theta = top.h[0].score
+				}
+			}
+			for _, c := range cs[:p+1] {
+				c.next()
+			}
+		default:
+			// The terms before the pivot move up to it.
+			for _, c := range cs[:p] {
+				c.seek(pivot)
+			}
+		}
 	}
 	return top.best()
 }
 
 // queryTerms weighs the query's terms that the index holds (BM25's idf,
-// times k1+1; a term asked twice counts twice), heaviest first.
+// times k1+1; a term asked twice counts twice), heaviest first. A term's
+// document frequency counts the postings of removed documents too, until
+// the index is compacted.
 func (ix *index) queryTerms(text string) []queryTerm {
 	qt := memory.Terms(text)
 	if len(qt) == 0 || ix.live == 0 {
@@ -106,11 +155,13 @@ func (ix *index) queryTerms(text string) []queryTerm {
 	var terms []queryTerm
 	for _, t := range qt {
 		id, ok := ix.terms[t]
-		if !ok || len(ix.post[id]) == 0 {
+		if !ok || ix.post[id].n == 0 {
 			continue
 		}
-		df := float64(len(ix.post[id]))
-		scale := float32(math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1))
+		// Never above the live documents: the removed ones' postings
+		// must not make a term's weight negative.
+		df := min(float64(ix.post[id].n), n)
+		scale := math.Log(1+(n-df+0.5)/(df+0.5)) * (bm25K1 + 1)
 		if i := slices.IndexFunc(terms, func(q queryTerm) bool { return q.id == id }); i >= 0 {
 			terms[i].scale += scale
 		} else {
@@ -127,45 +178,4 @@ func (ix *index) queryTerms(text string) []queryTerm {
 		return int(a.id - b.id)
 	})
 	return terms
-}
-
-// settled reports whether at least limit scored documents passing sf
-// already have bound or more: then a document with none of the terms
-// scored so far cannot make the results. One pass, stopping early.
-func (ix *index) settled(acc []float32, touched []int32, sf *slotFilter, limit int, bound float32) bool {
-	if len(touched) < limit {
-		return false
-	}
-	n := 0
-	for _, s := range touched {
-		if acc[s] >= bound && sf.ok(&ix.meta[s]) {
-			if n++; n >= limit {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// addTo adds a term's scores to the documents already scored (acc > 0)
-// that are in its postings p: by binary search for each document when
-// that is cheaper than walking p, else by walking p.
-func (ix *index) addTo(acc []float32, touched []int32, p []posting, scale, c0, c1 float32) {
-	meta := ix.meta
-	if len(touched)*bits.Len(uint(len(p))) < len(p) {
-		for _, s := range touched {
-			j, ok := slices.BinarySearchFunc(p, s, func(e posting, s int32) int { return int(e.slot - s) })
-			if ok {
-				tf := float32(p[j].tf)
-				acc[s] += scale * tf / (tf + c0 + c1*meta[s].length)
-			}
-		}
-		return
-	}
-	for _, e := range p {
-		if acc[e.slot] != 0 {
-			tf := float32(e.tf)
-			acc[e.slot] += scale * tf / (tf + c0 + c1*meta[e.slot].length)
-		}
-	}
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -34,6 +36,8 @@ type loadState struct {
 	pending       []func(map[string]*index) // under DB.mu: changes made during the load, in commit order
 	err           error                     // under DB.mu, once done: why the load failed
 	afterChunk    func()                    // for tests: called between two chunks
+	from          string                    // under DB.mu, once done: where the index came from
+	took          time.Duration             // under DB.mu, once done: how long the load took
 }
 
 // startLoad loads the index in the background.
@@ -43,9 +47,27 @@ func (d *DB) startLoad(ctx context.Context) {
 	d.load.active = true
 	go func() {
 		defer close(d.load.done)
-		ns, err := d.readIndex(ctx)
+		start := time.Now()
+		var total int64
+		if d.db.QueryRowContext(ctx, `SELECT count(*) FROM memories`).Scan(&total) == nil {
+			d.load.total.Store(total) // for the progress until the real count
+		}
+		ns, replayed, err := d.fromSnapshot(ctx)
+		from := fmt.Sprintf("snapshot, %d rows changed since", replayed)
+		if err != nil {
+			from = fmt.Sprintf("rebuilt from the file (%v)", err)
+			d.load.loaded.Store(0)
+			d.load.total.Store(0)
+			ns, err = d.readIndex(ctx)
+		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		d.load.from, d.load.took = from, time.Since(start)
+		if err == nil && (replayed > 0 || strings.HasPrefix(from, "rebuilt")) {
+			// Written after the load, while searches run: the next start
+			// reads it.
+			d.bg.Go(func() { _ = d.saveSnapshot(context.WithoutCancel(ctx)) })
+		}
 		if err != nil {
 			d.load.err = fmt.Errorf("embedded store: loading the index: %w", err)
 		} else {
@@ -71,6 +93,14 @@ func (d *DB) Wait(ctx context.Context) error {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.load.err
+}
+
+// LoadedFrom says, once the index is loaded, where it came from (its
+// snapshot, or rebuilt from the file, and why) and how long that took.
+func (d *DB) LoadedFrom() (string, time.Duration) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.load.from, d.load.took
 }
 
 // Loading implements memory.Loader.
@@ -145,7 +175,7 @@ func (d *DB) readIndex(ctx context.Context) (map[string]*index, error) {
 				ix = newIndexFor(sizes[m.Namespace])
 				ns[m.Namespace] = ix
 			}
-			ix.addTerms(m, b.vecs[i], b.terms[i])
+			ix.addTerms(b.seqs[i], &b.ms[i], b.vecs[i], b.terms[i])
 		}
 		d.load.loaded.Add(int64(len(b.ms)))
 	})
@@ -156,6 +186,7 @@ func (d *DB) readIndex(ctx context.Context) (map[string]*index, error) {
 // them needs: their terms and normalised vectors.
 type loadBatch struct {
 	ms    []memory.Memory
+	seqs  []int64
 	terms [][]string
 	vecs  [][]float32
 	ready chan struct{} // closed once terms and vecs are filled
@@ -191,7 +222,7 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 		}
 	}()
 	newBatch := func() *loadBatch {
-		return &loadBatch{ms: make([]memory.Memory, 0, size), ready: make(chan struct{})}
+		return &loadBatch{ms: make([]memory.Memory, 0, size), seqs: make([]int64, 0, size), ready: make(chan struct{})}
 	}
 	send := func(b *loadBatch) {
 		b.terms, b.vecs = make([][]string, len(b.ms)), make([][]float32, len(b.ms))
@@ -210,11 +241,12 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 	for {
 		// The chunk is read whole before it is analysed, so the
 		// connection is free again while it is.
-		chunk, err := d.readChunk(ctx, &after)
+		chunk, seqs, err := d.readChunk(ctx, &after)
 		if err != nil {
 			return err
 		}
-		for _, m := range chunk {
+		for i, m := range chunk {
+			b.seqs = append(b.seqs, seqs[i])
 			if b.ms = append(b.ms, m); len(b.ms) == size {
 				send(b)
 				b = newBatch()
@@ -235,19 +267,19 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 
 // readChunk reads the next loadChunk memories after seq *after, in seq
 // order, and moves *after past them.
-func (d *DB) readChunk(ctx context.Context, after *int64) ([]memory.Memory, error) {
+func (d *DB) readChunk(ctx context.Context, after *int64) ([]memory.Memory, []int64, error) {
 	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, vector, seq FROM memories WHERE seq > ? ORDER BY seq LIMIT ?`, *after, loadChunk)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	out := make([]memory.Memory, 0, loadChunk)
+	out, seqs := make([]memory.Memory, 0, loadChunk), make([]int64, 0, loadChunk)
 	for rows.Next() {
 		m, err := scan(rows, true, after)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, m)
+		out, seqs = append(out, m), append(seqs, *after)
 	}
-	return out, rows.Err()
+	return out, seqs, rows.Err()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"maps"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -18,7 +17,7 @@ func (d *DB) ZeroTokens(ctx context.Context, cursor string, limit int) ([]memory
 	if limit <= 0 {
 		limit = 100
 	}
-	if cursor == "" && !d.anyMatch(ctx, memory.Filter{}, func(doc *doc) bool { return doc.mem.Tokens <= 0 }) {
+	if cursor == "" && !d.anyMatch(ctx, memory.Filter{}, func(m *slotMeta) bool { return m.noTokens }) {
 		// Asked at every start: the index knows at once that every count
 		// is known, where the query would read every row.
 		return nil, "", nil
@@ -41,13 +40,13 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 	if len(counts) == 0 {
 		return nil
 	}
-	counts = maps.Clone(counts) // kept past the call while the index loads
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	var set []string
+	var set []int64
+	var gen int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		set = set[:0]
-		st, err := tx.PrepareContext(ctx, `UPDATE memories SET tokens = ? WHERE id = ? AND tokens <= 0`)
+		st, err := tx.PrepareContext(ctx, `UPDATE memories SET tokens = ? WHERE id = ? AND tokens <= 0 RETURNING seq`)
 		if err != nil {
 			return err
 		}
@@ -56,26 +55,28 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 			if n <= 0 {
 				continue
 			}
-			res, err := st.ExecContext(ctx, n, id)
+			seq, ok, err := seqOf(st.QueryRowContext(ctx, n, id))
 			if err != nil {
 				return fmt.Errorf("memory %s: %w", id, err)
 			}
-			if k, _ := res.RowsAffected(); k == 1 {
-				set = append(set, id)
+			if ok {
+				set = append(set, seq)
 			}
 		}
-		return nil
+		gen, err = logChanges(ctx, tx, set)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("set tokens: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.gen = max(d.gen, gen)
 	d.change(func(nsm map[string]*index) {
-		for _, id := range set {
+		for _, seq := range set {
 			for _, ix := range nsm {
-				if s, ok := ix.slot[id]; ok {
-					ix.docs[s].mem.Tokens = counts[id]
+				if s, ok := ix.bySeq[seq]; ok {
+					ix.meta[s].noTokens = false
 				}
 			}
 		}

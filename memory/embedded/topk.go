@@ -41,17 +41,23 @@ type topK struct {
 	h []scored
 }
 
-func (t *topK) offer(s scored) {
+// offer keeps s if it is among the k best so far, and says whether it
+// was.
+func (t *topK) offer(s scored) bool {
 	if len(t.h) < t.k {
 		if t.h == nil {
 			t.h = make([]scored, 0, t.k)
 		}
 		t.h = append(t.h, s)
 		t.up(len(t.h) - 1)
-	} else if s.score > t.h[0].score {
+		return true
+	}
+	if s.score > t.h[0].score {
 		t.h[0] = s
 		t.down(0)
+		return true
 	}
+	return false
 }
 
 func (t *topK) up(i int) {
