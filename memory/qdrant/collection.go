@@ -30,6 +30,17 @@ func (s *Store) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("qdrant collection %q: %w", s.collection, err)
 	}
+	// Collections made by earlier versions lack the backfills' indexes,
+	// which a Qdrant in strict mode needs to filter on their fields.
+	var missing []*qdrant.CreateFieldIndexCollection
+	for _, ix := range backfillIndexes() {
+		if info.GetPayloadSchema()[ix.FieldName] == nil {
+			missing = append(missing, ix)
+		}
+	}
+	if err := s.createIndexes(ctx, missing); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.dim, s.model = dim, model
 	s.mu.Unlock()
@@ -122,12 +133,9 @@ func (s *Store) create(ctx context.Context, model string, dim int) error {
 		{FieldName: fieldTS, FieldType: qdrant.FieldType_FieldTypeInteger.Enum(),
 			FieldIndexParams: qdrant.NewPayloadIndexParamsInt(&qdrant.IntegerIndexParams{Lookup: ptr(true), Range: ptr(true)})},
 	}
-	wait := true
-	for _, ix := range indexes {
-		ix.CollectionName, ix.Wait = s.collection, &wait
-		if _, err := s.client.CreateFieldIndex(ctx, ix); err != nil {
-			return s.wrap("indexing "+ix.FieldName, err)
-		}
+	indexes = append(indexes, backfillIndexes()...)
+	if err := s.createIndexes(ctx, indexes); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.dim, s.model = dim, model
@@ -167,4 +175,29 @@ func (s *Store) exists(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// backfillIndexes are the payload indexes of the fields the backfills
+// filter on (token counts, the terms' version): range indexes, since they
+// filter by range.
+func backfillIndexes() []*qdrant.CreateFieldIndexCollection {
+	var out []*qdrant.CreateFieldIndexCollection
+	for _, f := range []string{fieldTokens, fieldTermsV} {
+		out = append(out, &qdrant.CreateFieldIndexCollection{FieldName: f, FieldType: qdrant.FieldType_FieldTypeInteger.Enum(),
+			FieldIndexParams: qdrant.NewPayloadIndexParamsInt(&qdrant.IntegerIndexParams{Lookup: ptr(false), Range: ptr(true)})})
+	}
+	return out
+}
+
+// createIndexes creates payload indexes of the collection, waiting for
+// each.
+func (s *Store) createIndexes(ctx context.Context, indexes []*qdrant.CreateFieldIndexCollection) error {
+	wait := true
+	for _, ix := range indexes {
+		ix.CollectionName, ix.Wait = s.collection, &wait
+		if _, err := s.client.CreateFieldIndex(ctx, ix); err != nil {
+			return s.wrap("indexing "+ix.FieldName, err)
+		}
+	}
+	return nil
 }

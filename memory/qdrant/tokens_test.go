@@ -3,6 +3,7 @@ package qdrant
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 )
 
 func TestZeroTokensAndSetTokens(t *testing.T) {
@@ -139,4 +141,38 @@ func TestBackfillTokensQdrant(t *testing.T) {
 	n, err = memory.BackfillTokens(ctx, s, func(s string) int { return len(s) })
 	require.NoError(t, err)
 	assert.Zero(t, n)
+}
+
+// The backfills filter on fields they have indexed: a Qdrant in strict
+// mode refuses a filter on an unindexed field, and the backfills must
+// work there.
+func TestBackfillsOnAStrictQdrant(t *testing.T) {
+	if os.Getenv("VERA_TEST_QDRANT_URL") != "" {
+		t.Skip("strict mode is the stand-in's")
+	}
+	ctx := context.Background()
+	srv, err := qdranttest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	srv.Strict()
+	s := openFresh(t, srv.URL())
+	_, err = s.VectorSpace(ctx, "m", 3)
+	require.NoError(t, err)
+	m := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: my heron is Ada\nAssistant: lovely", Time: time.Now().UTC()}
+	require.NoError(t, s.Upsert(ctx, m))
+
+	page, _, err := s.ZeroTokens(ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	_, _, err = s.StaleTerms(ctx, "", 10)
+	require.NoError(t, err)
+	n, err := memory.BackfillTokens(ctx, s, func(string) int { return 7 })
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+
+	// The stand-in refuses what strict Qdrant refuses.
+	_, err = s.client.Scroll(ctx, &qdrant.ScrollPoints{CollectionName: s.collection,
+		Filter: &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatch("model", "x")}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Index required")
 }

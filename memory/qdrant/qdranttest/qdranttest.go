@@ -35,6 +35,17 @@ type Server struct {
 	grpc        *grpc.Server
 	ln          net.Listener
 	addr        string
+	strict      bool
+}
+
+// Strict makes the collections created from now on refuse a filter on a
+// payload field with no index, as a Qdrant in strict mode does
+// (strict_mode_config.unindexed_filtering_retrieve = false).
+// https://qdrant.tech/documentation/guides/administration/#strict-mode
+func (s *Server) Strict() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.strict = true
 }
 
 type collection struct {
@@ -45,6 +56,7 @@ type collection struct {
 	indexes  map[string]qdrant.FieldType
 	ranges   map[string]bool // integer indexes with range on (or float/datetime)
 	points   map[string]*point
+	strict   bool // filters need an index (Server.Strict)
 }
 
 type point struct {
@@ -146,6 +158,7 @@ func (cs collectionsService) Create(_ context.Context, r *qdrant.CreateCollectio
 	c := &collection{
 		name: r.GetCollectionName(), dense: map[string]*qdrant.VectorParams{}, sparse: map[string]*qdrant.SparseVectorParams{},
 		metadata: r.GetMetadata(), indexes: map[string]qdrant.FieldType{}, ranges: map[string]bool{}, points: map[string]*point{},
+		strict: s.strict,
 	}
 	if p := r.GetVectorsConfig().GetParams(); p != nil {
 		c.dense[""] = p
@@ -739,6 +752,10 @@ func (c *collection) condition(p *point, cond *qdrant.Condition) (bool, error) {
 		}
 		return false, nil
 	case *qdrant.Condition_Field:
+		if _, ok := c.indexes[k.Field.GetKey()]; c.strict && !ok {
+			// RULE: in strict mode, a filter needs its field indexed.
+			return false, bad("Index required but not found for \"%s\" of one of the following types: [integer]. Help: Create an index for this key or use a different filter.", k.Field.GetKey())
+		}
 		return fieldMatches(p.payload[k.Field.GetKey()], k.Field)
 	}
 	return false, status.Errorf(codes.Unimplemented, "stand-in: condition %T not implemented", cond.GetConditionOneOf())
