@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -192,6 +193,9 @@ func (a *app) openLocal(ctx context.Context, background bool) error {
 			from, took := db.LoadedFrom()
 			p, _ := db.Loading()
 			a.logger.Info("memory index loaded", slog.Int("memories", p.Total), slog.String("from", from), slog.Duration("took", took))
+			// What loading read and dropped (texts, batches) goes back
+			// to the system now, not at the next GC cycles.
+			debug.FreeOSMemory()
 		})
 	}
 	return nil

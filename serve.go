@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
+	"runtime/metrics"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -75,6 +78,9 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	limitCtx, stopLimit := context.WithCancel(ctx)
+	defer stopLimit()
+	go tuneMemoryLimit(limitCtx)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -91,4 +97,31 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// tuneMemoryLimit keeps the Go heap's limit a quarter above what is live
+// (and 64 MiB), so that a large store's index costs about its own size in
+// memory instead of GOGC's doubling of it; never under 256 MiB, where
+// GOGC's own target is lower anyway. A GOMEMLIMIT set by the user is left
+// alone.
+func tuneMemoryLimit(ctx context.Context) {
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		return
+	}
+	defer debug.SetMemoryLimit(math.MaxInt64)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			metrics.Read(live)
+			if live[0].Value.Kind() == metrics.KindUint64 {
+				n := live[0].Value.Uint64()
+				debug.SetMemoryLimit(int64(max(n+n/4+64<<20, 256<<20)))
+			}
+		}
+	}
 }

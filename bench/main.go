@@ -52,7 +52,7 @@ func sizesFor(quick, large bool) sizes {
 	case quick:
 		return sizes{requests: 8, chunks: 10, streams: 2, stores: []int{100}, chats: 4}
 	case large:
-		return sizes{stores: []int{1_000_000}, chats: 200, large: true}
+		return sizes{stores: []int{200_000, 1_000_000}, chats: 200, large: true}
 	}
 	return sizes{requests: 2000, chunks: 200, streams: 50, stores: []int{1000, 10000, 100000}, chats: 200}
 }
@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "tiny sizes, for CI")
-	large := fs.Bool("large", false, "memory on the chat path at 1M memories, and nothing else")
+	large := fs.Bool("large", false, "memory on the chat path at 200k and 1M memories, and nothing else")
 	jsonOut := fs.String("json", "", "write the figures as JSON to this file")
 	veraBin := fs.String("vera", "", "the vera binary (default: built from this checkout)")
 	if err := fs.Parse(args); err != nil {

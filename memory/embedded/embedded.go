@@ -80,6 +80,10 @@ type DB struct {
 
 	wmu sync.Mutex // serialises writes so the file and the index agree
 
+	// rowsStmt reads rows by seq (rowsQuery); cache keeps those read.
+	rowsStmt *sql.Stmt
+	cache    rowCache
+
 	mu   sync.RWMutex
 	ns   map[string]*index
 	dim  int   // vector size of the stored vectors; 0 until the first
@@ -130,7 +134,9 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(2000)", "locking_mode(EXCLUSIVE)"} {
+	// A larger page cache than SQLite's 2 MB: searches read their hits'
+	// rows from the file, and the latest turns are read by every chat.
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(2000)", "locking_mode(EXCLUSIVE)", "cache_size(-16384)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -157,6 +163,11 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
 	d.dim = dim
+	if d.rowsStmt, err = db.PrepareContext(ctx, rowsQuery); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("embedded store %s: %w", path, err)
+	}
+	d.cache.size = 8192
 	d.load.afterChunk = afterChunk
 	d.startLoad(ctx)
 	return d, nil
@@ -178,7 +189,7 @@ func (d *DB) Close() error {
 	if stale {
 		err = d.saveSnapshot(context.Background())
 	}
-	return errors.Join(err, d.db.Close())
+	return errors.Join(err, d.rowsStmt.Close(), d.db.Close())
 }
 
 // snapshotAfter is how many changes make a snapshot worth writing at
@@ -310,6 +321,7 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 		return fmt.Errorf("upsert: %w", err)
 	}
 	ms = slices.Clone(ms) // kept past the call while the index loads
+	d.cache.drop(seqs)
 	d.mu.Lock()
 	d.dim, d.gen = dim, max(d.gen, gen)
 	d.change(func(nsm map[string]*index) {
@@ -366,6 +378,9 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 	})
 	if err != nil {
 		return fmt.Errorf("set vectors: %w", err)
+	}
+	for _, v := range set {
+		d.cache.drop([]int64{v.seq})
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -555,6 +570,7 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
+	d.cache.drop(seqs)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gen = max(d.gen, gen)
@@ -632,6 +648,7 @@ func (d *DB) VectorSpace(ctx context.Context, model string, dim int) (reset bool
 		return false, fmt.Errorf("vector space: %w", err)
 	}
 	if reset {
+		d.cache.drop(nil)
 		d.mu.Lock()
 		d.dim, d.gen = 0, gen
 		d.change(func(nsm map[string]*index) {

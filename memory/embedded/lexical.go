@@ -25,13 +25,17 @@ type termCursor struct {
 
 // lexical ranks the documents passing f by BM25 over the query terms.
 //
-// It is block-max WAND (Ding and Suel, 2011): the terms' postings are
-// walked together, document by document, and a document is scored only
-// when the bounds of the terms that can hold it, first of their whole
-// lists, then of the blocks around it, could beat the limit-th best score
-// so far. Blocks that cannot are skipped without being read, which is
-// most of the postings of a question made of common words. The ranking is
-// exact: the same as scoring every document (ties keep the lower slot).
+// It is block-max MaxScore (Turtle and Flood, 1995; with block bounds as
+// in Ding and Suel, 2011, and Lucene): the terms go by their bound, the
+// most any document can get from them. Once the limit-th best score so
+// far (theta) is at least what the weakest terms together can give, those
+// are non-essential: a document holding none of the others cannot enter
+// the results, so only the other (rarer) terms' postings are walked, and
+// a candidate looks a non-essential term up (skipping whole blocks) only
+// while its score plus the bounds of the blocks left could still beat
+// theta. A question of common words so reads few of their postings. The
+// ranking is exact: the same as scoring every document (ties keep the
+// lower slot).
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	terms := ix.queryTerms(text)
 	if len(terms) == 0 || limit <= 0 {
@@ -48,13 +52,26 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		t := float64(tf)
 		return scale * t / (t + c0 + c1*float64(length))
 	}
-	tcs := make([]termCursor, len(terms))
-	cs := make([]*termCursor, len(terms))
+	// Cursors by bound, weakest first; prefix[i] is the sum of the
+	// bounds of cs[:i].
+	cs := make([]termCursor, len(terms))
 	for i, t := range terms {
 		p := &ix.post[t.id]
-		tcs[i] = termCursor{cursor: cursor{p: p}, scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i}
-		tcs[i].start()
-		cs[i] = &tcs[i]
+		cs[i] = termCursor{cursor: cursor{p: p}, scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i}
+		cs[i].start()
+	}
+	slices.SortStableFunc(cs, func(a, b termCursor) int {
+		switch {
+		case a.ub < b.ub:
+			return -1
+		case a.ub > b.ub:
+			return 1
+		}
+		return 0
+	})
+	prefix := make([]float64, len(cs)+1)
+	for i := range cs {
+		prefix[i+1] = prefix[i] + cs[i].ub
 	}
 	contrib := make([]float64, len(terms))
 	sf := compile(f)
@@ -65,78 +82,76 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	// compared a hair high, against rounding.
 	theta := math.Inf(-1)
 	const slack = 1 + 1e-9
+	essential := 0 // cs[essential:] are walked; cs[:essential] looked up
 	for {
-		// Cursors by their current slot; finished ones last.
-		slices.SortFunc(cs, func(a, b *termCursor) int { return int(a.slot) - int(b.slot) })
-		for len(cs) > 0 && cs[len(cs)-1].slot == endSlot {
-			cs = cs[:len(cs)-1]
+		// The next candidate: the lowest slot of an essential term.
+		d := int32(endSlot)
+		for i := essential; i < len(cs); i++ {
+			d = min(d, cs[i].slot)
 		}
-		if len(cs) == 0 {
+		if d == endSlot {
 			break
 		}
-		// The pivot: the first slot where the terms so far could beat
-		// theta; no document before it can.
-		p, acc := -1, 0.0
-		for i, c := range cs {
-			if acc += c.ub; acc*slack > theta {
-				p = i
-				break
-			}
-		}
-		if p < 0 {
-			break
-		}
-		pivot := cs[p].slot
-		for p+1 < len(cs) && cs[p+1].slot == pivot {
-			p++
-		}
-		// The bound of the blocks around the pivot, and where the first
-		// of them ends.
-		blocks, skipTo := 0.0, int32(endSlot)
-		for _, c := range cs[:p+1] {
-			i := c.blockOf(pivot)
-			if i == len(c.p.blocks) {
-				continue // the term ends before the pivot
-			}
-			b := &c.p.blocks[i]
-			blocks += bound(c.scale, b.maxTF, b.minLen)
-			skipTo = min(skipTo, b.last+1)
-		}
-		switch {
-		case blocks*slack <= theta:
-			// Nothing up to the end of the first of those blocks can
-			// beat theta: skip there (or to the next term's slot).
-			ix.pruned.Add(1)
-			if p+1 < len(cs) {
-				skipTo = min(skipTo, cs[p+1].slot)
-			}
-			for _, c := range cs[:p+1] {
-				c.seek(skipTo)
-			}
-		case cs[0].slot == pivot:
-			// Every term that holds the pivot is on it: score it.
-			if m := &meta[pivot]; sf.ok(m) {
-				for _, c := range cs[:p+1] {
-					t := float64(c.tf)
-					contrib[c.order] = c.scale * t / (t + c0 + c1*float64(m.length))
-				}
-				score := 0.0
-				for i, v := range contrib {
-					score += v
-					contrib[i] = 0
-				}
-				if top.offer(scored{slot: pivot, score: score}) && len(top.h) == top.k {
-					theta = top.h[0].score
+		m := &meta[d]
+		if !sf.ok(m) {
+			for i := essential; i < len(cs); i++ {
+				if cs[i].slot == d {
+					cs[i].next()
 				}
 			}
-			for _, c := range cs[:p+1] {
+			continue
+		}
+		score := 0.0
+		for i := essential; i < len(cs); i++ {
+			if c := &cs[i]; c.slot == d {
+				t := float64(c.tf)
+				contrib[c.order] = c.scale * t / (t + c0 + c1*float64(m.length))
+				score += contrib[c.order]
 				c.next()
 			}
-		default:
-			// The terms before the pivot move up to it.
-			for _, c := range cs[:p] {
-				c.seek(pivot)
+		}
+		// The non-essential terms, strongest first, while they can
+		// still lift the document above theta.
+		for i := essential - 1; i >= 0; i-- {
+			if (score+prefix[i+1])*slack <= theta {
+				break
 			}
+			c := &cs[i]
+			b := c.blockOf(d)
+			if b == len(c.p.blocks) {
+				continue
+			}
+			if blk := &c.p.blocks[b]; (score+prefix[i]+bound(c.scale, blk.maxTF, blk.minLen))*slack <= theta {
+				// Not even this term's block and the weaker terms
+				// together can lift it: it stays out.
+				score = math.Inf(-1)
+				break
+			}
+			c.seek(d)
+			if c.slot == d {
+				t := float64(c.tf)
+				contrib[c.order] = c.scale * t / (t + c0 + c1*float64(m.length))
+				score += contrib[c.order]
+			}
+		}
+		if score*slack > theta || len(top.h) < top.k {
+			// The sum again in the query's order, as exhaustive scoring
+			// adds: the ranking does not depend on which terms were
+			// looked up.
+			exact := 0.0
+			for i, v := range contrib {
+				exact += v
+				contrib[i] = 0
+			}
+			if top.offer(scored{slot: d, score: exact}) && len(top.h) == top.k && top.h[0].score > theta {
+				theta = top.h[0].score
+				for essential < len(cs) && prefix[essential+1]*slack <= theta {
+					essential++
+					ix.pruned.Add(1)
+				}
+			}
+		} else {
+			clear(contrib)
 		}
 	}
 	return top.best()

@@ -2,8 +2,10 @@ package embedded
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"strings"
+	"maps"
+	"sync"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -94,29 +96,113 @@ func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.M
 }
 
 // rows reads the memories of rows seqs that still pass f (one changed or
-// went since the index found it: it is left out), by seq.
+// went since the index found it: it is left out), by seq: from the cache
+// of rows read lately, else from the file. The filter is applied here,
+// not in SQL: SQLite would rather walk the namespace's index than look the
+// rows up by seq.
 func (d *DB) rows(ctx context.Context, f *memory.Filter, seqs []int64) (map[int64]memory.Memory, error) {
 	out := make(map[int64]memory.Memory, len(seqs))
-	if len(seqs) == 0 {
+	sf := compile(f)
+	keep := func(seq int64, r cachedRow) {
+		meta := slotMeta{ts: r.m.Time.UnixNano(), typ: typeBit(r.m.Type), vec: r.vec}
+		if r.m.Namespace == f.Namespace && sf.ok(&meta) {
+			m := r.m
+			m.Metadata = maps.Clone(m.Metadata) // the cache's own stays as read
+			out[seq] = m
+		}
+	}
+	missing, epoch := d.cache.get(seqs, keep)
+	if len(missing) == 0 {
 		return out, nil
 	}
-	args := make([]any, len(seqs))
-	for i, s := range seqs {
-		args[i] = s
-	}
-	w, fargs := where(*f)
-	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, seq FROM memories WHERE seq IN (?`+strings.Repeat(", ?", len(seqs)-1)+`) AND `+w, append(args, fargs...)...)
+	list, _ := json.Marshal(missing)
+	rows, err := d.rowsStmt.QueryContext(ctx, string(list))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var seq int64
-		m, err := scan(rows, false, &seq)
+		var noVector bool
+		m, err := scan(rows, false, &seq, &noVector)
 		if err != nil {
 			return nil, err
 		}
-		out[seq] = m
+		r := cachedRow{m: m, vec: !noVector}
+		d.cache.put(seq, r, epoch)
+		keep(seq, r)
 	}
 	return out, rows.Err()
+}
+
+// rowsQuery reads rows by seq, given as a JSON array: one statement,
+// prepared once, for any number of them.
+const rowsQuery = `SELECT ` + columns + `, seq, vector IS NULL FROM memories WHERE seq IN (SELECT value FROM json_each(?))`
+
+// cachedRow is a memory as read from the file (without its vector), and
+// whether it has one.
+type cachedRow struct {
+	m   memory.Memory
+	vec bool
+}
+
+// rowCache keeps the rows searches read lately: the latest turns, the
+// rules and the profile are read by every chat. Every write drops the rows
+// it touched.
+type rowCache struct {
+	mu   sync.Mutex
+	rows map[int64]cachedRow
+	size int
+	// epoch counts drops: a row read before a drop may be the version the
+	// write replaced, and is not kept.
+	epoch uint64
+}
+
+// get calls hit for each of seqs it holds, and returns the others, and
+// the epoch to put them back with.
+func (c *rowCache) get(seqs []int64, hit func(int64, cachedRow)) ([]int64, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var missing []int64
+	for _, s := range seqs {
+		if r, ok := c.rows[s]; ok {
+			hit(s, r)
+		} else {
+			missing = append(missing, s)
+		}
+	}
+	return missing, c.epoch
+}
+
+// put keeps a row read since get returned epoch, unless a write dropped
+// rows since.
+func (c *rowCache) put(seq int64, r cachedRow, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epoch {
+		return
+	}
+	if c.rows == nil {
+		c.rows = make(map[int64]cachedRow, c.size)
+	}
+	if len(c.rows) >= c.size {
+		for s := range c.rows { // one out, at random
+			delete(c.rows, s)
+			break
+		}
+	}
+	c.rows[seq] = r
+}
+
+// drop forgets rows seqs; all of them when seqs is nil.
+func (c *rowCache) drop(seqs []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	if seqs == nil {
+		clear(c.rows)
+	}
+	for _, s := range seqs {
+		delete(c.rows, s)
+	}
 }

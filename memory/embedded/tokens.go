@@ -69,6 +69,7 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 	if err != nil {
 		return fmt.Errorf("set tokens: %w", err)
 	}
+	d.cache.drop(set)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gen = max(d.gen, gen)
