@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,6 +73,14 @@ func TestListensWhileTheStoreLoads(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	assert.Equal(t, http.StatusOK, res.StatusCode)
+
+	// A search of the admin API says why it cannot answer yet.
+	res, err = http.Get("http://" + p.addr + "/memories?namespace=alice&q=cello")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Contains(t, string(body), "still loading")
 
 	// A chat is answered, without memory.
 	ctxHeader, answer := chatWithHeader(t, p, "alice", "What instrument does Ilse play?")
