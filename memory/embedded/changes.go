@@ -103,7 +103,9 @@ func (d *DB) fromSnapshot(ctx context.Context) (map[string]*index, int, error) {
 	if gen < pruned || gen > now {
 		return nil, 0, fmt.Errorf("snapshot of generation %d; the change log holds %d to %d", gen, pruned, now)
 	}
+	d.mu.Lock()
 	d.snapGen = gen
+	d.mu.Unlock()
 	// The rows changed since: dropped from the snapshot, then read again
 	// as the file has them now.
 	var changed []int64
@@ -201,7 +203,9 @@ func (d *DB) saveSnapshot(ctx context.Context) error {
 		os.Remove(d.snapshotPath()) // a half-written one is never read, but takes room
 		return fmt.Errorf("embedded store: writing the index's snapshot: %w", err)
 	}
+	d.mu.Lock()
 	d.snapGen = gen
+	d.mu.Unlock()
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	err = d.tx(ctx, func(tx *sql.Tx) error {
