@@ -146,6 +146,14 @@ func (b *Builder) around(ctx context.Context, h Memory) []Hit {
 			}
 		}
 	}
+	if e, ok := b.store.(Earliest); ok {
+		after := f
+		after.Since, after.Until = h.Time.Add(time.Microsecond), h.Time.Add(contextWindow)
+		if next, err := e.Earliest(ctx, after, 1); err == nil && len(next) > 0 && next[0].ID != h.ID {
+			out = append(out, Hit{Memory: next[0]})
+		}
+		return out
+	}
 	// Newest first: the turn right after h is the last of a window that
 	// holds few enough of them; the narrow window first.
 	for _, w := range []time.Duration{2 * time.Minute, contextWindow} {

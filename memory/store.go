@@ -177,6 +177,14 @@ var (
 	ErrLoading = errors.New("the memory index is still loading")
 )
 
+// Earliest is a store that finds the oldest memories matching a filter as
+// cheaply as the newest: the turn right after a hit is the oldest of the
+// turns after it.
+type Earliest interface {
+	// Earliest returns the oldest memories matching f, oldest first.
+	Earliest(ctx context.Context, f Filter, limit int) ([]Memory, error)
+}
+
 // Progress is how far a store that loads in the background has come.
 type Progress struct {
 	Loaded int `json:"loaded"` // memories indexed so far

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"runtime"
@@ -51,6 +52,10 @@ type index struct {
 	unordered bool
 	byTime    []int32
 	newest    int64 // the latest time added, removed or not
+	// kinds lists the slots of each type but raw (by its typeBit's bit),
+	// in slot order: the rules, the profile and the curated memories
+	// are found without a walk past every turn.
+	kinds [8][]int32
 	// pruned counts the blocks of postings lexical skipped (for tests).
 	pruned atomic.Int64
 
@@ -185,6 +190,10 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 	ix.meta = append(ix.meta, slotMeta{ts: ts, length: n, typ: typeBit(m.Type), vec: hasVec, noTokens: m.Tokens <= 0})
 	ix.seqs = append(ix.seqs, seq)
 	ix.bySeq[seq] = s
+	if t := typeBit(m.Type); t != 0 && t != typeBit(memory.Raw) {
+		k := bits.TrailingZeros8(t)
+		ix.kinds[k] = append(ix.kinds[k], s)
+	}
 	ix.inTime(s, ts)
 	if ix.dim > 0 {
 		if hasVec {
@@ -319,12 +328,28 @@ func (ix *index) compact() {
 		ix.byTime = bt
 	}
 	ix.meta, ix.seqs, ix.vecs, ix.signs = meta, seqs, vecs, signs
+	ix.listKinds()
+}
+
+// listKinds lists the slots of each type but raw again, from meta.
+func (ix *index) listKinds() {
+	ix.kinds = [8][]int32{}
+	raw := typeBit(memory.Raw)
+	for s := range ix.meta {
+		if t := ix.meta[s].typ; t != 0 && t != raw {
+			k := bits.TrailingZeros8(t)
+			ix.kinds[k] = append(ix.kinds[k], int32(s))
+		}
+	}
 }
 
 // latest returns the slots of the newest memories passing f, newest first
 // (equal times: the later indexed first).
 func (ix *index) latest(f *memory.Filter, limit int) []int32 {
 	sf := compile(f)
+	if sf.types&typeBit(memory.Raw) == 0 {
+		return ix.latestKinds(&sf, limit)
+	}
 	var slots []int32
 	n := len(ix.meta)
 	at := func(i int) int32 { return int32(i) }
@@ -344,6 +369,56 @@ func (ix *index) latest(f *memory.Filter, limit int) []int32 {
 		}
 	}
 	return slots
+}
+
+// earliest returns the slots of the oldest memories passing f, oldest
+// first (equal times: the earlier indexed first).
+func (ix *index) earliest(f *memory.Filter, limit int) []int32 {
+	sf := compile(f)
+	if sf.types&typeBit(memory.Raw) == 0 {
+		slots := ix.latestKinds(&sf, len(ix.meta))
+		slices.Reverse(slots)
+		return slots[:min(len(slots), limit)]
+	}
+	var slots []int32
+	n := len(ix.meta)
+	at := func(i int) int32 { return int32(i) }
+	if ix.unordered {
+		at = func(i int) int32 { return ix.byTime[i] }
+	}
+	first := sort.Search(n, func(i int) bool { return ix.meta[at(i)].ts >= sf.since })
+	for i := first; i < n && len(slots) < limit; i++ {
+		s := at(i)
+		if ix.meta[s].ts >= sf.until {
+			break
+		}
+		if sf.ok(&ix.meta[s]) {
+			slots = append(slots, s)
+		}
+	}
+	return slots
+}
+
+// latestKinds is latest for types other than raw, from their lists.
+func (ix *index) latestKinds(sf *slotFilter, limit int) []int32 {
+	var slots []int32
+	for k, list := range ix.kinds {
+		if sf.types&(1<<k) == 0 {
+			continue
+		}
+		for _, s := range list {
+			if sf.ok(&ix.meta[s]) {
+				slots = append(slots, s)
+			}
+		}
+	}
+	slices.SortFunc(slots, func(a, b int32) int {
+		if c := cmp.Compare(ix.meta[b].ts, ix.meta[a].ts); c != 0 {
+			return c
+		}
+		return cmp.Compare(b, a)
+	})
+	return slots[:min(len(slots), limit)]
 }
 
 // vector ranks the documents passing f by cosine similarity to q (already

@@ -274,3 +274,59 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 		})
 	}
 }
+
+// Latest of types other than raw reads their own lists: the same memories,
+// in the same order (newest first, the later written first on equal
+// times), as a walk over every slot, also out of time order, with
+// removals and a compaction.
+func TestLatestOfOtherTypes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	types := []memory.Type{memory.Raw, memory.Raw, memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten}
+	ix := newIndex()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ms []memory.Memory
+	for i := range 3000 {
+		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "k", Type: types[rng.IntN(len(types))], Text: "w1 w2",
+			Time: start.Add(time.Duration(rng.IntN(500)) * time.Minute)}
+		ms = append(ms, m)
+		ix.add(int64(i+1), &ms[i], nil)
+		if rng.IntN(5) == 0 {
+			ix.remove(int64(1 + rng.IntN(i+1)))
+		}
+	}
+	walk := func(f *memory.Filter, limit int) []int32 {
+		sf := compile(f)
+		var slots []int32
+		for s := range ix.meta {
+			if sf.ok(&ix.meta[s]) {
+				slots = append(slots, int32(s))
+			}
+		}
+		slices.SortFunc(slots, func(a, b int32) int {
+			if ix.meta[a].ts != ix.meta[b].ts {
+				return int(ix.meta[b].ts - ix.meta[a].ts)
+			}
+			return int(b - a)
+		})
+		return slots[:min(len(slots), limit)]
+	}
+	for q := range 200 {
+		f := memory.Filter{Namespace: "k", Types: []memory.Type{types[3+q%4]}}
+		if q%3 == 0 {
+			f.Types = append(f.Types, memory.Rule)
+		}
+		if q%2 == 0 {
+			f.Since, f.Until = start.Add(time.Duration(rng.IntN(250))*time.Minute), start.Add(time.Duration(250+rng.IntN(250))*time.Minute)
+		}
+		limit := 1 + rng.IntN(50)
+		require.Equal(t, walk(&f, limit), ix.latest(&f, limit), "query %d", q)
+		if q%5 == 0 {
+			f.Types = []memory.Type{memory.Raw}
+			require.Equal(t, walk(&f, limit), ix.latest(&f, limit), "raw query %d", q)
+		}
+		// Earliest: the same, oldest first.
+		all := walk(&f, len(ix.meta))
+		slices.Reverse(all)
+		require.Equal(t, all[:min(len(all), limit)], ix.earliest(&f, limit), "earliest, query %d", q)
+	}
+}

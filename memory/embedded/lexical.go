@@ -83,6 +83,10 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	theta := math.Inf(-1)
 	const slack = 1 + 1e-9
 	essential := 0 // cs[essential:] are walked; cs[:essential] looked up
+	// The window: up to the end of the first block, among every term's
+	// blocks around the candidate, and what any document in it can get
+	// at most (as of theta then).
+	winEnd, winTheta := int32(-1), theta
 	for {
 		// The next candidate: the lowest slot of an essential term.
 		d := int32(endSlot)
@@ -91,6 +95,28 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		}
 		if d == endSlot {
 			break
+		}
+		if d > winEnd || winTheta != theta {
+			ub := 0.0
+			winEnd, winTheta = endSlot, theta
+			for i := range cs {
+				c := &cs[i]
+				if b := c.blockOf(d); b < len(c.p.blocks) {
+					blk := &c.p.blocks[b]
+					ub += bound(c.scale, blk.maxTF, blk.minLen)
+					winEnd = min(winEnd, blk.last)
+				}
+			}
+			if ub*slack <= theta && winEnd < endSlot {
+				// No document up to the window's end can enter:
+				// the essential terms skip past it, block by block.
+				ix.pruned.Add(1)
+				for i := essential; i < len(cs); i++ {
+					cs[i].seek(winEnd + 1)
+				}
+				winEnd = -1
+				continue
+			}
 		}
 		m := &meta[d]
 		if !sf.ok(m) {

@@ -55,6 +55,19 @@ func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
 // times: the later written first). The in-memory index finds them, as a
 // query of SQLite would; while it loads, the file is asked.
 func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
+	return d.inTimeOrder(ctx, f, limit, false)
+}
+
+var _ memory.Earliest = (*DB)(nil)
+
+// Earliest implements memory.Earliest: the oldest memories matching f,
+// oldest first (equal times: the earlier written first).
+func (d *DB) Earliest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error) {
+	return d.inTimeOrder(ctx, f, limit, true)
+}
+
+// inTimeOrder is Latest, or Earliest when oldest is set.
+func (d *DB) inTimeOrder(ctx context.Context, f memory.Filter, limit int, oldest bool) ([]memory.Memory, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -64,8 +77,12 @@ func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.M
 	d.mu.RLock()
 	if d.ready() != nil {
 		d.mu.RUnlock()
+		order := `ts DESC, seq DESC`
+		if oldest {
+			order = `ts, seq`
+		}
 		w, args := where(f)
-		out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY ts DESC, seq DESC LIMIT ?`, append(args, limit)...)
+		out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY `+order+` LIMIT ?`, append(args, limit)...)
 		if err != nil {
 			return nil, fmt.Errorf("latest: %w", err)
 		}
@@ -76,7 +93,12 @@ func (d *DB) Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.M
 		d.mu.RUnlock()
 		return nil, nil
 	}
-	slots := ix.latest(&f, limit)
+	var slots []int32
+	if oldest {
+		slots = ix.earliest(&f, limit)
+	} else {
+		slots = ix.latest(&f, limit)
+	}
 	seqs := make([]int64, len(slots))
 	for i, s := range slots {
 		seqs[i] = ix.seqs[s]
