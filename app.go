@@ -487,6 +487,15 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	}
 }
 
+// loading reports whether the store's index is still loading.
+func (a *app) loading() bool {
+	if l, ok := a.store.(memory.Loader); ok {
+		_, loading := l.Loading()
+		return loading
+	}
+	return false
+}
+
 // adminMemories is what the memory routes work on: the store, the queue
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
@@ -503,10 +512,9 @@ func (a *app) adminMemories() *admin.Memories {
 func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {
 	st := a.writer.Status(ctx)
 	sh := admin.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: a.local.Path(), Pending: st.Pending, Error: st.StoreError}
-	if l, ok := a.store.(memory.Loader); ok {
-		if p, loading := l.Loading(); loading {
-			sh.Loading = &p
-		}
+	if l, ok := a.store.(memory.Loader); ok && a.loading() {
+		p, _ := l.Loading()
+		sh.Loading = &p
 	}
 	if a.qdrant != nil {
 		sh.Backend, sh.URL, sh.Collection, sh.Queue = "qdrant", a.qdrant.Addr(), a.qdrant.Collection(), a.local.Path()

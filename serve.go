@@ -80,7 +80,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 	go func() { errc <- hs.Serve(ln) }()
 	limitCtx, stopLimit := context.WithCancel(ctx)
 	defer stopLimit()
-	go tuneMemoryLimit(limitCtx)
+	go tuneMemoryLimit(limitCtx, a.loading)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -100,17 +100,18 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 }
 
 // tuneMemoryLimit keeps the Go heap's limit a quarter above what is live
-// (and 64 MiB), so that a large store's index costs about its own size in
-// memory instead of GOGC's doubling of it; never under 256 MiB, where
-// GOGC's own target is lower anyway. A GOMEMLIMIT set by the user is left
-// alone.
-func tuneMemoryLimit(ctx context.Context) {
+// (and 32 MiB), so that a large store's index costs about its own size in
+// memory instead of GOGC's doubling of it; never under 128 MiB, where
+// GOGC's own target is lower anyway. While the store loads (its heap
+// grows fast) there is no limit: the collector would run all the time. A
+// GOMEMLIMIT set by the user is left alone.
+func tuneMemoryLimit(ctx context.Context, loading func() bool) {
 	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		return
 	}
 	defer debug.SetMemoryLimit(math.MaxInt64)
 	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	t := time.NewTicker(10 * time.Second)
+	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		select {
@@ -118,9 +119,12 @@ func tuneMemoryLimit(ctx context.Context) {
 			return
 		case <-t.C:
 			metrics.Read(live)
-			if live[0].Value.Kind() == metrics.KindUint64 {
+			switch {
+			case loading():
+				debug.SetMemoryLimit(math.MaxInt64)
+			case live[0].Value.Kind() == metrics.KindUint64:
 				n := live[0].Value.Uint64()
-				debug.SetMemoryLimit(int64(max(n+n/4+64<<20, 256<<20)))
+				debug.SetMemoryLimit(int64(max(n+n/4+32<<20, 128<<20)))
 			}
 		}
 	}

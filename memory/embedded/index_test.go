@@ -130,12 +130,17 @@ func TestLexicalPruningIsExact(t *testing.T) {
 				f.Types = []memory.Type{memory.Curated}
 			}
 			limit := 1 + rng.IntN(60)
-			got := ix.lexical(&f, text, limit)
 			want := bruteLexical(ix, tfs, &f, text, limit)
-			require.Len(t, got, len(want), "store %d query %q", store, text)
-			for i := range want {
-				require.InDelta(t, want[i].score, got[i].score, 1e-9, "store %d query %q rank %d", store, text, i)
-				require.Equal(t, want[i].slot, got[i].slot, "store %d query %q rank %d", store, text, i)
+			terms := ix.queryTerms(text)
+			c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/(float64(ix.total)/float64(ix.live))
+			// Both rankings, whichever lexical would choose.
+			for path, got := range map[string][]scored{"lexical": ix.lexical(&f, text, limit),
+				"maxscore": ix.maxScore(&f, terms, c0, c1, limit), "dense": ix.dense(&f, terms, c0, c1, limit)} {
+				require.Len(t, got, len(want), "%s: store %d query %q", path, store, text)
+				for i := range want {
+					require.InDelta(t, want[i].score, got[i].score, 1e-9, "%s: store %d query %q rank %d", path, store, text, i)
+					require.Equal(t, want[i].slot, got[i].slot, "%s: store %d query %q rank %d", path, store, text, i)
+				}
 			}
 		}
 		pruned += ix.pruned.Load()

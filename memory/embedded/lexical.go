@@ -3,6 +3,7 @@ package embedded
 import (
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -48,6 +49,21 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	// k1·(1-b) and k1·b/avg: the length normalisation is then one
 	// multiply-add.
 	c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
+	rarest := int32(math.MaxInt32)
+	for _, t := range terms {
+		rarest = min(rarest, ix.post[t.id].n)
+	}
+	if int(rarest) >= len(ix.meta)/8 {
+		// Only terms that many memories hold: adding their postings
+		// into one array of scores beats walking them document by
+		// document (no rare term leads the way).
+		return ix.dense(f, terms, c0, c1, limit)
+	}
+	return ix.maxScore(f, terms, c0, c1, limit)
+}
+
+// maxScore is lexical's document-at-a-time ranking.
+func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, c0, c1 float64, limit int) []scored {
 	bound := func(scale float64, tf uint32, length float32) float64 {
 		t := float64(tf)
 		return scale * t / (t + c0 + c1*float64(length))
@@ -178,6 +194,44 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 			}
 		} else {
 			clear(contrib)
+		}
+	}
+	return top.best()
+}
+
+// denseBuf is the score array of dense, pooled: one float64 a slot.
+type denseBuf struct{ acc []float64 }
+
+var densePool = sync.Pool{New: func() any { return new(denseBuf) }}
+
+// dense ranks as lexical does, term at a time: every posting of every term
+// adds into one score per slot (in the query's order of terms, as
+// exhaustive scoring adds), then one pass keeps the best.
+func (ix *index) dense(f *memory.Filter, terms []queryTerm, c0, c1 float64, limit int) []scored {
+	buf := densePool.Get().(*denseBuf)
+	defer densePool.Put(buf)
+	n := len(ix.meta)
+	if cap(buf.acc) < n {
+		// With room: every chat adds a turn.
+		buf.acc = make([]float64, n, n+n/8+1024)
+	}
+	acc := buf.acc[:n]
+	meta := ix.meta
+	for _, t := range terms {
+		c := cursor{p: &ix.post[t.id]}
+		for c.start(); c.slot != endSlot; c.next() {
+			tf := float64(c.tf)
+			acc[c.slot] += t.scale * tf / (tf + c0 + c1*float64(meta[c.slot].length))
+		}
+	}
+	sf := compile(f)
+	top := topK{k: limit}
+	for s, v := range acc {
+		if v != 0 {
+			if sf.ok(&meta[s]) {
+				top.offer(scored{slot: int32(s), score: v})
+			}
+			acc[s] = 0
 		}
 	}
 	return top.best()

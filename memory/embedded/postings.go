@@ -106,12 +106,19 @@ func (c *cursor) next() {
 		}
 		c.enter(c.blk)
 	}
-	d, n := binary.Uvarint(c.p.data[c.pos:])
+	c.slot += int32(c.uvarint())
+	c.tf = uint32(c.uvarint())
+}
+
+// uvarint reads the varint at c.pos: most are one byte.
+func (c *cursor) uvarint() uint64 {
+	if b := c.p.data[c.pos]; b < 0x80 {
+		c.pos++
+		return uint64(b)
+	}
+	v, n := binary.Uvarint(c.p.data[c.pos:])
 	c.pos += n
-	tf, n := binary.Uvarint(c.p.data[c.pos:])
-	c.pos += n
-	c.slot += int32(d)
-	c.tf = uint32(tf)
+	return v
 }
 
 // enter places c before block i's first posting.

@@ -253,11 +253,12 @@ func readIndex(r *snapReader) (string, *index) {
 			return name, ix
 		}
 		ix.terms[string(text[at:at+l])] = int32(i)
-		// Each list is its own slice of the arrays, full: a later
-		// append copies that list alone.
+		// Each list gets its own arrays: the next turn appends to the
+		// common terms' lists, and a list carved out of one shared
+		// array would leave its old copy there, never freed.
 		ix.post[i] = postings{
-			data:   data[dat : dat+int(hd.data) : dat+int(hd.data)],
-			blocks: blocks[bat : bat+int(hd.blocks) : bat+int(hd.blocks)],
+			data:   slices.Clone(data[dat : dat+int(hd.data)]),
+			blocks: slices.Clone(blocks[bat : bat+int(hd.blocks)]),
 			n:      int32(hd.n), maxTF: hd.maxTF, minLen: hd.minLen,
 		}
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
