@@ -163,6 +163,12 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
 	d.dim = dim
+	// The progress's total until the load counts the rows: the last
+	// seq, which a store read at once (no row was deleted) equals.
+	var last sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT max(seq) FROM memories`).Scan(&last); err == nil {
+		d.load.total.Store(last.Int64)
+	}
 	if d.rowsStmt, err = db.PrepareContext(ctx, rowsQuery); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
