@@ -57,7 +57,6 @@ func (d *DB) startLoad(ctx context.Context) {
 		if err != nil {
 			from = fmt.Sprintf("rebuilt from the file (%v)", err)
 			d.load.loaded.Store(0)
-			d.load.total.Store(0)
 			ns, err = d.readIndex(ctx)
 		}
 		d.mu.Lock()
