@@ -465,6 +465,14 @@ func (w *Writer) backfill() {
 	if w.embedder == nil {
 		return
 	}
+	if l, ok := w.store.(Loader); ok {
+		if _, loading := l.Loading(); loading {
+			// Which memories lack a vector is known once the index is
+			// loaded; until then the queue's turns go on being stored,
+			// and the backfill waits for the next round.
+			return
+		}
+	}
 	ctx := context.Background()
 	nss, err := w.store.Namespaces(ctx)
 	if err != nil {

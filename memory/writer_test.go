@@ -325,3 +325,41 @@ func TestWriterNudgeRetriesAtOnce(t *testing.T) {
 		return w.Status(ctx).EmbedderOK && count(t, db, memory.Filter{Namespace: "a", NoVector: true}) == 0
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// loadingStore is a store whose index is still loading, and which fails
+// the test if asked which memories lack a vector meanwhile (the embedded
+// store would wait for its load there).
+type loadingStore struct {
+	memory.Store
+	t       *testing.T
+	loading atomic.Bool
+}
+
+func (s *loadingStore) Loading() (memory.Progress, bool) { return memory.Progress{}, s.loading.Load() }
+
+func (s *loadingStore) Scroll(ctx context.Context, f memory.Filter, cursor string, limit int) ([]memory.Memory, string, error) {
+	if f.NoVector && s.loading.Load() {
+		s.t.Error("the backfill asked for memories without a vector while the index loads")
+	}
+	return s.Store.Scroll(ctx, f, cursor, limit)
+}
+
+// While the store's index loads, the writer stores the queue's turns and
+// leaves the backfill for later; once loaded, the backfill runs.
+func TestWriterStoresTurnsWhileTheIndexLoads(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	require.NoError(t, db.Upsert(context.Background(), memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw,
+		Text: "User: left without a vector\nAssistant: ok", Time: time.Now()}))
+	ls := &loadingStore{Store: db, t: t}
+	ls.loading.Store(true)
+	w := fastWriter(ls, db, &flakyEmbedder{})
+	w.Start()
+	defer w.Close()
+	w.Record(context.Background(), turn("a", 1))
+	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 2 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, count(t, db, memory.Filter{Namespace: "a", NoVector: true}), "no backfill while loading")
+	ls.loading.Store(false)
+	w.Nudge()
+	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a", NoVector: true}) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
