@@ -512,9 +512,10 @@ func (a *app) adminMemories() *admin.Memories {
 func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHealth) {
 	st := a.writer.Status(ctx)
 	sh := admin.StoreHealth{OK: st.StoreOK, Backend: "embedded", Path: a.local.Path(), Pending: st.Pending, Error: st.StoreError}
-	if l, ok := a.store.(memory.Loader); ok && a.loading() {
-		p, _ := l.Loading()
-		sh.Loading = &p
+	if l, ok := a.store.(memory.Loader); ok {
+		if p, loading := l.Loading(); loading {
+			sh.Loading = &p
+		}
 	}
 	if a.qdrant != nil {
 		sh.Backend, sh.URL, sh.Collection, sh.Queue = "qdrant", a.qdrant.Addr(), a.qdrant.Collection(), a.local.Path()

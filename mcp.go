@@ -77,11 +77,14 @@ func mcpBackend(ctx context.Context, cfg config.Config, rawURL, ns, key string, 
 	if key != "" {
 		header.Set("Authorization", "Bearer "+key) // never the admin token
 	}
+	dial := func(ctx context.Context) (*mcp.Remote, error) {
+		return mcp.Dial(ctx, base.JoinPath("/mcp").String(), header, ollama.NewTransport(5*time.Minute))
+	}
 	var health map[string]json.RawMessage
 	herr := admin.GetJSON(ctx, hc, base.JoinPath("/healthz").String(), &health)
 	switch {
 	case herr == nil && health["version"] != nil:
-		remote, err := mcp.Dial(ctx, base.JoinPath("/mcp").String(), header, ollama.NewTransport(5*time.Minute))
+		remote, err := dial(ctx)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -104,7 +107,7 @@ func mcpBackend(ctx context.Context, cfg config.Config, rawURL, ns, key string, 
 		a, err := newApp(ctx, cfg, logger, appOptions{Store: true, Tokenizer: true})
 		if errors.Is(err, embedded.ErrInUse) {
 			// vera started since: the call goes through it.
-			remote, derr := mcp.Dial(ctx, base.JoinPath("/mcp").String(), header, ollama.NewTransport(5*time.Minute))
+			remote, derr := dial(ctx)
 			if derr != nil {
 				return nil, fmt.Errorf("opening the store: %w; and reaching vera: %w", err, derr)
 			}

@@ -206,7 +206,7 @@ func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 		if p, loading := l.Loading(); loading {
 			// Just started: the chat goes on without memory until the
 			// store's index is loaded.
-			c.Err = fmt.Errorf("%w (%d of %d memories)", ErrLoading, p.Loaded, p.Total)
+			c.Err = p.Err()
 		}
 	}
 	sys := b.system(ctx, req, c)

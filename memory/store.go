@@ -191,6 +191,11 @@ type Progress struct {
 	Total  int `json:"total"`  // memories to index
 }
 
+// Err is the error of a search made while the load is under way.
+func (p Progress) Err() error {
+	return fmt.Errorf("%w (%d of %d memories)", ErrLoading, p.Loaded, p.Total)
+}
+
 // Loader is a store that starts at once and loads its index in the
 // background: until it is done, searches return ErrLoading.
 type Loader interface {

@@ -165,22 +165,7 @@ func (d *DB) rowsBySeq(ctx context.Context, seqs []int64) ([]memory.Memory, []in
 	for i, s := range seqs {
 		args[i] = s
 	}
-	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, vector, seq FROM memories WHERE seq IN (?`+strings.Repeat(", ?", len(seqs)-1)+`) ORDER BY seq`, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	var ms []memory.Memory
-	var out []int64
-	for rows.Next() {
-		var seq int64
-		m, err := scan(rows, true, &seq)
-		if err != nil {
-			return nil, nil, err
-		}
-		ms, out = append(ms, m), append(out, seq)
-	}
-	return ms, out, rows.Err()
+	return d.withSeqs(ctx, `SELECT `+columns+`, vector, seq FROM memories WHERE seq IN (?`+strings.Repeat(", ?", len(seqs)-1)+`) ORDER BY seq`, args...)
 }
 
 // saveSnapshot writes the index's snapshot when the index changed since

@@ -362,6 +362,7 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 		vec []float32
 	}
 	var set []vecSet
+	var seqs []int64
 	var gen int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		set = set[:0]
@@ -374,7 +375,7 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 				set = append(set, vecSet{seq, normalize(m.Vector)})
 			}
 		}
-		seqs := make([]int64, len(set))
+		seqs = make([]int64, len(set))
 		for i, v := range set {
 			seqs[i] = v.seq
 		}
@@ -385,9 +386,7 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 	if err != nil {
 		return fmt.Errorf("set vectors: %w", err)
 	}
-	for _, v := range set {
-		d.cache.drop([]int64{v.seq})
-	}
+	d.cache.drop(seqs)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(set) > 0 {

@@ -346,61 +346,55 @@ func (ix *index) listKinds() {
 // latest returns the slots of the newest memories passing f, newest first
 // (equal times: the later indexed first).
 func (ix *index) latest(f *memory.Filter, limit int) []int32 {
-	sf := compile(f)
-	if sf.types&typeBit(memory.Raw) == 0 {
-		return ix.latestKinds(&sf, limit)
-	}
-	var slots []int32
-	n := len(ix.meta)
-	at := func(i int) int32 { return int32(i) }
-	if ix.unordered {
-		at = func(i int) int32 { return ix.byTime[i] }
-	}
-	// In time order: start at the last one before until, and stop at
-	// since (the turns around a hit are looked up so).
-	end := sort.Search(n, func(i int) bool { return ix.meta[at(i)].ts >= sf.until })
-	for i := end - 1; i >= 0 && len(slots) < limit; i-- {
-		s := at(i)
-		if ix.meta[s].ts < sf.since {
-			break
-		}
-		if sf.ok(&ix.meta[s]) {
-			slots = append(slots, s)
-		}
-	}
-	return slots
+	return ix.inTimeOrder(f, limit, false)
 }
 
 // earliest returns the slots of the oldest memories passing f, oldest
 // first (equal times: the earlier indexed first).
 func (ix *index) earliest(f *memory.Filter, limit int) []int32 {
+	return ix.inTimeOrder(f, limit, true)
+}
+
+// inTimeOrder is latest, or earliest when oldest is set. The slots
+// between since and until are found by binary search in time order (the
+// turns around a hit are looked up so); types other than raw are read
+// from their own lists.
+func (ix *index) inTimeOrder(f *memory.Filter, limit int, oldest bool) []int32 {
 	sf := compile(f)
 	if sf.types&typeBit(memory.Raw) == 0 {
-		slots := ix.latestKinds(&sf, len(ix.meta))
-		slices.Reverse(slots)
+		slots := ix.kindsNewestFirst(&sf)
+		if oldest {
+			slices.Reverse(slots)
+		}
 		return slots[:min(len(slots), limit)]
 	}
-	var slots []int32
 	n := len(ix.meta)
-	at := func(i int) int32 { return int32(i) }
-	if ix.unordered {
-		at = func(i int) int32 { return ix.byTime[i] }
-	}
-	first := sort.Search(n, func(i int) bool { return ix.meta[at(i)].ts >= sf.since })
-	for i := first; i < n && len(slots) < limit; i++ {
-		s := at(i)
-		if ix.meta[s].ts >= sf.until {
-			break
+	first := sort.Search(n, func(i int) bool { return ix.meta[ix.slotAt(i)].ts >= sf.since })
+	end := sort.Search(n, func(i int) bool { return ix.meta[ix.slotAt(i)].ts >= sf.until })
+	var slots []int32
+	for k := 0; k < end-first && len(slots) < limit; k++ {
+		i := end - 1 - k
+		if oldest {
+			i = first + k
 		}
-		if sf.ok(&ix.meta[s]) {
+		if s := ix.slotAt(i); sf.ok(&ix.meta[s]) {
 			slots = append(slots, s)
 		}
 	}
 	return slots
 }
 
-// latestKinds is latest for types other than raw, from their lists.
-func (ix *index) latestKinds(sf *slotFilter, limit int) []int32 {
+// slotAt is the i-th slot in time order.
+func (ix *index) slotAt(i int) int32 {
+	if ix.unordered {
+		return ix.byTime[i]
+	}
+	return int32(i)
+}
+
+// kindsNewestFirst returns the slots of types other than raw passing sf,
+// from their lists, newest first.
+func (ix *index) kindsNewestFirst(sf *slotFilter) []int32 {
 	var slots []int32
 	for k, list := range ix.kinds {
 		if sf.types&(1<<k) == 0 {
@@ -418,7 +412,7 @@ func (ix *index) latestKinds(sf *slotFilter, limit int) []int32 {
 		}
 		return cmp.Compare(b, a)
 	})
-	return slots[:min(len(slots), limit)]
+	return slots
 }
 
 // vector ranks the documents passing f by cosine similarity to q (already

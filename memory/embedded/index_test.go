@@ -132,10 +132,10 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			limit := 1 + rng.IntN(60)
 			want := bruteLexical(ix, tfs, &f, text, limit)
 			terms := ix.queryTerms(text)
-			c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/(float64(ix.total)/float64(ix.live))
+			bm := bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / (float64(ix.total) / float64(ix.live))}
 			// Both rankings, whichever lexical would choose.
 			for path, got := range map[string][]scored{"lexical": ix.lexical(&f, text, limit),
-				"maxscore": ix.maxScore(&f, terms, c0, c1, limit), "dense": ix.dense(&f, terms, c0, c1, limit)} {
+				"maxscore": ix.maxScore(&f, terms, bm, limit), "dense": ix.dense(&f, terms, bm, limit)} {
 				require.Len(t, got, len(want), "%s: store %d query %q", path, store, text)
 				for i := range want {
 					require.InDelta(t, want[i].score, got[i].score, 1e-9, "%s: store %d query %q rank %d", path, store, text, i)

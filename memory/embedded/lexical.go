@@ -46,9 +46,7 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	if avg == 0 {
 		avg = 1
 	}
-	// k1·(1-b) and k1·b/avg: the length normalisation is then one
-	// multiply-add.
-	c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
+	bm := bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / avg}
 	rarest := int32(math.MaxInt32)
 	for _, t := range terms {
 		rarest = min(rarest, ix.post[t.id].n)
@@ -57,17 +55,26 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		// Only terms that many memories hold: adding their postings
 		// into one array of scores beats walking them document by
 		// document (no rare term leads the way).
-		return ix.dense(f, terms, c0, c1, limit)
+		return ix.dense(f, terms, bm, limit)
 	}
-	return ix.maxScore(f, terms, c0, c1, limit)
+	return ix.maxScore(f, terms, bm, limit)
+}
+
+// bm25 scores a term in a document: k1·(1-b) and k1·b/avg, so that the
+// length normalisation is one multiply-add.
+type bm25 struct{ c0, c1 float64 }
+
+// score is what a term of weight scale, found tf times in a document of
+// length terms, gives it; with a block's highest tf and shortest length,
+// the most it gives any document of the block.
+func (bm bm25) score(scale float64, tf uint32, length float32) float64 {
+	t := float64(tf)
+	return scale * t / (t + bm.c0 + bm.c1*float64(length))
 }
 
 // maxScore is lexical's document-at-a-time ranking.
-func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, c0, c1 float64, limit int) []scored {
-	bound := func(scale float64, tf uint32, length float32) float64 {
-		t := float64(tf)
-		return scale * t / (t + c0 + c1*float64(length))
-	}
+func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit int) []scored {
+	bound := bm.score
 	// Cursors by bound, weakest first; prefix[i] is the sum of the
 	// bounds of cs[:i].
 	cs := make([]termCursor, len(terms))
@@ -146,8 +153,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, c0, c1 float64, l
 		score := 0.0
 		for i := essential; i < len(cs); i++ {
 			if c := &cs[i]; c.slot == d {
-				t := float64(c.tf)
-				contrib[c.order] = c.scale * t / (t + c0 + c1*float64(m.length))
+				contrib[c.order] = bm.score(c.scale, c.tf, m.length)
 				score += contrib[c.order]
 				c.next()
 			}
@@ -171,8 +177,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, c0, c1 float64, l
 			}
 			c.seek(d)
 			if c.slot == d {
-				t := float64(c.tf)
-				contrib[c.order] = c.scale * t / (t + c0 + c1*float64(m.length))
+				contrib[c.order] = bm.score(c.scale, c.tf, m.length)
 				score += contrib[c.order]
 			}
 		}
@@ -207,7 +212,7 @@ var densePool = sync.Pool{New: func() any { return new(denseBuf) }}
 // dense ranks as lexical does, term at a time: every posting of every term
 // adds into one score per slot (in the query's order of terms, as
 // exhaustive scoring adds), then one pass keeps the best.
-func (ix *index) dense(f *memory.Filter, terms []queryTerm, c0, c1 float64, limit int) []scored {
+func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) []scored {
 	buf := densePool.Get().(*denseBuf)
 	defer densePool.Put(buf)
 	n := len(ix.meta)
@@ -220,8 +225,7 @@ func (ix *index) dense(f *memory.Filter, terms []queryTerm, c0, c1 float64, limi
 	for _, t := range terms {
 		c := cursor{p: &ix.post[t.id]}
 		for c.start(); c.slot != endSlot; c.next() {
-			tf := float64(c.tf)
-			acc[c.slot] += t.scale * tf / (tf + c0 + c1*float64(meta[c.slot].length))
+			acc[c.slot] += bm.score(t.scale, c.tf, meta[c.slot].length)
 		}
 	}
 	sf := compile(f)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,13 +47,9 @@ func (d *DB) startLoad(ctx context.Context) {
 	go func() {
 		defer close(d.load.done)
 		start := time.Now()
-		var total int64
-		if d.db.QueryRowContext(ctx, `SELECT count(*) FROM memories`).Scan(&total) == nil {
-			d.load.total.Store(total) // for the progress until the real count
-		}
 		ns, replayed, err := d.fromSnapshot(ctx)
-		from := fmt.Sprintf("snapshot, %d rows changed since", replayed)
-		if err != nil {
+		from, rebuilt := fmt.Sprintf("snapshot, %d rows changed since", replayed), err != nil
+		if rebuilt {
 			from = fmt.Sprintf("rebuilt from the file (%v)", err)
 			d.load.loaded.Store(0)
 			ns, err = d.readIndex(ctx)
@@ -62,7 +57,7 @@ func (d *DB) startLoad(ctx context.Context) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.load.from, d.load.took = from, time.Since(start)
-		if err == nil && (replayed > 0 || strings.HasPrefix(from, "rebuilt")) {
+		if err == nil && (replayed > 0 || rebuilt) {
 			// Written after the load, while searches run: the next start
 			// reads it.
 			d.bg.Go(func() { _ = d.saveSnapshot(context.WithoutCancel(ctx)) })
@@ -115,7 +110,7 @@ func (d *DB) Loading() (memory.Progress, bool) {
 func (d *DB) ready() error {
 	switch {
 	case d.load.active:
-		return fmt.Errorf("%w (%d of %d memories)", memory.ErrLoading, d.load.loaded.Load(), d.load.total.Load())
+		return memory.Progress{Loaded: int(d.load.loaded.Load()), Total: int(d.load.total.Load())}.Err()
 	case d.load.err != nil:
 		return d.load.err
 	}
@@ -267,18 +262,30 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 // readChunk reads the next loadChunk memories after seq *after, in seq
 // order, and moves *after past them.
 func (d *DB) readChunk(ctx context.Context, after *int64) ([]memory.Memory, []int64, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+columns+`, vector, seq FROM memories WHERE seq > ? ORDER BY seq LIMIT ?`, *after, loadChunk)
+	ms, seqs, err := d.withSeqs(ctx, `SELECT `+columns+`, vector, seq FROM memories WHERE seq > ? ORDER BY seq LIMIT ?`, *after, loadChunk)
+	if len(seqs) > 0 {
+		*after = seqs[len(seqs)-1]
+	}
+	return ms, seqs, err
+}
+
+// withSeqs runs a query of columns, the vector and the seq, and returns
+// its memories and their seqs.
+func (d *DB) withSeqs(ctx context.Context, query string, args ...any) ([]memory.Memory, []int64, error) {
+	rows, err := d.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	out, seqs := make([]memory.Memory, 0, loadChunk), make([]int64, 0, loadChunk)
+	var ms []memory.Memory
+	var seqs []int64
 	for rows.Next() {
-		m, err := scan(rows, true, after)
+		var seq int64
+		m, err := scan(rows, true, &seq)
 		if err != nil {
 			return nil, nil, err
 		}
-		out, seqs = append(out, m), append(seqs, *after)
+		ms, seqs = append(ms, m), append(seqs, seq)
 	}
-	return out, seqs, rows.Err()
+	return ms, seqs, rows.Err()
 }

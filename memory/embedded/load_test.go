@@ -134,9 +134,6 @@ func answers(t *testing.T, db *DB, qs []memory.Query) [][]memory.Hit {
 	for i, q := range qs {
 		hits, err := db.Search(context.Background(), q)
 		require.NoError(t, err)
-		for j := range hits {
-			hits[j].Time = hits[j].Time.UTC()
-		}
 		out[i] = hits
 	}
 	return out

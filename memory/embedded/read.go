@@ -93,12 +93,7 @@ func (d *DB) inTimeOrder(ctx context.Context, f memory.Filter, limit int, oldest
 		d.mu.RUnlock()
 		return nil, nil
 	}
-	var slots []int32
-	if oldest {
-		slots = ix.earliest(&f, limit)
-	} else {
-		slots = ix.latest(&f, limit)
-	}
+	slots := ix.inTimeOrder(&f, limit, oldest)
 	seqs := make([]int64, len(slots))
 	for i, s := range slots {
 		seqs[i] = ix.seqs[s]
