@@ -39,7 +39,10 @@ const (
 // source of truth; the index is loaded from its snapshot or rebuilt from
 // the file at start.
 type index struct {
-	meta  []slotMeta      // per slot, typ 0 when removed
+	meta []slotMeta // per slot, typ 0 when removed
+	// lens is each slot's length in terms, apart from meta: scoring
+	// reads it for every posting, and a small array stays in cache.
+	lens  []float32
 	seqs  []int64         // per slot, the memory's row in the file
 	bySeq map[int64]int32 // seq → slot, of live slots
 	live  int
@@ -75,7 +78,6 @@ type index struct {
 // of 100k slots stays in cache.
 type slotMeta struct {
 	ts       int64
-	length   float32
 	typ      uint8 // typeBit; 0 for a removed slot
 	vec      bool
 	noTokens bool // its token count is unknown yet (the backfill counts it)
@@ -139,7 +141,7 @@ func newIndex() *index {
 func newIndexFor(n int) *index {
 	room := n + n/4 + 64
 	return &index{bySeq: make(map[int64]int32, room), terms: map[string]int32{},
-		seqs: make([]int64, 0, room), meta: make([]slotMeta, 0, room), room: n + n/16 + 64}
+		seqs: make([]int64, 0, room), meta: make([]slotMeta, 0, room), lens: make([]float32, 0, room), room: n + n/16 + 64}
 }
 
 // add indexes m as row seq of the file (replacing what seq held). vec is
@@ -187,7 +189,8 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 		ix.nvec++
 	}
 	ts := m.Time.UnixNano()
-	ix.meta = append(ix.meta, slotMeta{ts: ts, length: n, typ: typeBit(m.Type), vec: hasVec, noTokens: m.Tokens <= 0})
+	ix.meta = append(ix.meta, slotMeta{ts: ts, typ: typeBit(m.Type), vec: hasVec, noTokens: m.Tokens <= 0})
+	ix.lens = append(ix.lens, n)
 	ix.seqs = append(ix.seqs, seq)
 	ix.bySeq[seq] = s
 	if t := typeBit(m.Type); t != 0 && t != typeBit(memory.Raw) {
@@ -234,7 +237,7 @@ func (ix *index) remove(seq int64) {
 	if !ok {
 		return
 	}
-	ix.total -= int64(ix.meta[s].length)
+	ix.total -= int64(ix.lens[s])
 	ix.live--
 	if ix.meta[s].vec {
 		ix.nvec--
@@ -287,6 +290,7 @@ func (ix *index) dropVectors() {
 func (ix *index) compact() {
 	remap := make([]int32, len(ix.meta))
 	meta := make([]slotMeta, 0, ix.live+ix.live/4)
+	lens := make([]float32, 0, cap(meta))
 	seqs := make([]int64, 0, cap(meta))
 	var vecs []float32
 	var signs []uint64
@@ -300,6 +304,7 @@ func (ix *index) compact() {
 		}
 		remap[s] = int32(len(meta))
 		meta = append(meta, ix.meta[s])
+		lens = append(lens, ix.lens[s])
 		seqs = append(seqs, ix.seqs[s])
 		if ix.dim > 0 {
 			vecs = append(vecs, ix.vecs[s*ix.dim:(s+1)*ix.dim]...)
@@ -310,7 +315,7 @@ func (ix *index) compact() {
 		var q postings
 		ix.post[t].each(func(slot int32, tf uint32) {
 			if r := remap[slot]; r >= 0 {
-				q.add(r, tf, meta[r].length)
+				q.add(r, tf, lens[r])
 			}
 		})
 		ix.post[t] = q
@@ -327,7 +332,7 @@ func (ix *index) compact() {
 		}
 		ix.byTime = bt
 	}
-	ix.meta, ix.seqs, ix.vecs, ix.signs = meta, seqs, vecs, signs
+	ix.meta, ix.lens, ix.seqs, ix.vecs, ix.signs = meta, lens, seqs, vecs, signs
 	ix.listKinds()
 }
 
@@ -477,22 +482,36 @@ func (ix *index) hamming(sf *slotFilter, qs []uint64, lo, hi, k int) topK {
 	// The k-th best distance so far: most slots are rejected on it without
 	// touching the heap.
 	worst := words*64 + 1
-	for s := lo; s < hi; s++ {
+	// The distance first: the sign bits are a quarter of the bytes of
+	// the slot's meta, which only a close slot has read.
+	near := func(s, diff int) {
 		if m := &meta[s]; !m.vec || !sf.ok(m) {
-			continue
+			return
 		}
+		cand.offer(scored{slot: int32(s), score: float64(-diff)})
+		if len(cand.h) == cand.k {
+			worst = int(-cand.h[0].score)
+		}
+	}
+	if words == 1 {
+		// Up to 64 dimensions: one word a slot, in a tight loop.
+		q := qs[0]
+		for i, w := range signs[lo:hi] {
+			if diff := bits.OnesCount64(q ^ w); diff < worst {
+				near(lo+i, diff)
+			}
+		}
+		return cand
+	}
+	for s := lo; s < hi; s++ {
 		sg := signs[s*words : (s+1)*words]
 		sg = sg[:len(qs)]
 		diff := 0
 		for i, w := range qs {
 			diff += bits.OnesCount64(w ^ sg[i])
 		}
-		if diff >= worst {
-			continue
-		}
-		cand.offer(scored{slot: int32(s), score: float64(-diff)})
-		if len(cand.h) == cand.k {
-			worst = int(-cand.h[0].score)
+		if diff < worst {
+			near(s, diff)
 		}
 	}
 	return cand

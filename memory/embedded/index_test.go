@@ -65,7 +65,7 @@ func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text st
 		for i, qt := range terms {
 			if n := tf[words[i]]; n > 0 {
 				found = true
-				score += qt.scale * n / (n + c0 + c1*float64(ix.meta[s].length))
+				score += qt.scale * n / (n + c0 + c1*float64(ix.lens[s]))
 			}
 		}
 		if found {
@@ -135,7 +135,8 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			bm := bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / (float64(ix.total) / float64(ix.live))}
 			// Both rankings, whichever lexical would choose.
 			for path, got := range map[string][]scored{"lexical": ix.lexical(&f, text, limit),
-				"maxscore": ix.maxScore(&f, terms, bm, limit), "dense": ix.dense(&f, terms, bm, limit)} {
+				"maxscore": ix.maxScore(&f, terms, bm, limit), "dense": ix.dense(&f, terms, bm, limit),
+				"dense in 3": ix.denseIn(&f, terms, bm, limit, 3)} {
 				require.Len(t, got, len(want), "%s: store %d query %q", path, store, text)
 				for i := range want {
 					require.InDelta(t, want[i].score, got[i].score, 1e-9, "%s: store %d query %q rank %d", path, store, text, i)

@@ -1,7 +1,10 @@
 package embedded
 
 import (
+	"cmp"
+	"encoding/binary"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -98,7 +101,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	}
 	contrib := make([]float64, len(terms))
 	sf := compile(f)
-	meta := ix.meta
+	meta, lens := ix.meta, ix.lens
 	top := topK{k: limit}
 	// A document enters the results only with a score above theta (the
 	// limit-th best so far once there are limit of them). Bounds are
@@ -141,19 +144,13 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				continue
 			}
 		}
-		m := &meta[d]
-		if !sf.ok(m) {
-			for i := essential; i < len(cs); i++ {
-				if cs[i].slot == d {
-					cs[i].next()
-				}
-			}
-			continue
-		}
+		// The filter is asked only of a document that could enter: its
+		// meta is a cache miss away.
+		ln := lens[d]
 		score := 0.0
 		for i := essential; i < len(cs); i++ {
 			if c := &cs[i]; c.slot == d {
-				contrib[c.order] = bm.score(c.scale, c.tf, m.length)
+				contrib[c.order] = bm.score(c.scale, c.tf, ln)
 				score += contrib[c.order]
 				c.next()
 			}
@@ -177,11 +174,11 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 			}
 			c.seek(d)
 			if c.slot == d {
-				contrib[c.order] = bm.score(c.scale, c.tf, m.length)
+				contrib[c.order] = bm.score(c.scale, c.tf, ln)
 				score += contrib[c.order]
 			}
 		}
-		if score*slack > theta || len(top.h) < top.k {
+		if (score*slack > theta || len(top.h) < top.k) && sf.ok(&meta[d]) {
 			// The sum again in the query's order, as exhaustive scoring
 			// adds: the ranking does not depend on which terms were
 			// looked up.
@@ -204,15 +201,45 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	return top.best()
 }
 
-// denseBuf is the score array of dense, pooled: one float64 a slot.
-type denseBuf struct{ acc []float64 }
+// denseBuf is dense's scratch, pooled: one float64 a slot, and each
+// part's own.
+type denseBuf struct {
+	acc   []float64
+	parts []densePart
+}
+
+// densePart is the scratch of one range of slots: a table of a term's
+// scores, and the slots kept after the cut.
+type densePart struct {
+	table [tableTF * tableLen]float64
+	kept  []scored
+	top   []scored
+}
+
+// The score table covers frequencies below tableTF in documents shorter
+// than tableLen terms: most postings of common terms.
+const (
+	tableTF  = 16
+	tableLen = 256
+)
 
 var densePool = sync.Pool{New: func() any { return new(denseBuf) }}
 
-// dense ranks as lexical does, term at a time: every posting of every term
-// adds into one score per slot (in the query's order of terms, as
-// exhaustive scoring adds), then one pass keeps the best.
+// dense ranks as lexical does, term at a time, for questions whose rarest
+// term most memories hold: every posting of a term adds into one score per
+// slot, in the query's order of terms (as exhaustive scoring adds). A
+// large namespace is cut into ranges of slots ranked on every core, each
+// to its own best, merged.
 func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) []scored {
+	chunks := 1
+	if len(ix.meta) >= parallelAbove {
+		chunks = runtime.GOMAXPROCS(0)
+	}
+	return ix.denseIn(f, terms, bm, limit, chunks)
+}
+
+// denseIn is dense in chunks ranges of slots.
+func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, chunks int) []scored {
 	buf := densePool.Get().(*denseBuf)
 	defer densePool.Put(buf)
 	n := len(ix.meta)
@@ -220,25 +247,231 @@ func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) 
 		// With room: every chat adds a turn.
 		buf.acc = make([]float64, n, n+n/8+1024)
 	}
-	acc := buf.acc[:n]
-	meta := ix.meta
-	for _, t := range terms {
-		c := cursor{p: &ix.post[t.id]}
-		for c.start(); c.slot != endSlot; c.next() {
-			acc[c.slot] += bm.score(t.scale, c.tf, meta[c.slot].length)
-		}
+	if len(buf.parts) < chunks {
+		buf.parts = make([]densePart, chunks)
 	}
-	sf := compile(f)
+	q := denseQuery{ix: ix, acc: buf.acc[:n], sf: compile(f), terms: terms, bm: bm, limit: limit}
+	// rest[i]: the most terms[i:] can add to one document.
+	q.rest = make([]float64, len(terms)+1)
+	for i := len(terms) - 1; i >= 0; i-- {
+		p := &ix.post[terms[i].id]
+		q.rest[i] = q.rest[i+1] + bm.score(terms[i].scale, p.maxTF, p.minLen)
+	}
+	step := (n + chunks - 1) / chunks
+	var wg sync.WaitGroup
+	for c := range chunks {
+		lo, hi := int32(c*step), int32(min((c+1)*step, n))
+		wg.Go(func() { q.rank(&buf.parts[c], lo, hi) })
+	}
+	wg.Wait()
 	top := topK{k: limit}
-	for s, v := range acc {
-		if v != 0 {
-			if sf.ok(&meta[s]) {
-				top.offer(scored{slot: int32(s), score: v})
-			}
-			acc[s] = 0
+	for c := range chunks {
+		for _, h := range buf.parts[c].top {
+			top.offer(h)
 		}
 	}
 	return top.best()
+}
+
+// denseQuery is one question of dense.
+type denseQuery struct {
+	ix    *index
+	acc   []float64
+	sf    slotFilter
+	terms []queryTerm
+	rest  []float64 // rest[i]: the most terms[i:] can add
+	bm    bm25
+	limit int
+}
+
+// rank ranks the slots in [lo, hi) into part.top.
+//
+// MaxScore's test cuts it short: once the limit-th best score so far
+// (theta) is above the most the terms left can add, no slot below theta
+// minus what they can add can enter the results. When few slots are above
+// it, they are kept, and the terms left are sought for them alone, not
+// added whole: a question of common words then adds the postings of its
+// one or two rarest terms only.
+func (q *denseQuery) rank(part *densePart, lo, hi int32) {
+	const slack = 1 + 1e-9
+	ix, acc := q.ix, q.acc[lo:hi]
+	left := 0 // the postings of the terms not added yet, about, in range
+	for _, t := range q.terms {
+		left += int(ix.post[t.id].n)
+	}
+	left = int(int64(left) * int64(hi-lo) / int64(max(len(ix.meta), 1)))
+	for i, t := range q.terms {
+		top := q.accumulate(part, t, lo, hi)
+		left -= int(int64(ix.post[t.id].n) * int64(hi-lo) / int64(max(len(ix.meta), 1)))
+		if i+1 == len(q.terms) || len(top.h) < top.k || q.rest[i+1]*slack >= top.h[0].score {
+			continue
+		}
+		// theta from the limit best so far, completed: near the final one.
+		theta := q.finish(top.h, i+1)
+		if least := theta - q.rest[i+1]; few(acc, least, left) {
+			part.kept = survivors(acc, lo, least, part.kept[:0])
+			part.top = q.complete(part.kept, i+1, theta)
+			return
+		}
+	}
+	meta := ix.meta
+	top := topK{k: q.limit, h: part.top[:0]}
+	for k, v := range acc {
+		if v != 0 {
+			if s := lo + int32(k); q.sf.ok(&meta[s]) {
+				top.offer(scored{slot: s, score: v})
+			}
+			acc[k] = 0
+		}
+	}
+	part.top = top.h
+}
+
+// accumulate adds term t's score in every slot of [lo, hi) holding it into
+// acc, and returns the limit best of the sums it made in slots passing the
+// filter. Scores only grow: the limit-th of them is below the final one.
+func (q *denseQuery) accumulate(part *densePart, t queryTerm, lo, hi int32) topK {
+	table := &part.table
+	for tf := range tableTF {
+		for l := range tableLen {
+			table[tf*tableLen+l] = q.bm.score(t.scale, uint32(tf), float32(l))
+		}
+	}
+	ix, acc := q.ix, q.acc
+	meta, lens := ix.meta, ix.lens
+	top := topK{k: q.limit}
+	floor := math.Inf(-1) // the heap's least, once full
+	p := &ix.post[t.id]
+	data := p.data
+	c := cursor{p: p}
+	b := c.blockOf(lo)
+	slot := int32(-1)
+	if b > 0 && b < len(p.blocks) {
+		slot = p.blocks[b-1].last
+	}
+	for ; b < len(p.blocks); b++ {
+		// A block's postings, decoded inline: most varints are a byte.
+		for pos, end := int(p.blocks[b].off), p.blockEnd(b); pos < end; {
+			delta := uint64(data[pos])
+			pos++
+			if delta >= 0x80 {
+				v, n := binary.Uvarint(data[pos-1:])
+				delta, pos = v, pos-1+n
+			}
+			tf := uint64(data[pos])
+			pos++
+			if tf >= 0x80 {
+				v, n := binary.Uvarint(data[pos-1:])
+				tf, pos = v, pos-1+n
+			}
+			slot += int32(delta)
+			if slot < lo {
+				continue
+			}
+			if slot >= hi {
+				return top
+			}
+			var v float64
+			if l := lens[slot]; tf < tableTF && l < tableLen {
+				v = table[int(tf)*tableLen+int(l)]
+			} else {
+				v = q.bm.score(t.scale, uint32(tf), l)
+			}
+			a := acc[slot] + v
+			acc[slot] = a
+			if a > floor && q.sf.ok(&meta[slot]) && top.offer(scored{slot: slot, score: a}) && len(top.h) == top.k {
+				floor = top.h[0].score
+			}
+		}
+	}
+	return top
+}
+
+// finish returns the limit-th best final score of the slots in best
+// (sums of the terms before from), the terms from on sought for each: a
+// bound below the final limit-th best, and close to it.
+func (q *denseQuery) finish(best []scored, from int) float64 {
+	hs := slices.Clone(best)
+	slices.SortFunc(hs, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
+	for _, t := range q.terms[from:] {
+		c := cursor{p: &q.ix.post[t.id]}
+		c.start()
+		for k := range hs {
+			if c.seek(hs[k].slot); c.slot == hs[k].slot {
+				hs[k].score += q.bm.score(t.scale, c.tf, q.ix.lens[c.slot])
+			}
+		}
+	}
+	least := math.Inf(1)
+	for _, h := range hs {
+		least = min(least, h.score)
+	}
+	return least
+}
+
+// few reports whether few enough slots of acc are above least, by a
+// sample, that seeking the terms left for them alone beats adding their
+// postings (left of them): a seek costs about what adding a block's worth
+// of postings does.
+func few(acc []float64, least float64, left int) bool {
+	const stride = 61
+	n := 0
+	for s := 0; s < len(acc); s += stride {
+		if acc[s] > least {
+			n++
+		}
+	}
+	return n*stride*16 < left
+}
+
+// survivors returns the slots of acc (from slot lo) above least, with
+// their scores, in slot order, and clears acc.
+func survivors(acc []float64, lo int32, least float64, out []scored) []scored {
+	const slack = 1 + 1e-9
+	for k, v := range acc {
+		if v != 0 {
+			acc[k] = 0
+			if v*slack > least {
+				out = append(out, scored{slot: lo + int32(k), score: v})
+			}
+		}
+	}
+	return out
+}
+
+// complete ranks the kept slots (sums of the terms before from), the
+// terms from on sought for each, document at a time: a slot stops as soon
+// as it cannot reach theta, the limit-th best so far.
+func (q *denseQuery) complete(kept []scored, from int, theta float64) []scored {
+	const slack = 1 + 1e-9
+	terms, rest := q.terms[from:], q.rest[from:]
+	cs := make([]cursor, len(terms))
+	for j, t := range terms {
+		cs[j] = cursor{p: &q.ix.post[t.id]}
+		cs[j].start()
+	}
+	meta, lens := q.ix.meta, q.ix.lens
+	top := topK{k: q.limit}
+	for _, h := range kept {
+		score := h.score
+		for j := range terms {
+			if (score+rest[j])*slack <= theta {
+				score = -1
+				break
+			}
+			c := &cs[j]
+			if c.seek(h.slot); c.slot == h.slot {
+				score += q.bm.score(terms[j].scale, c.tf, lens[h.slot])
+			}
+		}
+		if score < 0 || score*slack <= theta && len(top.h) == top.k {
+			continue
+		}
+		if q.sf.ok(&meta[h.slot]) && top.offer(scored{slot: h.slot, score: score}) && len(top.h) == top.k {
+			theta = max(theta, top.h[0].score)
+		}
+	}
+	return top.h
 }
 
 // queryTerms weighs the query's terms that the index holds (BM25's idf,

@@ -86,11 +86,15 @@ type cursor struct {
 	end  int    // the current block's end in data
 	slot int32  // the current posting's slot; endSlot past the last
 	tf   uint32 // its frequency
+	// shallow is the block blockOf found last: a search's targets only
+	// grow, so the next look starts there even when the cursor stayed
+	// behind (a term looked up for few documents).
+	shallow int
 }
 
 // start puts c on the first posting.
 func (c *cursor) start() {
-	c.blk, c.slot = -1, -1
+	c.blk, c.slot, c.shallow = -1, -1, 0
 	c.end = 0
 	c.pos = 0
 	c.next()
@@ -132,11 +136,13 @@ func (c *cursor) enter(i int) {
 }
 
 // blockOf returns the first block, from c's on, whose last slot is at
-// least target; len(blocks) when there is none.
+// least target; len(blocks) when there is none. Targets must not go down
+// between calls (nor below the cursor's slot).
 func (c *cursor) blockOf(target int32) int {
 	bs := c.p.blocks
-	i := max(c.blk, 0)
+	i := max(c.blk, c.shallow, 0)
 	if i < len(bs) && bs[i].last >= target {
+		c.shallow = i
 		return i
 	}
 	// Galloping, then binary search: targets are usually near.
@@ -148,6 +154,7 @@ func (c *cursor) blockOf(target int32) int {
 	}
 	hi := min(i+step, len(bs)-1)
 	if bs[hi].last < target {
+		c.shallow = len(bs)
 		return len(bs)
 	}
 	for lo < hi {
@@ -158,6 +165,7 @@ func (c *cursor) blockOf(target int32) int {
 			hi = m
 		}
 	}
+	c.shallow = lo
 	return lo
 }
 

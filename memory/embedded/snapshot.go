@@ -29,7 +29,7 @@ const SnapshotName = "vera.index"
 
 const (
 	snapMagic   = "VERAIDX\x00"
-	snapVersion = 1
+	snapVersion = 2 // 2: lengths apart from the slots' meta
 	// snapHeader is the header's size: magic, version, the sizes of the
 	// raw structs (another build or machine lays them out otherwise), the
 	// store's id, the generation, the body's length and checksum, and the
@@ -128,6 +128,7 @@ func writeIndex(w *bufio.Writer, name string, ix *index) {
 		writeU64(w, v)
 	}
 	w.Write(raw(ix.meta))
+	w.Write(raw(ix.lens))
 	w.Write(raw(ix.seqs))
 	writeU64(w, uint64(len(ix.byTime)))
 	w.Write(raw(ix.byTime))
@@ -230,6 +231,7 @@ func readIndex(r *snapReader) (string, *index) {
 	ix := &index{live: int(v[1]), total: int64(v[2]), unordered: v[3] == 1, newest: int64(v[4]), dim: int(v[5]), nvec: int(v[6])}
 	ix.words = (ix.dim + 63) / 64
 	ix.meta = readRaw[slotMeta](r, slots)
+	ix.lens = readRaw[float32](r, slots)
 	ix.seqs = readRaw[int64](r, slots)
 	ix.byTime = readRaw[int32](r, r.count(r.u64()))
 	ix.vecs = readRaw[float32](r, slots*ix.dim)
@@ -270,7 +272,7 @@ func readIndex(r *snapReader) (string, *index) {
 			ix.bySeq[seq] = int32(s)
 		}
 	}
-	if len(ix.meta) != len(ix.seqs) || ix.unordered && len(ix.byTime) != len(ix.meta) {
+	if len(ix.meta) != len(ix.seqs) || len(ix.lens) != len(ix.meta) || ix.unordered && len(ix.byTime) != len(ix.meta) {
 		r.err = errors.New("inconsistent index")
 	}
 	return name, ix

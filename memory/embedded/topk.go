@@ -33,7 +33,8 @@ type scored struct {
 	score float64
 }
 
-// topK keeps the k highest scores (a min-heap). Its heap is typed, not
+// topK keeps the k highest scores (a min-heap), and of equal scores the
+// lower slots, whatever order they are offered in. Its heap is typed, not
 // container/heap's: that one boxes every pushed value in an interface, an
 // allocation per candidate.
 type topK struct {
@@ -52,7 +53,7 @@ func (t *topK) offer(s scored) bool {
 		t.up(len(t.h) - 1)
 		return true
 	}
-	if s.score > t.h[0].score {
+	if worse(t.h[0], s) {
 		t.h[0] = s
 		t.down(0)
 		return true
@@ -63,7 +64,7 @@ func (t *topK) offer(s scored) bool {
 func (t *topK) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if t.h[p].score <= t.h[i].score {
+		if !worse(t.h[i], t.h[p]) {
 			return
 		}
 		t.h[p], t.h[i] = t.h[i], t.h[p]
@@ -77,15 +78,21 @@ func (t *topK) down(i int) {
 		if c >= len(t.h) {
 			return
 		}
-		if c+1 < len(t.h) && t.h[c+1].score < t.h[c].score {
+		if c+1 < len(t.h) && worse(t.h[c+1], t.h[c]) {
 			c++
 		}
-		if t.h[i].score <= t.h[c].score {
+		if !worse(t.h[c], t.h[i]) {
 			return
 		}
 		t.h[i], t.h[c] = t.h[c], t.h[i]
 		i = c
 	}
+}
+
+// worse reports whether a ranks below b: a lower score, or the same
+// score in a higher slot.
+func worse(a, b scored) bool {
+	return a.score < b.score || a.score == b.score && a.slot > b.slot
 }
 
 // best returns the kept candidates, best first.
