@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // TestMain lets the test binary serve as the harness's child processes
@@ -81,4 +83,21 @@ func TestQuickAndLargeExcludeEachOther(t *testing.T) {
 	err := run(context.Background(), []string{"--quick", "--large"}, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "choose one")
+}
+
+// The seeded turns carry the token counts vera would store: the
+// tokenizer's own, though the harness adds them up by word.
+func TestSeededTokenCounts(t *testing.T) {
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	n := 0
+	_, err = generate(300, func(ms []memory.Memory) error {
+		for _, m := range ms {
+			require.Equal(t, tok.Count(m.Text), m.Tokens, m.Text)
+			n++
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 300, n)
 }

@@ -121,12 +121,18 @@ func fill(ctx context.Context, s interface {
 // a user message of 12 to 31 words and an answer of 20 to 79.
 func generate(n int, write func([]memory.Memory) error) (seeded, error) {
 	out := seeded{common: strings.Join(vocab[:4], " ") + "?"}
+	// The token counts vera would have stored: the builder trusts them,
+	// and a made-up one lets it pack more than the window takes.
+	count, err := exchangeTokens()
+	if err != nil {
+		return seeded{}, err
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rand.New(rand.NewPCG(3, 5)), 1.1, 1, uint64(len(vocab)-1))
-	sentence := func(words int) []string {
-		s := make([]string, words)
+	sentence := func(words int) []int {
+		s := make([]int, words)
 		for i := range s {
-			s[i] = vocab[zipf.Uint64()]
+			s[i] = int(zipf.Uint64())
 		}
 		return s
 	}
@@ -135,14 +141,14 @@ func generate(n int, write func([]memory.Memory) error) (seeded, error) {
 	for i := range n {
 		u, a := sentence(12+rng.IntN(20)), sentence(20+rng.IntN(60))
 		if i == n/2 {
-			out.question = strings.Join([]string{"what", "about", u[1], u[3], u[5], "and", a[len(a)-2]}, " ") + "?"
+			out.question = strings.Join([]string{"what", "about", vocab[u[1]], vocab[u[3]], vocab[u[5]], "and", vocab[a[len(a)-2]]}, " ") + "?"
 		}
-		text := memory.FormatExchange(strings.Join(u, " ")+"?", strings.Join(a, " ")+".")
+		text, tokens := count(u, a)
 		vec := make([]float32, 64)
 		vec[rng.IntN(64)] = 1
 		vec[rng.IntN(64)] += 0.5
 		batch = append(batch, memory.Memory{ID: memory.NewID(), Namespace: "bench", Type: memory.Raw, Text: text,
-			Time: base.Add(time.Duration(i) * time.Minute), Tokens: 40, Vector: vec})
+			Time: base.Add(time.Duration(i) * time.Minute), Tokens: tokens, Vector: vec})
 		out.raw += int64(len(text) + 4*len(vec))
 		if len(batch) == cap(batch) || i == n-1 {
 			if err := write(batch); err != nil {
@@ -152,6 +158,40 @@ func generate(n int, write func([]memory.Memory) error) (seeded, error) {
 		}
 	}
 	return out, nil
+}
+
+// exchangeTokens returns what makes a turn of the words u and a of vocab
+// ("User: u?\nAssistant: a."), and its token count. The count is the
+// tokenizer's without tokenizing each turn (a million of them would take
+// minutes): every word, after its space, is a piece of its own, so a
+// turn's count is the framing's and its words'.
+func exchangeTokens() (func(u, a []int) (string, int), error) {
+	tok, err := memory.NewTokenizer()
+	if err != nil {
+		return nil, err
+	}
+	words := make([]int, len(vocab))
+	for i, w := range vocab {
+		words[i] = tok.Count(" " + w)
+	}
+	fixed := tok.Count(memory.FormatExchange("w?", "w.")) - 2*tok.Count(" w")
+	join := func(ws []int) string {
+		s := make([]string, len(ws))
+		for i, w := range ws {
+			s[i] = vocab[w]
+		}
+		return strings.Join(s, " ")
+	}
+	return func(u, a []int) (string, int) {
+		n := fixed
+		for _, w := range u {
+			n += words[w]
+		}
+		for _, w := range a {
+			n += words[w]
+		}
+		return memory.FormatExchange(join(u)+"?", join(a)+"."), n
+	}, nil
 }
 
 // measureMemory measures, at each store size, a stream:false chat with
