@@ -109,9 +109,11 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	theta := math.Inf(-1)
 	const slack = 1 + 1e-9
 	essential := 0 // cs[essential:] are walked; cs[:essential] looked up
-	// The window: up to the end of the first block, among every term's
-	// blocks around the candidate, and what any document in it can get
-	// at most (as of theta then).
+	// The window: up to the end of the first block, among the essential
+	// terms' blocks around the candidate, and what any document in it can
+	// get at most (as of theta then): those blocks' bounds, and the other
+	// terms' whole bounds (looking their blocks up too cost more than it
+	// saved: a rare candidate is a window of its own).
 	winEnd, winTheta := int32(-1), theta
 	for {
 		// The next candidate: the lowest slot of an essential term.
@@ -123,9 +125,9 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 			break
 		}
 		if d > winEnd || winTheta != theta {
-			ub := 0.0
+			ub := prefix[essential]
 			winEnd, winTheta = endSlot, theta
-			for i := range cs {
+			for i := essential; i < len(cs); i++ {
 				c := &cs[i]
 				if b := c.blockOf(d); b < len(c.p.blocks) {
 					blk := &c.p.blocks[b]
@@ -260,7 +262,7 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, ch
 	step := (n + chunks - 1) / chunks
 	var wg sync.WaitGroup
 	for c := range chunks {
-		lo, hi := int32(c*step), int32(min((c+1)*step, n))
+		lo, hi := int32(min(c*step, n)), int32(min((c+1)*step, n))
 		wg.Go(func() { q.rank(&buf.parts[c], lo, hi) })
 	}
 	wg.Wait()
