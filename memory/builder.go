@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/vera-proxy/vera/ollama"
@@ -478,6 +479,9 @@ func history(msgs []Message) historySet {
 // has reports whether the exchange in text is already in the request: its
 // question and its answer both appear there.
 func (h historySet) has(text string) bool {
+	if len(h.user) == 0 || len(h.assistant) == 0 {
+		return false // a first turn: nothing to compare
+	}
 	user, assistant, ok := ParseExchange(text)
 	if !ok {
 		return false
@@ -488,6 +492,37 @@ func (h historySet) has(text string) bool {
 // maxHistoryBytes is the longest message compared with stored memories.
 const maxHistoryBytes = 256 << 10
 
+// normalize lowers s and reduces its runs of white space to one space,
+// trimmed: strings.ToLower(strings.Join(strings.Fields(s), " ")) in one
+// pass (it runs on every hit of every chat).
 func normalize(s string) string {
-	return strings.ToLower(strings.Join(strings.Fields(s), " "))
+	var b strings.Builder
+	b.Grow(len(s))
+	space := false
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf && asciiSpace[r]:
+			space = true
+			continue
+		case r >= utf8.RuneSelf && unicode.IsSpace(r):
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		if r < utf8.RuneSelf {
+			if 'A' <= r && r <= 'Z' {
+				r += 'a' - 'A'
+			}
+			b.WriteByte(byte(r))
+		} else {
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
 }
+
+// asciiSpace is strings.Fields' white space among ASCII.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
