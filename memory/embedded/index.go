@@ -48,7 +48,10 @@ type index struct {
 	live  int
 	terms map[string]int32 // term → term id
 	post  []postings       // term id → postings
-	total int64            // sum of live doc lengths, in terms
+	// common holds the frequencies of the commonest terms by slot
+	// (common.go).
+	common map[int32][]uint8
+	total  int64 // sum of live doc lengths, in terms
 	// unordered is set once a memory arrives older than one before it:
 	// until then slots are in time order and latest reads from the end.
 	// From then on byTime holds the slots in time order.
@@ -174,6 +177,7 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 	n := float32(len(terms))
 	for id, c := range tf {
 		ix.post[id].add(s, c, n)
+		ix.noteCommon(id, s, c)
 	}
 	ix.total += int64(len(terms))
 	ix.live++
@@ -334,6 +338,7 @@ func (ix *index) compact() {
 	}
 	ix.meta, ix.lens, ix.seqs, ix.vecs, ix.signs = meta, lens, seqs, vecs, signs
 	ix.listKinds()
+	ix.commonAll()
 }
 
 // listKinds lists the slots of each type but raw again, from meta.

@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -82,7 +83,13 @@ func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text st
 // same order (ties: the lower slot first, in both).
 func TestLexicalPruningIsExact(t *testing.T) {
 	var pruned int64
+	defer func(m int) { commonMin = m }(commonMin)
 	for store := range 6 {
+		// Odd stores keep arrays of their common terms' frequencies.
+		commonMin = 1 << 30
+		if store%2 == 1 {
+			commonMin = 64
+		}
 		rng := rand.New(rand.NewPCG(uint64(store), 9))
 		vocab := []int{30, 300, 3000}[store%3]
 		n := 500 + rng.IntN(4000)
@@ -113,6 +120,10 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			}
 			m := ms[seq-1]
 			m.Text = fmt.Sprintf("w%d w%d w1 w0", rng.IntN(vocab), rng.IntN(vocab))
+			if rng.IntN(8) == 0 {
+				// A frequency past what a byte holds.
+				m.Text += strings.Repeat(" w1", 300)
+			}
 			tfs[seq-1] = termCounts(m.Text)
 			ix.add(seq, &m, nil)
 		}
@@ -145,6 +156,9 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			}
 		}
 		pruned += ix.pruned.Load()
+		if store%2 == 1 {
+			assert.NotEmpty(t, ix.common, "store %d: common terms keep their arrays", store)
+		}
 	}
 	assert.Greater(t, pruned, int64(100), "blocks must be skipped")
 }
@@ -335,4 +349,58 @@ func TestLatestOfOtherTypes(t *testing.T) {
 		slices.Reverse(all)
 		require.Equal(t, all[:min(len(all), limit)], ix.earliest(&f, limit), "earliest, query %d", q)
 	}
+}
+
+// The arrays of common terms say what the postings say, slot by slot,
+// through tfIn (a frequency past a byte included): as memories are added,
+// once a term becomes common, after removals and a compaction, and after
+// a snapshot is read back.
+func TestCommonArraysMatchPostings(t *testing.T) {
+	defer func(m int) { commonMin = m }(commonMin)
+	commonMin = 32
+	ix := newIndex()
+	rng := rand.New(rand.NewPCG(3, 4))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := int64(0)
+	add := func(n int) {
+		for range n {
+			seq++
+			text := fmt.Sprintf("alpha w%d w%d", rng.IntN(50), rng.IntN(5))
+			if rng.IntN(10) == 0 {
+				text += strings.Repeat(" alpha", 300+rng.IntN(10))
+			}
+			m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "c", Type: memory.Raw, Text: text, Time: start.Add(time.Duration(seq) * time.Second)}
+			ix.add(seq, &m, nil)
+		}
+	}
+	check := func(ix *index, when string) {
+		require.NotEmpty(t, ix.common, when)
+		for id, arr := range ix.common {
+			want := map[int32]uint32{}
+			ix.post[id].each(func(s int32, tf uint32) { want[s] = tf })
+			c := cursor{p: &ix.post[id]}
+			c.start()
+			for s := range int32(len(ix.meta)) {
+				require.Equal(t, want[s], tfIn(arr, &c, s), "%s: term %d slot %d", when, id, s)
+			}
+		}
+		alpha := ix.terms["alpha"]
+		assert.Contains(t, ix.common, alpha, when)
+	}
+	add(20) // too few slots: no arrays yet
+	assert.Empty(t, ix.common)
+	add(2000)
+	check(ix, "once common")
+	slots := len(ix.meta)
+	for range 1500 {
+		ix.remove(int64(1 + rng.IntN(int(seq))))
+	}
+	require.Less(t, len(ix.meta), slots, "compacted")
+	add(100)
+	check(ix, "after removals and a compaction")
+	path := filepath.Join(t.TempDir(), SnapshotName)
+	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
+	ns, _, err := readSnapshot(path, "0123456789abcdef")
+	require.NoError(t, err)
+	check(ns["c"], "read from a snapshot")
 }

@@ -25,6 +25,9 @@ type termCursor struct {
 	scale float64
 	ub    float64 // the most the term can give any document
 	order int     // the term's place in the query, which sums go in
+	// common is the term's frequencies by slot, if it is common: looked
+	// up, it is read there rather than sought.
+	common []uint8
 }
 
 // lexical ranks the documents passing f by BM25 over the query terms.
@@ -83,7 +86,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	cs := make([]termCursor, len(terms))
 	for i, t := range terms {
 		p := &ix.post[t.id]
-		cs[i] = termCursor{cursor: cursor{p: p}, scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i}
+		cs[i] = termCursor{cursor: cursor{p: p}, scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i, common: ix.common[t.id]}
 		cs[i].start()
 	}
 	slices.SortStableFunc(cs, func(a, b termCursor) int {
@@ -174,9 +177,8 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				score = math.Inf(-1)
 				break
 			}
-			c.seek(d)
-			if c.slot == d {
-				contrib[c.order] = bm.score(c.scale, c.tf, ln)
+			if tf := tfIn(c.common, &c.cursor, d); tf > 0 {
+				contrib[c.order] = bm.score(c.scale, tf, ln)
 				score += contrib[c.order]
 			}
 		}
@@ -398,9 +400,10 @@ func (q *denseQuery) finish(best []scored, from int) float64 {
 	for _, t := range q.terms[from:] {
 		c := cursor{p: &q.ix.post[t.id]}
 		c.start()
+		common := q.ix.common[t.id]
 		for k := range hs {
-			if c.seek(hs[k].slot); c.slot == hs[k].slot {
-				hs[k].score += q.bm.score(t.scale, c.tf, q.ix.lens[c.slot])
+			if tf := tfIn(common, &c, hs[k].slot); tf > 0 {
+				hs[k].score += q.bm.score(t.scale, tf, q.ix.lens[hs[k].slot])
 			}
 		}
 	}
@@ -448,9 +451,11 @@ func (q *denseQuery) complete(kept []scored, from int, theta float64) []scored {
 	const slack = 1 + 1e-9
 	terms, rest := q.terms[from:], q.rest[from:]
 	cs := make([]cursor, len(terms))
+	common := make([][]uint8, len(terms))
 	for j, t := range terms {
 		cs[j] = cursor{p: &q.ix.post[t.id]}
 		cs[j].start()
+		common[j] = q.ix.common[t.id]
 	}
 	meta, lens := q.ix.meta, q.ix.lens
 	top := topK{k: q.limit}
@@ -461,9 +466,8 @@ func (q *denseQuery) complete(kept []scored, from int, theta float64) []scored {
 				score = -1
 				break
 			}
-			c := &cs[j]
-			if c.seek(h.slot); c.slot == h.slot {
-				score += q.bm.score(terms[j].scale, c.tf, lens[h.slot])
+			if tf := tfIn(common[j], &cs[j], h.slot); tf > 0 {
+				score += q.bm.score(terms[j].scale, tf, lens[h.slot])
 			}
 		}
 		if score < 0 || score*slack <= theta && len(top.h) == top.k {

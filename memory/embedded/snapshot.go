@@ -266,6 +266,7 @@ func readIndex(r *snapReader) (string, *index) {
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
 	}
 	ix.listKinds()
+	ix.commonAll()
 	ix.bySeq = make(map[int64]int32, ix.live)
 	for s, seq := range ix.seqs {
 		if ix.meta[s].typ != 0 {

@@ -1,0 +1,81 @@
+package embedded
+
+// The commonest terms keep their frequencies twice: in their postings,
+// and in an array of one byte a slot. A search that looks such a term up
+// for a few documents (a question's common word, for the memories its
+// rarer words found) then reads one byte, where the postings would be
+// decoded up to the document, a block of 64 at a time. The arrays are not
+// in the snapshot: a load makes them from the postings.
+
+// commonMin: a namespace of fewer slots keeps no arrays (a variable for
+// the tests).
+var commonMin = 4096
+
+const (
+	// commonShare: a term in at least 1/commonShare of the slots is
+	// common. Every slot holds a term's byte, so no more terms can be
+	// common than commonShare times the distinct terms of a memory.
+	commonShare = 4
+	// tfSaturated stands for a frequency of 255 or more: the postings
+	// hold it.
+	tfSaturated = 255
+)
+
+// promote gives term id its array, from its postings, once it is common.
+func (ix *index) promote(id int32) {
+	p := &ix.post[id]
+	if len(ix.meta) < commonMin || int(p.n)*commonShare < len(ix.meta) || p.n == 0 {
+		return
+	}
+	if _, ok := ix.common[id]; ok {
+		return
+	}
+	arr := make([]uint8, p.blocks[len(p.blocks)-1].last+1)
+	p.each(func(s int32, tf uint32) { arr[s] = uint8(min(tf, tfSaturated)) })
+	if ix.common == nil {
+		ix.common = map[int32][]uint8{}
+	}
+	ix.common[id] = arr
+}
+
+// noteCommon records that term id occurs tf times in slot s, the newest,
+// in its array if it has one, and gives it one if it became common.
+func (ix *index) noteCommon(id int32, s int32, tf uint32) {
+	arr, ok := ix.common[id]
+	if !ok {
+		ix.promote(id)
+		return
+	}
+	for int32(len(arr)) < s {
+		arr = append(arr, 0)
+	}
+	ix.common[id] = append(arr, uint8(min(tf, tfSaturated)))
+}
+
+// commonAll gives every common term its array again (after a load or a
+// compaction).
+func (ix *index) commonAll() {
+	ix.common = nil
+	for id := range ix.post {
+		ix.promote(int32(id))
+	}
+}
+
+// tfIn returns the frequency of a term in slot, 0 when it is not there:
+// from the term's array when it has one (common, else nil), else from
+// its postings through c. Slots must not go down between calls with the
+// same c.
+func tfIn(common []uint8, c *cursor, slot int32) uint32 {
+	if common != nil {
+		if int(slot) >= len(common) {
+			return 0
+		}
+		if v := common[slot]; v < tfSaturated {
+			return uint32(v)
+		}
+	}
+	if c.seek(slot); c.slot == slot {
+		return c.tf
+	}
+	return 0
+}
