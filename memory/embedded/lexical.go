@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"cmp"
 	"encoding/binary"
 	"math"
 	"runtime"
@@ -205,35 +204,33 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	return top.best()
 }
 
-// denseBuf is dense's scratch, pooled: one float64 a slot, and each
-// part's own.
-type denseBuf struct {
-	acc   []float64
-	parts []densePart
-}
-
-// densePart is the scratch of one range of slots: a table of a term's
-// scores, and the slots kept after the cut.
+// densePart is the scratch of dense for one range of slots, pooled: a
+// window's scores, its candidates, and a table of each term's scores.
 type densePart struct {
-	table [tableTF * tableLen]float64
-	kept  []scored
-	top   []scored
+	acc    [window]float64
+	cand   []int32
+	tables [][tableTF * tableLen]float64
+	top    []scored
 }
 
-// The score table covers frequencies below tableTF in documents shorter
+// window is how many slots dense scores at a time: its scores stay in
+// the core's first cache.
+const window = 2048
+
+// The score tables cover frequencies below tableTF in documents shorter
 // than tableLen terms: most postings of common terms.
 const (
 	tableTF  = 16
 	tableLen = 256
 )
 
-var densePool = sync.Pool{New: func() any { return new(denseBuf) }}
+var densePool = sync.Pool{New: func() any { return new([]densePart) }}
 
-// dense ranks as lexical does, term at a time, for questions whose rarest
-// term most memories hold: every posting of a term adds into one score per
-// slot, in the query's order of terms (as exhaustive scoring adds). A
-// large namespace is cut into ranges of slots ranked on every core, each
-// to its own best, merged.
+// dense ranks as lexical does, for questions whose rarest term most
+// memories hold, a window of slots at a time: each term's postings in
+// the window add into the window's scores, in the query's order of terms
+// (as exhaustive scoring adds). A large namespace is cut into ranges of
+// slots ranked on every core, each to its own best, merged.
 func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) []scored {
 	chunks := 1
 	if len(ix.meta) >= parallelAbove {
@@ -244,33 +241,29 @@ func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) 
 
 // denseIn is dense in chunks ranges of slots.
 func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, chunks int) []scored {
-	buf := densePool.Get().(*denseBuf)
-	defer densePool.Put(buf)
-	n := len(ix.meta)
-	if cap(buf.acc) < n {
-		// With room: every chat adds a turn.
-		buf.acc = make([]float64, n, n+n/8+1024)
+	parts := densePool.Get().(*[]densePart)
+	defer densePool.Put(parts)
+	if len(*parts) < chunks {
+		*parts = make([]densePart, chunks)
 	}
-	if len(buf.parts) < chunks {
-		buf.parts = make([]densePart, chunks)
-	}
-	q := denseQuery{ix: ix, acc: buf.acc[:n], sf: compile(f), terms: terms, bm: bm, limit: limit}
+	q := denseQuery{ix: ix, sf: compile(f), terms: terms, bm: bm, limit: limit}
 	// rest[i]: the most terms[i:] can add to one document.
 	q.rest = make([]float64, len(terms)+1)
 	for i := len(terms) - 1; i >= 0; i-- {
 		p := &ix.post[terms[i].id]
 		q.rest[i] = q.rest[i+1] + bm.score(terms[i].scale, p.maxTF, p.minLen)
 	}
+	n := len(ix.meta)
 	step := (n + chunks - 1) / chunks
 	var wg sync.WaitGroup
 	for c := range chunks {
 		lo, hi := int32(min(c*step, n)), int32(min((c+1)*step, n))
-		wg.Go(func() { q.rank(&buf.parts[c], lo, hi) })
+		wg.Go(func() { q.rank(&(*parts)[c], lo, hi) })
 	}
 	wg.Wait()
 	top := topK{k: limit}
 	for c := range chunks {
-		for _, h := range buf.parts[c].top {
+		for _, h := range (*parts)[c].top {
 			top.offer(h)
 		}
 	}
@@ -280,7 +273,6 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, ch
 // denseQuery is one question of dense.
 type denseQuery struct {
 	ix    *index
-	acc   []float64
 	sf    slotFilter
 	terms []queryTerm
 	rest  []float64 // rest[i]: the most terms[i:] can add
@@ -288,196 +280,145 @@ type denseQuery struct {
 	limit int
 }
 
-// rank ranks the slots in [lo, hi) into part.top.
+// rank ranks the slots in [lo, hi) into part.top, a window at a time.
 //
-// MaxScore's test cuts it short: once the limit-th best score so far
-// (theta) is above the most the terms left can add, no slot below theta
-// minus what they can add can enter the results. When few slots are above
-// it, they are kept, and the terms left are sought for them alone, not
-// added whole: a question of common words then adds the postings of its
-// one or two rarest terms only.
+// MaxScore's test prunes within each window: once the limit-th best
+// score so far (theta) is above the most the terms left can add, only the
+// window's slots whose score so far could still reach theta go on. When
+// they are few next to the term's postings in the window, the term is
+// looked up for them alone (from its array of frequencies when it is
+// common) instead of added whole. A question of common words adds the
+// postings of its one or two rarest words, and looks the rest up for the
+// few memories that can still enter.
 func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 	const slack = 1 + 1e-9
-	ix, acc := q.ix, q.acc[lo:hi]
-	left := 0 // the postings of the terms not added yet, about, in range
-	for _, t := range q.terms {
-		left += int(ix.post[t.id].n)
+	ix := q.ix
+	if len(part.tables) < len(q.terms) {
+		part.tables = make([][tableTF * tableLen]float64, len(q.terms))
 	}
-	left = int(int64(left) * int64(hi-lo) / int64(max(len(ix.meta), 1)))
+	cs := make([]cursor, len(q.terms))
+	common := make([][]uint8, len(q.terms))
 	for i, t := range q.terms {
-		top := q.accumulate(part, t, lo, hi)
-		left -= int(int64(ix.post[t.id].n) * int64(hi-lo) / int64(max(len(ix.meta), 1)))
-		if i+1 == len(q.terms) || len(top.h) < top.k || q.rest[i+1]*slack >= top.h[0].score {
-			continue
-		}
-		// theta from the limit best so far, completed: near the final one.
-		theta := q.finish(top.h, i+1)
-		if least := theta - q.rest[i+1]; few(acc, least, left) {
-			part.kept = survivors(acc, lo, least, part.kept[:0])
-			part.top = q.complete(part.kept, i+1, theta)
-			return
-		}
-	}
-	meta := ix.meta
-	top := topK{k: q.limit, h: part.top[:0]}
-	for k, v := range acc {
-		if v != 0 {
-			if s := lo + int32(k); q.sf.ok(&meta[s]) {
-				top.offer(scored{slot: s, score: v})
+		table := &part.tables[i]
+		for tf := range tableTF {
+			for l := range tableLen {
+				table[tf*tableLen+l] = q.bm.score(t.scale, uint32(tf), float32(l))
 			}
-			acc[k] = 0
 		}
+		cs[i] = cursor{p: &ix.post[t.id]}
+		cs[i].start()
+		cs[i].seek(lo)
+		common[i] = ix.common[t.id]
+	}
+	meta, lens := ix.meta, ix.lens
+	top := topK{k: q.limit, h: part.top[:0]}
+	theta := math.Inf(-1)
+	acc := &part.acc
+	// many[i]: the last window that tried had too many slots for term i
+	// to be looked up; the next few windows add it without trying.
+	many := make([]bool, len(q.terms))
+	for w := lo; w < hi; w += window {
+		end := min(w+window, hi)
+		all := true // every slot of the window goes on; else part.cand
+		for i, t := range q.terms {
+			if all && i > 0 && q.rest[i]*slack < theta && (!many[i] || (w-lo)/window%16 == 0) {
+				// Only the slots that could still reach theta, if
+				// they are few next to the term's postings here.
+				least := theta - q.rest[i]
+				most := int(int64(end-w) * int64(ix.post[t.id].n) / int64(len(meta)) / 8)
+				cand := part.cand[:0]
+				for o, v := range acc[:end-w] {
+					if v*slack > least {
+						if len(cand) == most {
+							break
+						}
+						cand = append(cand, int32(o))
+					}
+				}
+				part.cand = cand
+				all = len(cand) == most
+				many[i] = all
+			}
+			if all {
+				q.add(&cs[i], &part.tables[i], t, acc, w, end)
+				continue
+			}
+			cand := part.cand[:0]
+			for _, o := range part.cand {
+				if (acc[o]+q.rest[i])*slack <= theta {
+					continue // it cannot reach theta
+				}
+				s := w + o
+				if tf := tfIn(common[i], &cs[i], s); tf > 0 {
+					acc[o] += q.bm.score(t.scale, tf, lens[s])
+				}
+				cand = append(cand, o)
+			}
+			part.cand = cand
+		}
+		offer := func(o int32) {
+			v := acc[o]
+			if v == 0 || v*slack <= theta && len(top.h) == top.k {
+				return
+			}
+			if s := w + o; q.sf.ok(&meta[s]) && top.offer(scored{slot: s, score: v}) && len(top.h) == top.k {
+				theta = top.h[0].score
+			}
+		}
+		if all {
+			for o := range end - w {
+				offer(o)
+			}
+		} else {
+			for _, o := range part.cand {
+				offer(o)
+			}
+		}
+		clear(acc[:end-w])
 	}
 	part.top = top.h
 }
 
-// accumulate adds term t's score in every slot of [lo, hi) holding it into
-// acc, and returns the limit best of the sums it made in slots passing the
-// filter. Scores only grow: the limit-th of them is below the final one.
-func (q *denseQuery) accumulate(part *densePart, t queryTerm, lo, hi int32) topK {
-	table := &part.table
-	for tf := range tableTF {
-		for l := range tableLen {
-			table[tf*tableLen+l] = q.bm.score(t.scale, uint32(tf), float32(l))
+// add adds term t's score in every slot of [w, end) holding it into acc
+// (from slot w), its postings read from c on, inline: most varints are a
+// byte.
+func (q *denseQuery) add(c *cursor, table *[tableTF * tableLen]float64, t queryTerm, acc *[window]float64, w, end int32) {
+	c.seek(w) // a window that looked the term up left it behind
+	p, lens := c.p, q.ix.lens
+	data, blocks := p.data, p.blocks
+	blk, pos, stop, slot, tf := c.blk, c.pos, c.end, c.slot, c.tf
+	for slot < end {
+		var v float64
+		if l := lens[slot]; tf < tableTF && l < tableLen {
+			v = table[int(tf)*tableLen+int(l)]
+		} else {
+			v = q.bm.score(t.scale, tf, l)
 		}
-	}
-	ix, acc := q.ix, q.acc
-	meta, lens := ix.meta, ix.lens
-	top := topK{k: q.limit}
-	floor := math.Inf(-1) // the heap's least, once full
-	p := &ix.post[t.id]
-	data := p.data
-	c := cursor{p: p}
-	b := c.blockOf(lo)
-	slot := int32(-1)
-	if b > 0 && b < len(p.blocks) {
-		slot = p.blocks[b-1].last
-	}
-	for ; b < len(p.blocks); b++ {
-		// A block's postings, decoded inline: most varints are a byte.
-		for pos, end := int(p.blocks[b].off), p.blockEnd(b); pos < end; {
-			delta := uint64(data[pos])
-			pos++
-			if delta >= 0x80 {
-				v, n := binary.Uvarint(data[pos-1:])
-				delta, pos = v, pos-1+n
-			}
-			tf := uint64(data[pos])
-			pos++
-			if tf >= 0x80 {
-				v, n := binary.Uvarint(data[pos-1:])
-				tf, pos = v, pos-1+n
-			}
-			slot += int32(delta)
-			if slot < lo {
-				continue
-			}
-			if slot >= hi {
-				return top
-			}
-			var v float64
-			if l := lens[slot]; tf < tableTF && l < tableLen {
-				v = table[int(tf)*tableLen+int(l)]
-			} else {
-				v = q.bm.score(t.scale, uint32(tf), l)
-			}
-			a := acc[slot] + v
-			acc[slot] = a
-			if a > floor && q.sf.ok(&meta[slot]) && top.offer(scored{slot: slot, score: a}) && len(top.h) == top.k {
-				floor = top.h[0].score
-			}
-		}
-	}
-	return top
-}
-
-// finish returns the limit-th best final score of the slots in best
-// (sums of the terms before from), the terms from on sought for each: a
-// bound below the final limit-th best, and close to it.
-func (q *denseQuery) finish(best []scored, from int) float64 {
-	hs := slices.Clone(best)
-	slices.SortFunc(hs, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
-	for _, t := range q.terms[from:] {
-		c := cursor{p: &q.ix.post[t.id]}
-		c.start()
-		common := q.ix.common[t.id]
-		for k := range hs {
-			if tf := tfIn(common, &c, hs[k].slot); tf > 0 {
-				hs[k].score += q.bm.score(t.scale, tf, q.ix.lens[hs[k].slot])
-			}
-		}
-	}
-	least := math.Inf(1)
-	for _, h := range hs {
-		least = min(least, h.score)
-	}
-	return least
-}
-
-// few reports whether few enough slots of acc are above least, by a
-// sample, that seeking the terms left for them alone beats adding their
-// postings (left of them): a seek costs about what adding a block's worth
-// of postings does.
-func few(acc []float64, least float64, left int) bool {
-	const stride = 61
-	n := 0
-	for s := 0; s < len(acc); s += stride {
-		if acc[s] > least {
-			n++
-		}
-	}
-	return n*stride*16 < left
-}
-
-// survivors returns the slots of acc (from slot lo) above least, with
-// their scores, in slot order, and clears acc.
-func survivors(acc []float64, lo int32, least float64, out []scored) []scored {
-	const slack = 1 + 1e-9
-	for k, v := range acc {
-		if v != 0 {
-			acc[k] = 0
-			if v*slack > least {
-				out = append(out, scored{slot: lo + int32(k), score: v})
-			}
-		}
-	}
-	return out
-}
-
-// complete ranks the kept slots (sums of the terms before from), the
-// terms from on sought for each, document at a time: a slot stops as soon
-// as it cannot reach theta, the limit-th best so far.
-func (q *denseQuery) complete(kept []scored, from int, theta float64) []scored {
-	const slack = 1 + 1e-9
-	terms, rest := q.terms[from:], q.rest[from:]
-	cs := make([]cursor, len(terms))
-	common := make([][]uint8, len(terms))
-	for j, t := range terms {
-		cs[j] = cursor{p: &q.ix.post[t.id]}
-		cs[j].start()
-		common[j] = q.ix.common[t.id]
-	}
-	meta, lens := q.ix.meta, q.ix.lens
-	top := topK{k: q.limit}
-	for _, h := range kept {
-		score := h.score
-		for j := range terms {
-			if (score+rest[j])*slack <= theta {
-				score = -1
+		acc[slot-w] += v
+		if pos >= stop {
+			if blk++; blk >= len(blocks) {
+				slot = endSlot
 				break
 			}
-			if tf := tfIn(common[j], &cs[j], h.slot); tf > 0 {
-				score += q.bm.score(terms[j].scale, tf, lens[h.slot])
-			}
+			pos, stop = int(blocks[blk].off), p.blockEnd(blk)
+			slot = blocks[blk-1].last
 		}
-		if score < 0 || score*slack <= theta && len(top.h) == top.k {
-			continue
+		delta := uint64(data[pos])
+		pos++
+		if delta >= 0x80 {
+			v, n := binary.Uvarint(data[pos-1:])
+			delta, pos = v, pos-1+n
 		}
-		if q.sf.ok(&meta[h.slot]) && top.offer(scored{slot: h.slot, score: score}) && len(top.h) == top.k {
-			theta = max(theta, top.h[0].score)
+		f := uint64(data[pos])
+		pos++
+		if f >= 0x80 {
+			v, n := binary.Uvarint(data[pos-1:])
+			f, pos = v, pos-1+n
 		}
+		slot += int32(delta)
+		tf = uint32(f)
 	}
-	return top.h
+	c.blk, c.pos, c.end, c.slot, c.tf = blk, pos, stop, slot, tf
 }
 
 // queryTerms weighs the query's terms that the index holds (BM25's idf,
