@@ -205,24 +205,16 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 }
 
 // densePart is the scratch of dense for one range of slots, pooled: a
-// window's scores, its candidates, and a table of each term's scores.
+// window's scores, and its candidates.
 type densePart struct {
-	acc    [window]float64
-	cand   []int32
-	tables [][tableTF * tableLen]float64
-	top    []scored
+	acc  [window]float64
+	cand []int32
+	top  []scored
 }
 
 // window is how many slots dense scores at a time: its scores stay in
 // the core's first cache.
 const window = 2048
-
-// The score tables cover frequencies below tableTF in documents shorter
-// than tableLen terms: most postings of common terms.
-const (
-	tableTF  = 16
-	tableLen = 256
-)
 
 var densePool = sync.Pool{New: func() any { return new([]densePart) }}
 
@@ -293,18 +285,9 @@ type denseQuery struct {
 func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 	const slack = 1 + 1e-9
 	ix := q.ix
-	if len(part.tables) < len(q.terms) {
-		part.tables = make([][tableTF * tableLen]float64, len(q.terms))
-	}
 	cs := make([]cursor, len(q.terms))
 	common := make([][]uint8, len(q.terms))
 	for i, t := range q.terms {
-		table := &part.tables[i]
-		for tf := range tableTF {
-			for l := range tableLen {
-				table[tf*tableLen+l] = q.bm.score(t.scale, uint32(tf), float32(l))
-			}
-		}
 		cs[i] = cursor{p: &ix.post[t.id]}
 		cs[i].start()
 		cs[i].seek(lo)
@@ -340,7 +323,11 @@ func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 				many[i] = all
 			}
 			if all {
-				q.add(&cs[i], &part.tables[i], t, acc, w, end)
+				if common[i] != nil {
+					q.addCommon(common[i], &cs[i], t, acc, w, end)
+				} else {
+					q.add(&cs[i], t, acc, w, end)
+				}
 				continue
 			}
 			cand := part.cand[:0]
@@ -379,22 +366,35 @@ func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 	part.top = top.h
 }
 
+// addCommon is add for a common term, from its array of frequencies.
+func (q *denseQuery) addCommon(common []uint8, c *cursor, t queryTerm, acc *[window]float64, w, end int32) {
+	if int(w) >= len(common) {
+		return // no slot this far holds the term
+	}
+	lens := q.ix.lens[w:end]
+	arr := common[w:min(end, int32(len(common)))]
+	for o, f := range arr {
+		if f == 0 {
+			continue
+		}
+		tf := uint32(f)
+		if f == tfSaturated {
+			tf = tfIn(nil, c, w+int32(o))
+		}
+		acc[o] += q.bm.score(t.scale, tf, lens[o])
+	}
+}
+
 // add adds term t's score in every slot of [w, end) holding it into acc
 // (from slot w), its postings read from c on, inline: most varints are a
 // byte.
-func (q *denseQuery) add(c *cursor, table *[tableTF * tableLen]float64, t queryTerm, acc *[window]float64, w, end int32) {
+func (q *denseQuery) add(c *cursor, t queryTerm, acc *[window]float64, w, end int32) {
 	c.seek(w) // a window that looked the term up left it behind
 	p, lens := c.p, q.ix.lens
 	data, blocks := p.data, p.blocks
 	blk, pos, stop, slot, tf := c.blk, c.pos, c.end, c.slot, c.tf
 	for slot < end {
-		var v float64
-		if l := lens[slot]; tf < tableTF && l < tableLen {
-			v = table[int(tf)*tableLen+int(l)]
-		} else {
-			v = q.bm.score(t.scale, tf, l)
-		}
-		acc[slot-w] += v
+		acc[slot-w] += q.bm.score(t.scale, tf, lens[slot])
 		if pos >= stop {
 			if blk++; blk >= len(blocks) {
 				slot = endSlot
