@@ -106,12 +106,17 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 // grows fast) there is no limit: the collector would run all the time. A
 // GOMEMLIMIT set by the user is left alone.
 func tuneMemoryLimit(ctx context.Context, loading func() bool) {
+	tuneMemoryLimitEvery(ctx, loading, 5*time.Second)
+}
+
+// tuneMemoryLimitEvery is tuneMemoryLimit, looking every tick.
+func tuneMemoryLimitEvery(ctx context.Context, loading func() bool, tick time.Duration) {
 	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		return
 	}
 	defer debug.SetMemoryLimit(math.MaxInt64)
 	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	t := time.NewTicker(5 * time.Second)
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
@@ -119,13 +124,18 @@ func tuneMemoryLimit(ctx context.Context, loading func() bool) {
 			return
 		case <-t.C:
 			metrics.Read(live)
-			switch {
-			case loading():
-				debug.SetMemoryLimit(math.MaxInt64)
-			case live[0].Value.Kind() == metrics.KindUint64:
-				n := live[0].Value.Uint64()
-				debug.SetMemoryLimit(int64(max(n+n/4+32<<20, 128<<20)))
+			if live[0].Value.Kind() == metrics.KindUint64 {
+				debug.SetMemoryLimit(memoryLimit(live[0].Value.Uint64(), loading()))
 			}
 		}
 	}
+}
+
+// memoryLimit is the heap's limit for live bytes live: none while the
+// store loads.
+func memoryLimit(live uint64, loading bool) int64 {
+	if loading {
+		return math.MaxInt64
+	}
+	return int64(max(live+live/4+32<<20, 128<<20))
 }
