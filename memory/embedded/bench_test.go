@@ -213,3 +213,26 @@ func BenchmarkOpen(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUpsert: one new turn written into a namespace of 100k (one
+// transaction, synced, and the index updated): the write path's share of
+// the store.
+//
+//	go test -run '^$' -bench Upsert -benchtime 300x -count 6 ./memory/embedded/
+func BenchmarkUpsert(b *testing.B) {
+	for _, n := range storetest.Sizes(100_000) {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			db, ms := benchDB(b, n)
+			i := 0
+			for b.Loop() {
+				m := ms[i%len(ms)]
+				m.ID = fmt.Sprintf("upsert-%d-%d", n, i)
+				m.Time = time.Now()
+				if err := db.Upsert(context.Background(), m); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -24,13 +25,23 @@ import (
 const allRows = 0
 
 // logChanges logs seqs as changed in tx and returns the generation of the
-// last; 0 when seqs is empty.
+// last; 0 when seqs is empty. One statement for all of them: gen is the
+// rowid, so the last one written is the last insert's id.
 func logChanges(ctx context.Context, tx *sql.Tx, seqs []int64) (int64, error) {
-	var gen int64
-	for _, seq := range seqs {
-		if err := tx.QueryRowContext(ctx, `INSERT INTO changes (seq) VALUES (?) RETURNING gen`, seq).Scan(&gen); err != nil {
-			return 0, fmt.Errorf("change log: %w", err)
-		}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	list, err := json.Marshal(seqs)
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO changes (seq) SELECT value FROM json_each(?)`, string(list))
+	if err != nil {
+		return 0, fmt.Errorf("change log: %w", err)
+	}
+	gen, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("change log: %w", err)
 	}
 	return gen, nil
 }
