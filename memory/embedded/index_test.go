@@ -3,6 +3,7 @@ package embedded
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -403,4 +404,35 @@ func TestCommonArraysMatchPostings(t *testing.T) {
 	ns, _, err := readSnapshot(path, "0123456789abcdef")
 	require.NoError(t, err)
 	check(ns["c"], "read from a snapshot")
+}
+
+// A snapshot with any byte of its postings changed is refused, and never
+// decoded first: the common terms' arrays are made from its postings only
+// once its checksum holds (a damaged varint used to spin, or panic).
+func TestSnapshotDamagedPostingsRefused(t *testing.T) {
+	defer func(m int) { commonMin = m }(commonMin)
+	commonMin = 16
+	ix := newIndex()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 40 {
+		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "c", Type: memory.Raw, Text: fmt.Sprintf("alpha beta w%d", i%7), Time: start.Add(time.Duration(i) * time.Second)}
+		ix.add(int64(i+1), &m, nil)
+	}
+	require.NotEmpty(t, ix.common)
+	path := filepath.Join(t.TempDir(), SnapshotName)
+	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	// The postings' data is the body's last run (one namespace).
+	data := 0
+	for _, p := range ix.post {
+		data += len(p.data)
+	}
+	for at := len(good) - data; at < len(good); at++ {
+		bad := slices.Clone(good)
+		bad[at] ^= 0x80
+		require.NoError(t, os.WriteFile(path, bad, 0o600))
+		_, _, err := readSnapshot(path, "0123456789abcdef")
+		require.Error(t, err, "byte %d", at)
+	}
 }

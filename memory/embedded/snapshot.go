@@ -217,6 +217,10 @@ func readSnapshot(path, id string) (map[string]*index, int64, error) {
 	if crc.Sum32() != sum {
 		return nil, 0, errors.New("snapshot body: checksum")
 	}
+	// Only now are the postings trusted enough to be decoded.
+	for _, ix := range ns {
+		ix.commonAll()
+	}
 	return ns, gen, nil
 }
 
@@ -266,7 +270,6 @@ func readIndex(r *snapReader) (string, *index) {
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
 	}
 	ix.listKinds()
-	ix.commonAll()
 	ix.bySeq = make(map[int64]int32, ix.live)
 	for s, seq := range ix.seqs {
 		if ix.meta[s].typ != 0 {
