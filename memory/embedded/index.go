@@ -353,19 +353,9 @@ func (ix *index) listKinds() {
 	}
 }
 
-// latest returns the slots of the newest memories passing f, newest first
-// (equal times: the later indexed first).
-func (ix *index) latest(f *memory.Filter, limit int) []int32 {
-	return ix.inTimeOrder(f, limit, false)
-}
-
-// earliest returns the slots of the oldest memories passing f, oldest
-// first (equal times: the earlier indexed first).
-func (ix *index) earliest(f *memory.Filter, limit int) []int32 {
-	return ix.inTimeOrder(f, limit, true)
-}
-
-// inTimeOrder is latest, or earliest when oldest is set. The slots
+// inTimeOrder returns the slots of the newest memories passing f, newest
+// first (equal times: the later indexed first), or with oldest the oldest,
+// oldest first (the earlier indexed first). The slots
 // between since and until are found by binary search in time order (the
 // turns around a hit are looked up so); types other than raw are read
 // from their own lists.

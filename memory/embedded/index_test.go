@@ -200,7 +200,7 @@ func TestLatestFromIndex(t *testing.T) {
 	ix := newIndex()
 	addAll(ix, ms)
 	f := memory.Filter{Namespace: "bench"}
-	got := idsAt(ix, ms, ix.latest(&f, 5))
+	got := idsAt(ix, ms, ix.inTimeOrder(&f, 5, false))
 	require.Len(t, got, 5)
 	for i, id := range got {
 		assert.Equal(t, ms[len(ms)-1-i].ID, id)
@@ -212,9 +212,9 @@ func TestLatestFromIndex(t *testing.T) {
 	ms = append(ms, old)
 	ix.add(int64(len(ms)), &old, nil)
 	f.Until = ms[2].Time
-	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, idsAt(ix, ms, ix.latest(&f, 10)))
+	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, idsAt(ix, ms, ix.inTimeOrder(&f, 10, false)))
 	f = memory.Filter{Namespace: "bench", Since: old.Time, Until: ms[1].Time}
-	assert.Equal(t, []string{ms[0].ID, old.ID}, idsAt(ix, ms, ix.latest(&f, 10)), "a range in time order")
+	assert.Equal(t, []string{ms[0].ID, old.ID}, idsAt(ix, ms, ix.inTimeOrder(&f, 10, false)), "a range in time order")
 
 	// An older memory arriving after a newer one was removed is still out
 	// of order.
@@ -227,7 +227,7 @@ func TestLatestFromIndex(t *testing.T) {
 	ix.add(2, &b, nil)
 	ix.remove(2)
 	ix.add(3, &c, nil)
-	assert.Equal(t, []string{a.ID}, idsAt(ix, rows, ix.latest(&memory.Filter{Namespace: "bench"}, 1)))
+	assert.Equal(t, []string{a.ID}, idsAt(ix, rows, ix.inTimeOrder(&memory.Filter{Namespace: "bench"}, 1, false)))
 }
 
 // A time range over a namespace in time order, with a memory removed in
@@ -238,7 +238,7 @@ func TestLatestRangePastARemovedSlot(t *testing.T) {
 	addAll(ix, ms)
 	ix.remove(3)
 	f := memory.Filter{Namespace: "bench", Since: ms[1].Time, Until: ms[4].Time}
-	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, idsAt(ix, ms, ix.latest(&f, 10)))
+	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, idsAt(ix, ms, ix.inTimeOrder(&f, 10, false)))
 }
 
 // TestSearchAllocationsDoNotGrowWithTheStore: a search allocates the same
@@ -340,15 +340,15 @@ func TestLatestOfOtherTypes(t *testing.T) {
 			f.Since, f.Until = start.Add(time.Duration(rng.IntN(250))*time.Minute), start.Add(time.Duration(250+rng.IntN(250))*time.Minute)
 		}
 		limit := 1 + rng.IntN(50)
-		require.Equal(t, walk(&f, limit), ix.latest(&f, limit), "query %d", q)
+		require.Equal(t, walk(&f, limit), ix.inTimeOrder(&f, limit, false), "query %d", q)
 		if q%5 == 0 {
 			f.Types = []memory.Type{memory.Raw}
-			require.Equal(t, walk(&f, limit), ix.latest(&f, limit), "raw query %d", q)
+			require.Equal(t, walk(&f, limit), ix.inTimeOrder(&f, limit, false), "raw query %d", q)
 		}
 		// Earliest: the same, oldest first.
 		all := walk(&f, len(ix.meta))
 		slices.Reverse(all)
-		require.Equal(t, all[:min(len(all), limit)], ix.earliest(&f, limit), "earliest, query %d", q)
+		require.Equal(t, all[:min(len(all), limit)], ix.inTimeOrder(&f, limit, true), "earliest, query %d", q)
 	}
 }
 

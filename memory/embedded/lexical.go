@@ -57,8 +57,8 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		rarest = min(rarest, ix.post[t.id].n)
 	}
 	if int(rarest) >= len(ix.meta)/8 {
-		// Only terms that many memories hold: adding their postings
-		// into one array of scores beats walking them document by
+		// Only terms that many memories hold: adding their postings a
+		// window of slots at a time beats walking them document by
 		// document (no rare term leads the way).
 		return ix.dense(f, terms, bm, limit)
 	}
