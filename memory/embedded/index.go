@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"math"
 	"math/bits"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -440,18 +439,11 @@ func (ix *index) vector(f *memory.Filter, q []float32, threshold float64, limit 
 	// Large namespaces are scanned in parallel chunks.
 	qs := signBits(q, ix.words)
 	k := max(limit*oversample, minRescore)
-	chunks := 1
-	if len(meta) >= parallelAbove {
-		chunks = runtime.GOMAXPROCS(0)
+	parts := make([]topK, spreadWorkers(len(meta)))
+	for w := range parts {
+		parts[w].k = k
 	}
-	parts := make([]topK, chunks)
-	var wg sync.WaitGroup
-	step := (len(meta) + chunks - 1) / chunks
-	for c := range chunks {
-		lo, hi := c*step, min((c+1)*step, len(meta))
-		wg.Go(func() { parts[c] = ix.hamming(&sf, qs, lo, hi, k) })
-	}
-	wg.Wait()
+	spread(len(meta), hammingPiece, len(parts), func(w, lo, hi int) { ix.hamming(&parts[w], &sf, qs, lo, hi) })
 	cand := topK{k: k}
 	for _, p := range parts {
 		for _, c := range p.h {
@@ -469,14 +461,16 @@ func (ix *index) vector(f *memory.Filter, q []float32, threshold float64, limit 
 	return top.best()
 }
 
-// hamming returns the k slots in [lo, hi) whose sign bits differ least
+// hamming offers cand the slots in [lo, hi) whose sign bits differ least
 // from qs (score = -distance).
-func (ix *index) hamming(sf *slotFilter, qs []uint64, lo, hi, k int) topK {
+func (ix *index) hamming(cand *topK, sf *slotFilter, qs []uint64, lo, hi int) {
 	meta, signs, words := ix.meta, ix.signs, ix.words
-	cand := topK{k: k}
 	// The k-th best distance so far: most slots are rejected on it without
 	// touching the heap.
 	worst := words*64 + 1
+	if len(cand.h) == cand.k {
+		worst = int(-cand.h[0].score)
+	}
 	// The distance first: the sign bits are a quarter of the bytes of
 	// the slot's meta, which only a close slot has read.
 	near := func(s, diff int) {
@@ -496,7 +490,7 @@ func (ix *index) hamming(sf *slotFilter, qs []uint64, lo, hi, k int) topK {
 				near(lo+i, diff)
 			}
 		}
-		return cand
+		return
 	}
 	for s := lo; s < hi; s++ {
 		sg := signs[s*words : (s+1)*words]
@@ -509,8 +503,11 @@ func (ix *index) hamming(sf *slotFilter, qs []uint64, lo, hi, k int) topK {
 			near(s, diff)
 		}
 	}
-	return cand
 }
+
+// hammingPiece is how many slots a worker of the Hamming scan claims at
+// a time.
+const hammingPiece = 32768
 
 // hit is a search result: a slot with its scores.
 type hit struct {

@@ -148,7 +148,7 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			// Both rankings, whichever lexical would choose.
 			for path, got := range map[string][]scored{"lexical": ix.lexical(&f, text, limit),
 				"maxscore": ix.maxScore(&f, terms, bm, limit), "dense": ix.dense(&f, terms, bm, limit),
-				"dense in 3": ix.denseIn(&f, terms, bm, limit, 3)} {
+				"dense on 3 workers": ix.denseIn(&f, terms, bm, limit, 1+rng.IntN(3000), 3)} {
 				require.Len(t, got, len(want), "%s: store %d query %q", path, store, text)
 				for i := range want {
 					require.InDelta(t, want[i].score, got[i].score, 1e-9, "%s: store %d query %q rank %d", path, store, text, i)

@@ -3,7 +3,6 @@ package embedded
 import (
 	"encoding/binary"
 	"math"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -204,59 +203,66 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	return top.best()
 }
 
-// densePart is the scratch of dense for one range of slots, pooled: a
-// window's scores, and its candidates.
+// densePart is one worker's state in dense, pooled: its place in the
+// terms' postings and its best so far, which carry from one of its pieces
+// to the next; a window's scores, and its candidates.
 type densePart struct {
-	acc  [window]float64
-	cand []int32
-	top  []scored
+	acc   [window]float64
+	cand  []int32
+	top   []scored
+	theta float64
+	cs    []cursor
+	// many[i]: the last window that tried had too many slots for term i
+	// to be looked up; the next few windows add it without trying.
+	many    []bool
+	windows int // windows ranked so far
+	started bool
 }
 
 // window is how many slots dense scores at a time: its scores stay in
 // the core's first cache.
 const window = 2048
 
+// densePiece is how many slots a worker of dense claims at a time.
+const densePiece = 8 * window
+
 var densePool = sync.Pool{New: func() any { return new([]densePart) }}
 
 // dense ranks as lexical does, for questions whose rarest term most
 // memories hold, a window of slots at a time: each term's postings in
 // the window add into the window's scores, in the query's order of terms
-// (as exhaustive scoring adds). A large namespace is cut into ranges of
-// slots ranked on every core, each to its own best, merged.
+// (as exhaustive scoring adds). A large namespace is ranked on every
+// core, each worker to its own best, merged.
 func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) []scored {
-	chunks := 1
-	if len(ix.meta) >= parallelAbove {
-		chunks = runtime.GOMAXPROCS(0)
-	}
-	return ix.denseIn(f, terms, bm, limit, chunks)
+	return ix.denseIn(f, terms, bm, limit, densePiece, spreadWorkers(len(ix.meta)))
 }
 
-// denseIn is dense in chunks ranges of slots.
-func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, chunks int) []scored {
+// denseIn is dense in pieces of piece slots, on up to workers workers.
+func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, piece, workers int) []scored {
 	parts := densePool.Get().(*[]densePart)
 	defer densePool.Put(parts)
-	if len(*parts) < chunks {
-		*parts = make([]densePart, chunks)
+	if len(*parts) < workers {
+		*parts = make([]densePart, workers)
+	}
+	for w := range workers {
+		(*parts)[w].started = false
 	}
 	q := denseQuery{ix: ix, sf: compile(f), terms: terms, bm: bm, limit: limit}
 	// rest[i]: the most terms[i:] can add to one document.
 	q.rest = make([]float64, len(terms)+1)
+	q.common = make([][]uint8, len(terms))
 	for i := len(terms) - 1; i >= 0; i-- {
 		p := &ix.post[terms[i].id]
 		q.rest[i] = q.rest[i+1] + bm.score(terms[i].scale, p.maxTF, p.minLen)
+		q.common[i] = ix.common[terms[i].id]
 	}
-	n := len(ix.meta)
-	step := (n + chunks - 1) / chunks
-	var wg sync.WaitGroup
-	for c := range chunks {
-		lo, hi := int32(min(c*step, n)), int32(min((c+1)*step, n))
-		wg.Go(func() { q.rank(&(*parts)[c], lo, hi) })
-	}
-	wg.Wait()
+	spread(len(ix.meta), piece, workers, func(w, lo, hi int) { q.rank(&(*parts)[w], int32(lo), int32(hi)) })
 	top := topK{k: limit}
-	for c := range chunks {
-		for _, h := range (*parts)[c].top {
-			top.offer(h)
+	for w := range workers {
+		if part := &(*parts)[w]; part.started {
+			for _, h := range part.top {
+				top.offer(h)
+			}
 		}
 	}
 	return top.best()
@@ -264,15 +270,18 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, ch
 
 // denseQuery is one question of dense.
 type denseQuery struct {
-	ix    *index
-	sf    slotFilter
-	terms []queryTerm
-	rest  []float64 // rest[i]: the most terms[i:] can add
-	bm    bm25
-	limit int
+	ix     *index
+	sf     slotFilter
+	terms  []queryTerm
+	common [][]uint8 // the terms' arrays of frequencies, if common
+	rest   []float64 // rest[i]: the most terms[i:] can add
+	bm     bm25
+	limit  int
 }
 
-// rank ranks the slots in [lo, hi) into part.top, a window at a time.
+// rank ranks the slots in [lo, hi) into part.top, a window at a time;
+// a worker's pieces come in increasing order, so its cursors only move
+// on.
 //
 // MaxScore's test prunes within each window: once the limit-th best
 // score so far (theta) is above the most the terms left can add, only the
@@ -285,26 +294,29 @@ type denseQuery struct {
 func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 	const slack = 1 + 1e-9
 	ix := q.ix
-	cs := make([]cursor, len(q.terms))
-	common := make([][]uint8, len(q.terms))
-	for i, t := range q.terms {
-		cs[i] = cursor{p: &ix.post[t.id]}
-		cs[i].start()
-		cs[i].seek(lo)
-		common[i] = ix.common[t.id]
+	if !part.started {
+		part.started, part.windows, part.theta = true, 0, math.Inf(-1)
+		part.top = part.top[:0]
+		part.cs = slices.Grow(part.cs[:0], len(q.terms))[:len(q.terms)]
+		part.many = slices.Grow(part.many[:0], len(q.terms))[:len(q.terms)]
+		for i, t := range q.terms {
+			part.cs[i] = cursor{p: &ix.post[t.id]}
+			part.cs[i].start()
+			part.many[i] = false
+		}
 	}
+	cs, many, common := part.cs, part.many, q.common
 	meta, lens := ix.meta, ix.lens
-	top := topK{k: q.limit, h: part.top[:0]}
-	theta := math.Inf(-1)
+	top := topK{k: q.limit, h: part.top}
+	theta := part.theta
 	acc := &part.acc
-	// many[i]: the last window that tried had too many slots for term i
-	// to be looked up; the next few windows add it without trying.
-	many := make([]bool, len(q.terms))
 	for w := lo; w < hi; w += window {
 		end := min(w+window, hi)
+		retry := part.windows%16 == 0
+		part.windows++
 		all := true // every slot of the window goes on; else part.cand
 		for i, t := range q.terms {
-			if all && i > 0 && q.rest[i]*slack < theta && (!many[i] || (w-lo)/window%16 == 0) {
+			if all && i > 0 && q.rest[i]*slack < theta && (!many[i] || retry) {
 				// Only the slots that could still reach theta, if
 				// they are few next to the term's postings here.
 				least := theta - q.rest[i]
@@ -363,7 +375,7 @@ func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 		}
 		clear(acc[:end-w])
 	}
-	part.top = top.h
+	part.top, part.theta = top.h, theta
 }
 
 // addCommon is add for a common term, from its array of frequencies.
@@ -373,10 +385,11 @@ func (q *denseQuery) addCommon(common []uint8, c *cursor, t queryTerm, acc *[win
 	}
 	lens := q.ix.lens[w:end]
 	arr := common[w:min(end, int32(len(common)))]
+	lens = lens[:len(arr)]
+	// A slot without the term adds 0 (exactly: the sum is unchanged),
+	// which costs less than a branch that most slots take one way and
+	// many the other.
 	for o, f := range arr {
-		if f == 0 {
-			continue
-		}
 		tf := uint32(f)
 		if f == tfSaturated {
 			tf = tfIn(nil, c, w+int32(o))
