@@ -44,10 +44,11 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	header := b.count("[2006-01-02]\n")
 	days := map[string]bool{}
 	take := func(h Hit) {
-		key := normalize(h.Text)
-		if seen[key] || req.Exclude[h.ID] || hist.has(h.Text) {
+		if req.Exclude[h.ID] {
 			return
 		}
+		// What it costs first: once the budget is nearly spent, most
+		// hits do not fit, and are not normalised for nothing.
 		day := h.Time.Format(time.DateOnly)
 		n := h.Tokens + 2
 		if h.Tokens <= 0 {
@@ -56,14 +57,21 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		if !days[day] {
 			n += header
 		}
-		if past := pastMark(h.Memory); past != "" {
-			// Superseded by a newer memory of the same key: kept for
-			// questions about the past, never given as current.
-			h.Text = past + h.Text
+		past := pastMark(h.Memory)
+		if past != "" {
 			n += b.count(past)
 		}
 		if n > left {
 			return
+		}
+		key := normalize(h.Text)
+		if seen[key] || hist.has(h.Text) {
+			return
+		}
+		if past != "" {
+			// Superseded by a newer memory of the same key: kept for
+			// questions about the past, never given as current.
+			h.Text = past + h.Text
 		}
 		seen[key], days[day] = true, true
 		left -= n
