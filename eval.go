@@ -20,13 +20,13 @@ import (
 )
 
 // evalCmd runs `vera eval locomo [--budget N] [--embedder ollama|none]
-// FILE...` or `vera eval routing [--embedder ollama|none] [FILE]`.
+// FILE...` or `vera eval routing [--embedder ollama|none] [--cv K] [FILE]`.
 func evalCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "routing" {
 		return evalRouting(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "locomo" {
-		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...` or `vera eval routing [--embedder ollama|none] [FILE]`"}
+		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...` or `vera eval routing [--embedder ollama|none] [--cv K] [FILE]`"}
 	}
 	fs := flag.NewFlagSet("vera eval locomo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -89,13 +89,15 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 	return enc.Encode(res)
 }
 
-// evalRouting runs `vera eval routing [--embedder ollama|none] [FILE]`: the
-// tier classifier on labelled queries (the shipped set without FILE), as
-// JSON on stdout.
+// evalRouting runs `vera eval routing [--embedder ollama|none] [--cv K]
+// [FILE]`: the tier classifier on labelled queries (the older shipped set
+// without FILE), as JSON on stdout; with --cv, the learned stage's
+// cross-validation instead (on the shipped corpus without FILE).
 func evalRouting(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vera eval routing", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	emb := fs.String("embedder", "ollama", "")
+	cv := fs.Int("cv", 0, "")
 	var flags config.Flags
 	configFlags(fs, &flags)
 	files, err := parseFiles(fs, args)
@@ -104,6 +106,9 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 	}
 	if len(files) > 1 {
 		return usageError{"eval routing: at most one FILE"}
+	}
+	if *cv != 0 {
+		return evalRoutingCV(ctx, *cv, files, getenv, flags, stdout)
 	}
 	if *emb != "none" && *emb != "ollama" {
 		return usageError{fmt.Sprintf("eval routing: --embedder must be ollama or none, not %q", *emb)}
@@ -144,6 +149,50 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(routing.Run(ctx, r, qs, *emb))
+}
+
+// evalRoutingCV runs `vera eval routing --cv K [FILE]`: the learned
+// stage's grouped K-fold cross-validation on FILE, or on the shipped
+// corpus with its labels' agreement and the shipped router on the older
+// set.
+func evalRoutingCV(ctx context.Context, k int, files []string, getenv func(string) string, flags config.Flags, stdout io.Writer) error {
+	data, shipped := eval.RoutingCorpus, len(files) == 0
+	if !shipped {
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			return fmt.Errorf("eval routing: %w", err)
+		}
+		data = b
+	}
+	examples, err := routing.ReadExamples(data)
+	if err != nil {
+		return fmt.Errorf("eval routing: %w", err)
+	}
+	rep, err := routing.CrossValidate(examples, k)
+	if err != nil {
+		return usageError{"eval routing: " + err.Error()}
+	}
+	if shipped {
+		second, err := routing.ReadExamples(eval.RoutingSecond)
+		if err != nil {
+			return fmt.Errorf("eval routing: the second labelling: %w", err)
+		}
+		if rep.Agreement, err = routing.Agree(examples, second); err != nil {
+			return fmt.Errorf("eval routing: %w", err)
+		}
+		cfg, err := config.Load(flags, getenv)
+		if err != nil {
+			return err
+		}
+		r, err := newRouter(cfg, nil, nil)
+		if err != nil {
+			return err
+		}
+		if rep.Older, err = routing.Older(ctx, r, eval.RoutingSet); err != nil {
+			return fmt.Errorf("eval routing: the older set: %w", err)
+		}
+	}
+	return json.NewEncoder(stdout).Encode(rep)
 }
 
 // parseFiles parses args with fs and returns the files among them: flags

@@ -26,8 +26,10 @@ Usage:
   vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera eval locomo [--budget N] [--embedder ollama|none] FILE...
                          memory-quality benchmark on LoCoMo conversations
-  vera eval routing [--embedder ollama|none] [FILE]
-                         tier-routing accuracy on the labelled set (or FILE)
+  vera eval routing [--embedder ollama|none] [--cv K] [FILE]
+                         tier-routing accuracy on the older labelled set (or FILE);
+                         --cv K: the learned stage's grouped K-fold cross-validation
+                         on the training corpus (or FILE)
   vera curate [--dry-run] [--namespace NS]
                          run the curator once (vera stopped; else POST /curator/run)
   vera memories namespaces|list|search|show|add|edit|delete|export|import ...

@@ -90,6 +90,66 @@ func TestEvalRouting(t *testing.T) {
 	code, _, errOut = runVera(t, nil, "eval", "routing", "--embedder", "none", bad)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "line 2")
+	code, _, errOut = runVera(t, nil, "eval", "routing", "--cv", "5", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "line 2")
+}
+
+// `vera eval routing --cv K` cross-validates the learned stage on the
+// shipped corpus, by groups, and reports the labels' agreement and the
+// older set apart.
+func TestEvalRoutingCrossValidation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the classifier many times")
+	}
+	code, out, errOut := runVera(t, nil, "eval", "routing", "--cv", "3")
+	require.Equal(t, 0, code, errOut)
+	var rep struct {
+		CV       int     `json:"cv"`
+		Queries  int     `json:"queries"`
+		Accuracy float64 `json:"accuracy"`
+		StdError float64 `json:"std_error"`
+		PerTier  map[string]struct {
+			N        int     `json:"n"`
+			Accuracy float64 `json:"accuracy"`
+		} `json:"per_tier"`
+		PerLang   map[string]struct{ N int } `json:"per_lang"`
+		Folds     []struct{ Queries int }    `json:"folds"`
+		Agreement struct {
+			Lines int     `json:"lines"`
+			Kappa float64 `json:"kappa"`
+		} `json:"agreement"`
+		Older struct {
+			Queries int `json:"queries"`
+		} `json:"older_set"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	assert.Equal(t, 3, rep.CV)
+	assert.GreaterOrEqual(t, rep.Queries, 600, "the corpus")
+	require.Len(t, rep.Folds, 3)
+	sum := 0
+	for _, f := range rep.Folds {
+		sum += f.Queries
+	}
+	assert.Equal(t, rep.Queries, sum)
+	assert.Len(t, rep.PerTier, 3)
+	assert.Len(t, rep.PerLang, 2)
+	assert.Equal(t, 100, rep.Agreement.Lines)
+	assert.Greater(t, rep.StdError, 0.0)
+	assert.Equal(t, 162, rep.Older.Queries)
+	// Far above chance (1/3) on groups it never saw: a model that learnt
+	// nothing, or folds that leak, would not land here.
+	assert.Greater(t, rep.Accuracy, 0.7)
+	assert.Less(t, rep.Accuracy, 0.99)
+
+	spec := filepath.Join(t.TempDir(), "few.jsonl")
+	require.NoError(t, os.WriteFile(spec, []byte(`{"text":"hi","tier":"light"}`+"\n"), 0o644))
+	code, _, errOut = runVera(t, nil, "eval", "routing", "--cv", "5", spec)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "too few")
+	code, _, errOut = runVera(t, nil, "eval", "routing", "--cv", "1")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "2 folds or more")
 }
 
 // locomoDir finds the shared LoCoMo files (CC BY-NC: never in this

@@ -4,8 +4,6 @@
 package routing
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vera-proxy/vera/proxy/tier"
+	"github.com/vera-proxy/vera/proxy/tier/learn"
 )
 
 // Query is one labelled query: its text in "text", or in
@@ -29,31 +28,26 @@ type Query struct {
 // skipped, a bad line is an error naming it.
 func Load(r io.Reader) ([]Query, error) {
 	var out []Query
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	err := learn.EachLine(r, func(n int, line []byte) error {
 		var q Query
 		if err := json.Unmarshal(line, &q); err != nil {
-			return nil, fmt.Errorf("line %d: not a JSON object: %v", n, err)
+			return fmt.Errorf("line %d: not a JSON object: %v", n, err)
 		}
 		switch q.Tier {
 		case tier.Light, tier.Medium, tier.Complex:
 		default:
-			return nil, fmt.Errorf("line %d: tier %q is not light, medium or complex", n, q.Tier)
+			return fmt.Errorf("line %d: tier %q is not light, medium or complex", n, q.Tier)
 		}
 		if q.Query == "" {
 			q.Query = q.Text
 		}
 		if strings.TrimSpace(q.Query) == "" {
-			return nil, fmt.Errorf("line %d: no text (want {\"text\":\"...\",\"tier\":\"light\"})", n)
+			return fmt.Errorf("line %d: no text (want {\"text\":\"...\",\"tier\":\"light\"})", n)
 		}
 		out = append(out, q)
-	}
-	return out, sc.Err()
+		return nil
+	})
+	return out, err
 }
 
 // Score is the accuracy of one slice of the set; N (the report's name) and

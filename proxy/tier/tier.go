@@ -1,22 +1,39 @@
 // Package tier classifies a chat message into the light, medium or complex
-// tier ([routing]): a "/think " prefix, then regular expressions
-// per tier (built in, in English and Russian, plus [routing.rules]), then
-// the message's embedding similarity to per-tier example utterances. A URL
-// means at least medium. It does no HTTP: the embedder is given.
+// tier ([routing]): a "/think " prefix, then the user's regular
+// expressions ([routing.rules]), then a classifier learned from labelled
+// queries in English and Russian (proxy/tier/learn; its weights are
+// model.json, made by `go generate`), and, when it is unsure and an
+// embedding model is set, the message's embedding similarity to per-tier
+// example utterances. A URL means at least medium. It does no HTTP: the
+// embedder is given.
 package tier
+
+//go:generate go run ./learn/train -o model.json ../../eval/testdata/routing-corpus.jsonl
 
 import (
 	"context"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"unicode"
+
+	"github.com/vera-proxy/vera/proxy/tier/learn"
 )
+
+//go:embed model.json
+var modelJSON []byte
+
+// Shipped is the classifier trained from eval/testdata/routing-corpus.jsonl.
+var Shipped = sync.OnceValues(func() (*learn.Model, error) { return learn.Load(modelJSON) })
+
+// Unsure is the learned stage's probability below which a router with an
+// embedding model asks the similarity stage instead.
+const Unsure = 0.5
 
 // Tier is one of the three tiers.
 type Tier string
@@ -39,12 +56,16 @@ type Embedder interface {
 type Decision struct {
 	Tier Tier
 	// By says what decided: "deep" (the deep virtual model), "think" (the
-	// prefix), "rule", "similarity", "default".
+	// prefix), "rule" (of [routing.rules]), "learned", "similarity",
+	// "default".
 	By string
 	// Rule is the expression that matched, for By "rule".
 	Rule string
 	// Scores are the similarities to each tier, when they were computed.
 	Scores map[Tier]float64
+	// Probability is the learned stage's confidence in each tier, when
+	// it ran.
+	Probability map[Tier]float64
 	// Message is the message with a "/think " prefix removed.
 	Message string
 	// Think is set when the prefix was there.
@@ -57,6 +78,8 @@ type Decision struct {
 type Router struct {
 	rules []rule
 	emb   Embedder
+	// Model is the learned stage; nil skips it.
+	Model *learn.Model
 	// Margin: when the best two tiers' similarities are closer, medium.
 	Margin float64
 	// AutoComplex false keeps complex for explicit requests (the deep
@@ -76,13 +99,17 @@ type rule struct {
 	re   *regexp.Regexp
 }
 
-// New returns a Router with the built-in rules and extra (per tier,
-// checked after the built-in ones of the same tier); emb may be nil
-// (regular expressions only).
+// New returns a Router with the shipped classifier and the user's rules
+// (per tier: complex ones are tried first, then medium, then light); emb
+// may be nil (no similarity stage).
 func New(extra map[Tier][]string, emb Embedder) (*Router, error) {
-	r := &Router{emb: emb, Margin: 0.05, AutoComplex: true}
+	m, err := Shipped()
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{emb: emb, Model: m, Margin: 0.05, AutoComplex: true}
 	for _, t := range []Tier{Complex, Medium, Light} {
-		for _, src := range append(slices.Clone(builtin[t]), extra[t]...) {
+		for _, src := range extra[t] {
 			re, err := regexp.Compile(src)
 			if err != nil {
 				return nil, fmt.Errorf("routing.rules.%s: %q: %w", t, src, err)
@@ -114,7 +141,12 @@ func (r *Router) Classify(ctx context.Context, message string, deep bool) Decisi
 	default:
 		d.Tier, d.By = r.match(message, &d)
 		if d.By == "" {
-			d.Tier, d.By = r.similar(ctx, message, &d)
+			d.Tier, d.By = r.learned(message, &d)
+		}
+		if d.By == "" || d.By == "learned" && d.Probability[d.Tier] < Unsure && r.emb != nil && r.Examples != nil {
+			if t, by := r.similar(ctx, message, &d); by == "similarity" || d.By == "" {
+				d.Tier, d.By = t, by
+			}
 		}
 		if d.Tier == Complex && !r.AutoComplex {
 			d.Tier = Medium
@@ -126,7 +158,8 @@ func (r *Router) Classify(ctx context.Context, message string, deep bool) Decisi
 	return d
 }
 
-// match applies the rules: complex ones first, then medium, then light.
+// match applies the user's rules: complex ones first, then medium, then
+// light.
 func (r *Router) match(message string, d *Decision) (Tier, string) {
 	text := strings.TrimSpace(message)
 	for _, ru := range r.rules {
@@ -136,6 +169,19 @@ func (r *Router) match(message string, d *Decision) (Tier, string) {
 		}
 	}
 	return Medium, ""
+}
+
+// learned asks the classifier ("" when there is none).
+func (r *Router) learned(message string, d *Decision) (Tier, string) {
+	if r.Model == nil {
+		return Medium, ""
+	}
+	label, prob := r.Model.Predict(message)
+	d.Probability = make(map[Tier]float64, len(prob))
+	for i, l := range r.Model.Labels {
+		d.Probability[Tier(l)] = prob[i]
+	}
+	return Tier(label), "learned"
 }
 
 // similar compares the message's embedding with each tier's centroid.

@@ -1,10 +1,16 @@
 package tier
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/vera-proxy/vera/proxy/tier/learn"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,30 +31,42 @@ func TestThinkPrefixForcesComplexAndIsStripped(t *testing.T) {
 	assert.Equal(t, Complex, r.Classify(context.Background(), "hello", true).Tier, "the deep model")
 }
 
-func TestRules(t *testing.T) {
-	r, err := New(map[Tier][]string{Complex: {`(?i)\bquarterly board report\b`}}, nil)
+// The user's rules come before the learned stage.
+func TestUserRulesComeFirst(t *testing.T) {
+	r, err := New(map[Tier][]string{Complex: {`(?i)\bquarterly board report\b`}, Light: {`(?i)^status\?$`}}, nil)
+	require.NoError(t, err)
+	d := r.Classify(context.Background(), "Prepare the quarterly board report", false)
+	assert.Equal(t, Complex, d.Tier)
+	assert.Equal(t, "rule", d.By)
+	d = r.Classify(context.Background(), "status?", false)
+	assert.Equal(t, Light, d.Tier)
+	assert.Equal(t, "rule", d.By)
+	_, err = New(map[Tier][]string{Light: {`(`}}, nil)
+	assert.ErrorContains(t, err, "routing.rules.light")
+}
+
+// The shipped classifier on messages the guide (eval/testdata/ROUTING.md)
+// leaves no doubt about. Its accuracy is measured by cross-validation
+// (`vera eval routing --cv 5`); these guard against a broken model.
+func TestLearnedStage(t *testing.T) {
+	r, err := New(nil, nil)
 	require.NoError(t, err)
 	for msg, want := range map[string]Tier{
 		"hello!":                       Light,
 		"thanks so much":               Light,
 		"what's the tallest mountain?": Light,
-		"12 * 7 =":                     Light,
 		"привет!":                      Light,
-		"сколько дней в феврале?":                                                  Light,
-		"Write a short poem about cats.":                                           Medium,
-		"How do I boil an egg?":                                                    Medium,
-		"напиши письмо в банк":                                                     Medium,
-		"Prove that there are infinitely many primes.":                             Complex,
-		"Design the architecture of a chat system for ten million users.":          Complex,
-		"проведи глубокий анализ рынка":                                            Complex,
-		"Prepare the quarterly board report":                                       Complex,
-		"I was wondering about the weather in general terms and what it means, ok": Medium,
+		"сколько дней в феврале?":                                         Light,
+		"Write a short poem about cats.":                                  Medium,
+		"Prove that there are infinitely many primes.":                    Complex,
+		"Design the architecture of a chat system for ten million users.": Complex,
+		"проведи глубокий анализ рынка":                                   Complex,
 	} {
 		d := r.Classify(context.Background(), msg, false)
 		assert.Equal(t, want, d.Tier, msg)
+		assert.Equal(t, "learned", d.By, msg)
+		assert.InDelta(t, 1, d.Probability[Light]+d.Probability[Medium]+d.Probability[Complex], 1e-9)
 	}
-	_, err = New(map[Tier][]string{Light: {`(`}}, nil)
-	assert.ErrorContains(t, err, "routing.rules.light")
 }
 
 func TestURLIsNeverLight(t *testing.T) {
@@ -100,6 +118,7 @@ func TestSimilarity(t *testing.T) {
 	e := &axisEmbedder{}
 	r, err := New(nil, e)
 	require.NoError(t, err)
+	r.Model = nil // the similarity stage alone
 	examples := map[Tier][]string{Light: {"a tiny one", "tiny again"}, Medium: {"the usual"}, Complex: {"a huge task"}}
 	r.Examples = func() map[Tier][]string { return examples }
 	d := r.Classify(context.Background(), "something huge please", false)
@@ -120,18 +139,49 @@ func TestSimilarity(t *testing.T) {
 	d = r.Classify(context.Background(), "something huge please", false)
 	assert.Equal(t, Medium, d.Tier, "the embedder down: medium")
 	assert.Equal(t, "default", d.By)
-	assert.Equal(t, Light, r.Classify(context.Background(), "hello", false).Tier, "rules still work")
+	r.Model, _ = Shipped()
+	assert.Equal(t, Light, r.Classify(context.Background(), "hello", false).Tier, "the learned stage still works")
+}
+
+// With an embedding model, the similarity stage decides only what the
+// learned stage is unsure of.
+func TestUnsureLearnedAsksSimilarity(t *testing.T) {
+	var ex []learn.Example
+	for i := range 30 {
+		ex = append(ex, learn.Example{Text: fmt.Sprint("prove theorem ", i), Label: "complex"},
+			learn.Example{Text: fmt.Sprint("hello there ", i), Label: "light"},
+			learn.Example{Text: fmt.Sprint("write email ", i), Label: "medium"})
+	}
+	e := &axisEmbedder{}
+	r, err := New(nil, e)
+	require.NoError(t, err)
+	r.Model = learn.Train(ex, learn.DefaultParams)
+	r.Examples = func() map[Tier][]string {
+		return map[Tier][]string{Light: {"a tiny one"}, Medium: {"the usual"}, Complex: {"a huge task"}}
+	}
+	d := r.Classify(context.Background(), "prove theorem", false)
+	assert.Equal(t, "learned", d.By)
+	assert.Equal(t, Complex, d.Tier)
+	assert.Zero(t, e.calls, "a sure decision embeds nothing")
+	d = r.Classify(context.Background(), "zzz huge", false)
+	for _, p := range d.Probability {
+		assert.Less(t, p, Unsure, "no word it knows: unsure")
+	}
+	assert.Equal(t, "similarity", d.By, "%v", d.Probability)
+	assert.Equal(t, Complex, d.Tier)
+	e.down = true
+	d = r.Classify(context.Background(), "zzz other", false)
+	assert.Equal(t, "learned", d.By, "the embedder down: the learned stage's best guess")
 }
 
 // Everyday messages that only sound deep are not sent to the complex
 // model (each would cost a VRAM flush).
-func TestRulesAreNotTooBroad(t *testing.T) {
+func TestEverydayMessagesAreNotComplex(t *testing.T) {
 	r, err := New(nil, nil)
 	require.NoError(t, err)
 	for _, msg := range []string{
 		"What's the tradeoff between tea and coffee?",
 		"Can you research cheap flights to Rome?",
-		"I plan to take the bus service tomorrow",
 		"Give me a comprehensive list of fruits",
 		"объясни пошагово как сварить яйцо",
 		"давай найдём компромисс",
@@ -142,4 +192,60 @@ func TestRulesAreNotTooBroad(t *testing.T) {
 	d := r.Classify(context.Background(), "/think\nwhy?", true)
 	assert.True(t, d.Think, "vera-deep with the prefix: it still comes off")
 	assert.Equal(t, "why?", d.Message)
+}
+
+// The shipped weights are what `go generate` makes of the corpus: the
+// same hyperparameters and features, and every weight within a tolerance
+// (CPUs that fuse multiply-adds differ in the last bits).
+func TestShippedModelIsRegenerated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains the classifier: seconds")
+	}
+	data, err := os.ReadFile("../../eval/testdata/routing-corpus.jsonl")
+	require.NoError(t, err)
+	examples, err := learn.ReadExamples(bytes.NewReader(data))
+	require.NoError(t, err)
+	got := learn.Generate(examples)
+	want, err := Shipped()
+	require.NoError(t, err)
+	require.Equal(t, want.Labels, got.Labels)
+	require.Equal(t, want.Params, got.Params, "run go generate ./proxy/tier/ after changing the corpus or the training")
+	require.Len(t, got.Weights, len(want.Weights))
+	for i := range want.Bias {
+		assert.InDelta(t, want.Bias[i], got.Bias[i], 1e-3*max(1, math.Abs(want.Bias[i])))
+	}
+	off := 0
+	for f, w := range want.Weights {
+		g, ok := got.Weights[f]
+		require.True(t, ok, "feature %q", f)
+		for i := range w {
+			if math.Abs(w[i]-g[i]) > 1e-3*max(1, math.Abs(w[i])) {
+				off++
+			}
+		}
+	}
+	assert.Zero(t, off, "weights off by more than the tolerance: run go generate ./proxy/tier/")
+}
+
+// BenchmarkClassify: one message routed with the shipped classifier (no
+// embedding model), over messages of every tier and length.
+//
+//	go test -run '^$' -bench Classify ./proxy/tier/
+func BenchmarkClassify(b *testing.B) {
+	r, err := New(nil, nil)
+	require.NoError(b, err)
+	msgs := []string{
+		"hi",
+		"what's 15% of 240",
+		"Write a short poem about cats.",
+		"спроектируй схему шардирования для чата на 10 млн пользователей",
+		"I'm booking a train for my mother and the site has a senior checkbox with no explanation, and she is 67 and we are travelling from Munich to Hamburg next Tuesday: does the senior discount apply from 60 or from 65 in Germany?",
+		"why does this blow up?\n\nconst total = items.map(i => i.price).reduce((a, b) => a + b);\n\nTypeError: Reduce of empty array with no initial value",
+	}
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		r.Classify(ctx, msgs[i%len(msgs)], false)
+		i++
+	}
 }
