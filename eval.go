@@ -26,12 +26,13 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return evalRouting(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "locomo" {
-		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] FILE...` or `vera eval routing [--embedder ollama|none] [--cv K] [FILE]`"}
+		return usageError{"eval: want `vera eval locomo [--budget N] [--embedder ollama|none] [--cv] FILE...` or `vera eval routing [--embedder ollama|none] [--cv K] [FILE]`"}
 	}
 	fs := flag.NewFlagSet("vera eval locomo", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	budget := fs.Int("budget", 2000, "")
 	emb := fs.String("embedder", "ollama", "")
+	cv := fs.Bool("cv", false, "")
 	var flags config.Flags
 	configFlags(fs, &flags)
 	files, err := parseFiles(fs, args[1:])
@@ -77,6 +78,16 @@ func evalCmd(ctx context.Context, args []string, getenv func(string) string, std
 			return fmt.Errorf("eval locomo: %w (use --embedder none for lexical retrieval only)", err)
 		}
 		embedder = a.embedder
+	}
+	if *cv {
+		res, err := locomo.CrossValidate(ctx, convs, a.local, embedder, a.tok, *budget, locomo.Grid)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			return fmt.Errorf("eval locomo: %w", err)
+		}
+		return json.NewEncoder(stdout).Encode(res)
 	}
 	res, err := locomo.Run(ctx, convs, a.local, embedder, a.tok, *budget)
 	if err != nil {

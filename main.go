@@ -24,8 +24,9 @@ Usage:
   vera [serve] [flags]   run the proxy (default)
   vera check [flags]     validate the config, reach Ollama, the store and the embedder; exit 1 on failure
   vera healthcheck       ask a running vera's /healthz (for container health checks)
-  vera eval locomo [--budget N] [--embedder ollama|none] FILE...
-                         memory-quality benchmark on LoCoMo conversations
+  vera eval locomo [--budget N] [--embedder ollama|none] [--cv] FILE...
+                         memory-quality benchmark on LoCoMo conversations; --cv: the
+                         retrieval choices cross-validated, one conversation left out at a time
   vera eval routing [--embedder ollama|none] [--cv K] [FILE]
                          tier-routing accuracy on the older labelled set (or FILE);
                          --cv K: the learned stage's grouped K-fold cross-validation

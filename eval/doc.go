@@ -1,8 +1,9 @@
 // Package eval is the home of vera's offline evaluations, one subpackage
 // each, run by `vera eval`: locomo measures how much of a question's
 // evidence the memory layers recall on LoCoMo conversations; routing
-// scores the tier classifier on labelled queries. This package only
-// carries the labelled routing sets into the binary.
+// scores the tier classifier on labelled queries. This package carries
+// the labelled routing sets into the binary, and the statistics both
+// share.
 package eval
 
 import _ "embed"

@@ -49,6 +49,13 @@ type Builder struct {
 	RulesBudget int
 	// SystemPrompt returns the text of systemprompt.md; nil means none.
 	SystemPrompt func() string
+	// ContextHits is how many of the best hits bring the turns around
+	// them; 0 means ContextHitsPer1000 for each 1000 tokens of the
+	// semantic layer's budget (at least one), whose 0 means 2: a small
+	// budget is better spent on more hits, a large one on their context
+	// (chosen by cross-validation on LoCoMo, BENCHMARKS.md).
+	ContextHits        int
+	ContextHitsPer1000 float64
 	// EmbedTimeout bounds embedding the query on the request path; 0 means
 	// 3s. Past it the chat gets lexical memory only.
 	EmbedTimeout time.Duration

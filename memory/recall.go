@@ -78,7 +78,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		c.SemanticTokens += n
 		c.Semantic = append(c.Semantic, h)
 	}
-	context := b.neighbours(ctx, hits)
+	context := b.neighbours(ctx, hits[:min(b.contextHits(c.SemanticBudget), len(hits))])
 	for i, h := range hits {
 		take(h)
 		if i < len(context) {
@@ -115,11 +115,24 @@ func (b *Builder) queryVector(ctx context.Context, query string, c *Context) []f
 	return v[0]
 }
 
-// neighbours returns the turns around each of the best raw hits: the
+// contextHits is how many of the best hits bring their neighbours, for a
+// semantic layer of budget tokens.
+func (b *Builder) contextHits(budget int) int {
+	if b.ContextHits > 0 {
+		return b.ContextHits
+	}
+	rate := b.ContextHitsPer1000
+	if rate <= 0 {
+		rate = defaultContextHitsPer1000
+	}
+	return max(1, int(rate*float64(budget)/1000))
+}
+
+// neighbours returns the turns around each of the given hits: the
 // question a hit answers, or what it goes on to say, often lies there.
 // Looked up at once (a round trip each on Qdrant).
 func (b *Builder) neighbours(ctx context.Context, hits []Hit) [][]Hit {
-	context := make([][]Hit, min(contextHits, len(hits)))
+	context := make([][]Hit, len(hits))
 	var wg sync.WaitGroup
 	for i := range context {
 		if hits[i].Type == Raw {
@@ -130,11 +143,11 @@ func (b *Builder) neighbours(ctx context.Context, hits []Hit) [][]Hit {
 	return context
 }
 
-// contextHits is how many of the best hits bring the turns around them;
-// contextWindow is how far apart in time two turns of one exchange can be.
+// defaultContextHitsPer1000: see Builder.ContextHits. contextWindow is
+// how far apart in time two turns of one exchange can be.
 const (
-	contextHits   = 8
-	contextWindow = 30 * time.Minute
+	defaultContextHitsPer1000 = 2
+	contextWindow             = 30 * time.Minute
 )
 
 // around returns the raw turns just before and just after h in its

@@ -197,4 +197,23 @@ func TestLocomoRecallFloor(t *testing.T) {
 	t.Logf("LoCoMo at 2000 tokens: %s", out)
 	assert.GreaterOrEqual(t, res.EvidenceRecall, 0.85, "evidence recall fell below the floor this version reached")
 	assert.LessOrEqual(t, res.TokensMean, 2000.0)
+
+	// Cross-validated, one conversation left out at a time.
+	code, out, errOut = runVera(t, nil, append([]string{"eval", "locomo", "--cv", "--budget", "1000", "--embedder", "none"}, files...)...)
+	require.Equal(t, 0, code, errOut)
+	var cv struct {
+		Questions      int     `json:"questions"`
+		EvidenceRecall float64 `json:"evidence_recall"`
+		StdError       float64 `json:"std_error"`
+		Folds          []struct {
+			HeldOut   string `json:"held_out"`
+			Questions int    `json:"questions"`
+		} `json:"folds"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &cv), out)
+	t.Logf("LoCoMo at 1000 tokens, cross-validated: %s", out)
+	assert.Len(t, cv.Folds, len(files))
+	assert.Equal(t, res.Questions, cv.Questions, "each question once, held out")
+	assert.GreaterOrEqual(t, cv.EvidenceRecall, 0.79, "the cross-validated figure this version reached (0.7996)")
+	assert.Positive(t, cv.StdError)
 }

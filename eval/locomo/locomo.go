@@ -153,50 +153,88 @@ func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedde
 	if err := seed(ctx, convs, store, embedder, tok); err != nil {
 		return Result{}, err
 	}
+	var total score
+	for _, c := range convs {
+		s, err := scoreConversation(ctx, builder(store, embedder, tok, budget, Options{}), c)
+		if err != nil {
+			return Result{}, err
+		}
+		total.add(s)
+	}
+	if total.questions == 0 {
+		return Result{}, fmt.Errorf("no questions of categories 1-4 with evidence")
+	}
+	return total.result(), nil
+}
+
+// Options are the retrieval choices that cross-validation chooses among
+// (memory.Builder's fields of the same names); zero values are the
+// builder's defaults.
+type Options struct {
+	ContextHits        int     `json:"context_hits,omitempty"`
+	ContextHitsPer1000 float64 `json:"context_hits_per_1000,omitempty"`
+}
+
+// builder is a builder of the semantic layer alone, with o.
+func builder(store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, budget int, o Options) *memory.Builder {
 	b := memory.NewBuilder(store, embedder, tok)
 	b.SemanticBudget = budget
 	b.EmbedTimeout = time.Minute
-	var (
-		res       Result
-		recallSum float64
-		all       int
-		tokens    int
-		lat       []time.Duration
-	)
-	for _, c := range convs {
-		for _, q := range c.QA {
-			if q.Category < 1 || q.Category > 4 || len(q.Evidence) == 0 {
-				continue
-			}
-			start := time.Now()
-			mc := b.Recall(ctx, memory.Request{
-				Namespace: c.Name, SemanticOnly: true, ContextLength: 1 << 20,
-				Messages: []memory.Message{{Role: "user", Content: q.Question}},
-			})
-			lat = append(lat, time.Since(start))
-			if mc.Err != nil {
-				return res, mc.Err
-			}
-			found := evidenceFound(mc, q.Evidence)
-			recallSum += float64(found) / float64(len(q.Evidence))
-			if found == len(q.Evidence) {
-				all++
-			}
-			tokens += mc.SemanticTokens
-			res.Questions++
-		}
-	}
-	if res.Questions == 0 {
-		return res, fmt.Errorf("no questions of categories 1-4 with evidence")
-	}
-	n := float64(res.Questions)
-	res.EvidenceRecall = round(recallSum / n)
-	res.AllEvidence = round(float64(all) / n)
-	res.TokensMean = round(float64(tokens) / n)
+	b.ContextHits, b.ContextHitsPer1000 = o.ContextHits, o.ContextHitsPer1000
+	return b
+}
+
+// score sums a run's figures over questions.
+type score struct {
+	questions, all, tokens int
+	recall                 float64
+	lat                    []time.Duration
+}
+
+func (s *score) add(o score) {
+	s.questions += o.questions
+	s.all += o.all
+	s.tokens += o.tokens
+	s.recall += o.recall
+	s.lat = append(s.lat, o.lat...)
+}
+
+func (s score) result() Result {
+	n := float64(s.questions)
+	res := Result{Questions: s.questions, EvidenceRecall: round(s.recall / n), AllEvidence: round(float64(s.all) / n), TokensMean: round(float64(s.tokens) / n)}
+	lat := slices.Clone(s.lat)
 	slices.Sort(lat)
 	res.P50MS = round(ms(lat[len(lat)/2]))
 	res.P95MS = round(ms(lat[min(len(lat)-1, len(lat)*95/100)]))
-	return res, nil
+	return res
+}
+
+// scoreConversation scores c's questions of categories 1-4 that name
+// their evidence, with b.
+func scoreConversation(ctx context.Context, b *memory.Builder, c *Conversation) (score, error) {
+	var s score
+	for _, q := range c.QA {
+		if q.Category < 1 || q.Category > 4 || len(q.Evidence) == 0 {
+			continue
+		}
+		start := time.Now()
+		mc := b.Recall(ctx, memory.Request{
+			Namespace: c.Name, SemanticOnly: true, ContextLength: 1 << 20,
+			Messages: []memory.Message{{Role: "user", Content: q.Question}},
+		})
+		s.lat = append(s.lat, time.Since(start))
+		if mc.Err != nil {
+			return s, mc.Err
+		}
+		found := evidenceFound(mc, q.Evidence)
+		s.recall += float64(found) / float64(len(q.Evidence))
+		if found == len(q.Evidence) {
+			s.all++
+		}
+		s.tokens += mc.SemanticTokens
+		s.questions++
+	}
+	return s, nil
 }
 
 // seed stores every conversation's turns, embedded when there is an

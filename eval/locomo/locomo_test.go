@@ -88,3 +88,31 @@ func TestBenchmarkBeatsBM25(t *testing.T) {
 	assert.Greater(t, res.EvidenceRecall, 0.69, "plain BM25 over single messages reaches 0.69")
 	assert.LessOrEqual(t, res.TokensMean, 2000.0)
 }
+
+// Leave one conversation out: each fold's choice is made on the others;
+// its figures are the held-out conversation's.
+func TestCrossValidate(t *testing.T) {
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	var convs []*Conversation
+	for _, name := range []string{"tiny", "tiny2"} {
+		c, err := Load(filepath.Join("testdata", "tiny.json"))
+		require.NoError(t, err)
+		c.Name = name
+		convs = append(convs, c)
+	}
+	grid := []Options{{ContextHits: 8}, {ContextHitsPer1000: 1}}
+	cv, err := CrossValidate(context.Background(), convs, open(t), nil, tok, 2000, grid)
+	require.NoError(t, err)
+	require.Len(t, cv.Folds, 2)
+	assert.Equal(t, "tiny", cv.Folds[0].HeldOut)
+	assert.Equal(t, 6, cv.Questions, "every question once, held out")
+	assert.Equal(t, 3, cv.Folds[1].Questions)
+	assert.Contains(t, grid, cv.Folds[0].Chosen)
+	assert.Equal(t, 1.0, cv.EvidenceRecall)
+	assert.Equal(t, 1.0, cv.Default.EvidenceRecall)
+	assert.Equal(t, 2000, cv.Budget)
+
+	_, err = CrossValidate(context.Background(), convs[:1], open(t), nil, tok, 2000, grid)
+	assert.ErrorContains(t, err, "two or more")
+}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
 
+	"github.com/vera-proxy/vera/eval"
 	"github.com/vera-proxy/vera/proxy/tier"
 	"github.com/vera-proxy/vera/proxy/tier/learn"
 )
@@ -89,7 +89,7 @@ func CrossValidate(examples []learn.Example, k int) (CVReport, error) {
 		}
 	}
 	rep.Accuracy = float64(total) / float64(rep.Queries)
-	rep.StdError = stdError(accs)
+	rep.StdError = eval.StdError(accs)
 	return rep, nil
 }
 
@@ -133,20 +133,4 @@ func Older(ctx context.Context, r *tier.Router, data []byte) (*Report, error) {
 	}
 	rep := Run(ctx, r, qs, "none")
 	return &rep, nil
-}
-
-func stdError(xs []float64) float64 {
-	if len(xs) < 2 {
-		return 0
-	}
-	mean := 0.0
-	for _, x := range xs {
-		mean += x
-	}
-	mean /= float64(len(xs))
-	ss := 0.0
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
 }

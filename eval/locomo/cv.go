@@ -1,0 +1,112 @@
+package locomo
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/vera-proxy/vera/eval"
+	"github.com/vera-proxy/vera/memory"
+)
+
+// Grid is the retrieval choices CrossValidate chooses among: how many of
+// the best hits bring the turns around them, a fixed number (8, the
+// choice before cross-validation) or so many for each 1000 tokens of the
+// budget.
+var Grid = []Options{{ContextHits: 8}, {ContextHitsPer1000: 1}, {ContextHitsPer1000: 2}, {ContextHitsPer1000: 3}, {ContextHitsPer1000: 4}}
+
+// CV is a leave-one-conversation-out cross-validation: for each
+// conversation, the options that score best on the others, scored on it.
+type CV struct {
+	Method string `json:"method"`
+	Budget int    `json:"budget"`
+	Result
+	// StdError is the standard error of the folds' evidence recall.
+	StdError float64 `json:"std_error"`
+	Folds    []Fold  `json:"folds"`
+	// Default is the builder's defaults on every question, and Gain what
+	// the cross-validated choice adds to it, with the standard error of
+	// the folds' gains (paired: the same questions on both sides).
+	Default      Result  `json:"defaults"`
+	Gain         float64 `json:"gain_over_defaults"`
+	GainStdError float64 `json:"gain_std_error"`
+	// Before is the grid's first options (the choice before
+	// cross-validation) on every question, and the cross-validated
+	// choice's gain over it.
+	Before             Result  `json:"before"`
+	GainBefore         float64 `json:"gain_over_before"`
+	GainBeforeStdError float64 `json:"gain_over_before_std_error"`
+}
+
+// Fold is one held-out conversation.
+type Fold struct {
+	HeldOut        string  `json:"held_out"`
+	Questions      int     `json:"questions"`
+	Chosen         Options `json:"chosen"`
+	EvidenceRecall float64 `json:"evidence_recall"`
+	Default        float64 `json:"defaults_evidence_recall"`
+}
+
+// CrossValidate seeds the conversations into store and cross-validates
+// grid over them, leaving one conversation out at a time (at least two).
+func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, budget int, grid []Options) (CV, error) {
+	if len(convs) < 2 {
+		return CV{}, fmt.Errorf("cross-validation leaves one conversation out: give two or more, not %d", len(convs))
+	}
+	if err := seed(ctx, convs, store, embedder, tok); err != nil {
+		return CV{}, err
+	}
+	// scores[o][c]: option o on conversation c; the defaults last.
+	options := slices.Concat(grid, []Options{{}})
+	scores := make([][]score, len(options))
+	for o, opt := range options {
+		scores[o] = make([]score, len(convs))
+		for c, conv := range convs {
+			s, err := scoreConversation(ctx, builder(store, embedder, tok, budget, opt), conv)
+			if err != nil {
+				return CV{}, err
+			}
+			if s.questions == 0 {
+				return CV{}, fmt.Errorf("%s: no questions of categories 1-4 with evidence", conv.Name)
+			}
+			scores[o][c] = s
+		}
+	}
+	cv := CV{Method: fmt.Sprintf("leave one conversation out, %d times: the options of the grid that score best on the other %d conversations (their questions pooled), scored on the one left out", len(convs), len(convs)-1),
+		Budget: budget}
+	def := len(options) - 1
+	var held, defaults, before score
+	var recalls, gains, gainsBefore []float64
+	for c, conv := range convs {
+		best, bestRecall := 0, -1.0
+		for o := range grid {
+			var train score
+			for other := range convs {
+				if other != c {
+					train.add(scores[o][other])
+				}
+			}
+			if r := train.recall / float64(train.questions); r > bestRecall {
+				best, bestRecall = o, r
+			}
+		}
+		s, d, b := scores[best][c], scores[def][c], scores[0][c]
+		held.add(s)
+		defaults.add(d)
+		before.add(b)
+		f := Fold{HeldOut: conv.Name, Questions: s.questions, Chosen: grid[best],
+			EvidenceRecall: round(s.recall / float64(s.questions)), Default: round(d.recall / float64(d.questions))}
+		cv.Folds = append(cv.Folds, f)
+		recalls = append(recalls, s.recall/float64(s.questions))
+		gains = append(gains, (s.recall-d.recall)/float64(s.questions))
+		gainsBefore = append(gainsBefore, (s.recall-b.recall)/float64(s.questions))
+	}
+	cv.Result, cv.Default = held.result(), defaults.result()
+	cv.StdError = round(eval.StdError(recalls))
+	cv.Gain = round(cv.EvidenceRecall - cv.Default.EvidenceRecall)
+	cv.GainStdError = round(eval.StdError(gains))
+	cv.Before = before.result()
+	cv.GainBefore = round(cv.EvidenceRecall - cv.Before.EvidenceRecall)
+	cv.GainBeforeStdError = round(eval.StdError(gainsBefore))
+	return cv, nil
+}
