@@ -119,7 +119,12 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 		return usageError{"eval routing: at most one FILE"}
 	}
 	if *cv != 0 {
-		return evalRoutingCV(ctx, *cv, files, getenv, flags, stdout)
+		embSet := false
+		fs.Visit(func(f *flag.Flag) { embSet = embSet || f.Name == "embedder" })
+		if embSet && *emb != "none" {
+			return usageError{"eval routing: --cv cross-validates the learned stage alone, without the embedding model: leave --embedder out"}
+		}
+		return evalRoutingCV(ctx, *cv, files, stdout)
 	}
 	if *emb != "none" && *emb != "ollama" {
 		return usageError{fmt.Sprintf("eval routing: --embedder must be ollama or none, not %q", *emb)}
@@ -166,7 +171,7 @@ func evalRouting(ctx context.Context, args []string, getenv func(string) string,
 // stage's grouped K-fold cross-validation on FILE, or on the shipped
 // corpus with its labels' agreement and the shipped router on the older
 // set.
-func evalRoutingCV(ctx context.Context, k int, files []string, getenv func(string) string, flags config.Flags, stdout io.Writer) error {
+func evalRoutingCV(ctx context.Context, k int, files []string, stdout io.Writer) error {
 	data, shipped := eval.RoutingCorpus, len(files) == 0
 	if !shipped {
 		b, err := os.ReadFile(files[0])
@@ -191,11 +196,9 @@ func evalRoutingCV(ctx context.Context, k int, files []string, getenv func(strin
 		if rep.Agreement, err = routing.Agree(examples, second); err != nil {
 			return fmt.Errorf("eval routing: %w", err)
 		}
-		cfg, err := config.Load(flags, getenv)
-		if err != nil {
-			return err
-		}
-		r, err := newRouter(cfg, nil, nil)
+		// The shipped router as it ships: no rules of the user's, and
+		// complex allowed.
+		r, err := tier.New(nil, nil)
 		if err != nil {
 			return err
 		}

@@ -77,19 +77,9 @@ func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Stor
 	def := len(options) - 1
 	var held, defaults, before score
 	var recalls, gains, gainsBefore []float64
+	chosen := choose(scores[:len(grid)])
 	for c, conv := range convs {
-		best, bestRecall := 0, -1.0
-		for o := range grid {
-			var train score
-			for other := range convs {
-				if other != c {
-					train.add(scores[o][other])
-				}
-			}
-			if r := train.recall / float64(train.questions); r > bestRecall {
-				best, bestRecall = o, r
-			}
-		}
+		best := chosen[c]
 		s, d, b := scores[best][c], scores[def][c], scores[0][c]
 		held.add(s)
 		defaults.add(d)
@@ -109,4 +99,30 @@ func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Stor
 	cv.GainBefore = round(cv.EvidenceRecall - cv.Before.EvidenceRecall)
 	cv.GainBeforeStdError = round(eval.StdError(gainsBefore))
 	return cv, nil
+}
+
+// choose returns, for each conversation c, the option o whose scores[o]
+// on the other conversations (their questions pooled) recall the most:
+// the first of equals.
+func choose(scores [][]score) []int {
+	if len(scores) == 0 {
+		return nil
+	}
+	out := make([]int, len(scores[0]))
+	for c := range out {
+		best, bestRecall := 0, -1.0
+		for o := range scores {
+			var train score
+			for other := range scores[o] {
+				if other != c {
+					train.add(scores[o][other])
+				}
+			}
+			if r := train.recall / float64(train.questions); r > bestRecall {
+				best, bestRecall = o, r
+			}
+		}
+		out[c] = best
+	}
+	return out
 }

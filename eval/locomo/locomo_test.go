@@ -116,3 +116,15 @@ func TestCrossValidate(t *testing.T) {
 	_, err = CrossValidate(context.Background(), convs[:1], open(t), nil, tok, 2000, grid)
 	assert.ErrorContains(t, err, "two or more")
 }
+
+// Each conversation's choice is made on the others alone: here option 0
+// wins on the first conversation by far (and so on all of them pooled),
+// but a fold that holds the first out must choose option 1.
+func TestChooseLeavesTheConversationOut(t *testing.T) {
+	sc := func(q int, r float64) score { return score{questions: q, recall: r * float64(q)} }
+	scores := [][]score{
+		{sc(100, 1), sc(10, 0), sc(10, 0)},
+		{sc(100, 0), sc(10, 1), sc(10, 0.6)},
+	}
+	assert.Equal(t, []int{1, 0, 0}, choose(scores))
+}

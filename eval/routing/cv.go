@@ -53,8 +53,8 @@ func CrossValidate(examples []learn.Example, k int) (CVReport, error) {
 	if k < 2 {
 		return CVReport{}, fmt.Errorf("--cv wants 2 folds or more, not %d", k)
 	}
-	if len(examples) < 2*k {
-		return CVReport{}, fmt.Errorf("%d labelled queries are too few for %d folds", len(examples), k)
+	if g := learn.Groups(examples); g < learn.MinGroups(k) {
+		return CVReport{}, fmt.Errorf("%d groups of labelled queries are too few for %d folds (want %d or more: each fold's training is cross-validated again to tune it)", g, k, learn.MinGroups(k))
 	}
 	cv := learn.CrossValidate(examples, k, learn.Grid)
 	rep := CVReport{Method: fmt.Sprintf("grouped %d-fold cross-validation; hyperparameters tuned inside each fold by a grouped %d-fold cross-validation of its training part", k, max(k-1, 2)),

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -29,7 +30,13 @@ import (
 var modelJSON []byte
 
 // Shipped is the classifier trained from eval/testdata/routing-corpus.jsonl.
-var Shipped = sync.OnceValues(func() (*learn.Model, error) { return learn.Load(modelJSON) })
+var Shipped = sync.OnceValues(func() (*learn.Model, error) {
+	m, err := learn.Load(modelJSON)
+	if err != nil {
+		return nil, err
+	}
+	return check(m)
+})
 
 // Unsure is the learned stage's probability below which a router with an
 // embedding model asks the similarity stage instead.
@@ -171,17 +178,31 @@ func (r *Router) match(message string, d *Decision) (Tier, string) {
 	return Medium, ""
 }
 
-// learned asks the classifier ("" when there is none).
+// learned asks the classifier; "" when there is none, or when it knows
+// none of the message's words (a blank message, a language it never
+// saw): its guess would rest on the message's shape alone.
 func (r *Router) learned(message string, d *Decision) (Tier, string) {
 	if r.Model == nil {
 		return Medium, ""
 	}
-	label, prob := r.Model.Predict(message)
+	label, prob, known := r.Model.Predict(message)
 	d.Probability = make(map[Tier]float64, len(prob))
 	for i, l := range r.Model.Labels {
 		d.Probability[Tier(l)] = prob[i]
 	}
+	if known == 0 {
+		return Medium, ""
+	}
 	return Tier(label), "learned"
+}
+
+// check refuses a model whose labels are not the three tiers.
+func check(m *learn.Model) (*learn.Model, error) {
+	labels := slices.Sorted(slices.Values(m.Labels))
+	if !slices.Equal(labels, []string{string(Complex), string(Light), string(Medium)}) {
+		return nil, fmt.Errorf("tier model: labels %q, want light, medium and complex", m.Labels)
+	}
+	return m, nil
 }
 
 // similar compares the message's embedding with each tier's centroid.

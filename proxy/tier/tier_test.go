@@ -170,8 +170,63 @@ func TestUnsureLearnedAsksSimilarity(t *testing.T) {
 	assert.Equal(t, "similarity", d.By, "%v", d.Probability)
 	assert.Equal(t, Complex, d.Tier)
 	e.down = true
-	d = r.Classify(context.Background(), "zzz other", false)
+	d = r.Classify(context.Background(), "theorem there email", false)
+	require.Positive(t, len(d.Probability))
+	for _, p := range d.Probability {
+		require.Less(t, p, Unsure, "one word of each tier: unsure")
+	}
 	assert.Equal(t, "learned", d.By, "the embedder down: the learned stage's best guess")
+	d = r.Classify(context.Background(), "zzz other", false)
+	assert.Equal(t, "default", d.By, "no word it knows, no similarity: the default")
+	assert.Equal(t, Medium, d.Tier)
+}
+
+// A message the classifier knows no word of (blank, or a language it
+// never saw) is not decided by its shape alone: the similarity stage, or
+// medium.
+func TestUnknownWordsAreNotGuessed(t *testing.T) {
+	r, err := New(nil, nil)
+	require.NoError(t, err)
+	for _, msg := range []string{"", "   ", "?!", "请严格证明根号二是无理数", "为一千万用户设计聊天系统的架构"} {
+		d := r.Classify(context.Background(), msg, false)
+		assert.Equal(t, Medium, d.Tier, "%q", msg)
+		assert.Equal(t, "default", d.By, "%q", msg)
+	}
+	e := &axisEmbedder{}
+	r, err = New(nil, e)
+	require.NoError(t, err)
+	r.Examples = func() map[Tier][]string {
+		return map[Tier][]string{Light: {"a tiny one"}, Medium: {"the usual"}, Complex: {"a huge task"}}
+	}
+	d := r.Classify(context.Background(), "huge 证明", false)
+	assert.Equal(t, "similarity", d.By)
+	assert.Equal(t, Complex, d.Tier)
+}
+
+// Whatever the text, Classify returns one of the tiers and never panics.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"", "hi", "/think prove it", "```go\nfunc main() {}\n```", "привет", "1+1=", "\xff\xfe", "http://x.y/z?"} {
+		f.Add(s)
+	}
+	r, err := New(nil, nil)
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, msg string) {
+		d := r.Classify(context.Background(), msg, false)
+		if d.Tier != Light && d.Tier != Medium && d.Tier != Complex {
+			t.Fatalf("%q: tier %q", msg, d.Tier)
+		}
+	})
+}
+
+// The model's labels must be the three tiers.
+func TestModelLabelsAreTheTiers(t *testing.T) {
+	m := learn.Train([]learn.Example{{Text: "a", Label: "light"}, {Text: "b", Label: "huge"}}, learn.DefaultParams)
+	_, err := check(m)
+	assert.ErrorContains(t, err, "want light, medium and complex")
+	m, err = Shipped()
+	require.NoError(t, err)
+	_, err = check(m)
+	assert.NoError(t, err)
 }
 
 // Everyday messages that only sound deep are not sent to the complex

@@ -107,6 +107,19 @@ type CV struct {
 	Chosen    []Params
 }
 
+// Groups counts the examples' groups (a line without one is its own).
+func Groups(examples []Example) int {
+	seen := map[string]bool{}
+	for i, e := range examples {
+		seen[groupOf(e, i)] = true
+	}
+	return len(seen)
+}
+
+// MinGroups is the fewest groups a k-fold cross-validation with tuning
+// needs: every inner fold of every outer fold's training part gets one.
+func MinGroups(k int) int { return k * max(k-1, 2) }
+
 // CrossValidate runs a grouped k-fold cross-validation of examples, the
 // hyperparameters tuned inside each fold (an inner grouped k-1 fold
 // cross-validation of its training part): no figure comes from data the
@@ -125,7 +138,7 @@ func CrossValidate(examples []Example, k int, grid []Params) CV {
 		m := Train(train, p)
 		for i, e := range examples {
 			if cv.Fold[i] == f {
-				cv.Predicted[i], _ = m.Predict(e.Text)
+				cv.Predicted[i], _, _ = m.Predict(e.Text)
 			}
 		}
 	}
@@ -146,7 +159,7 @@ func outOfFold(examples []Example, folds []int, k int, train func([]Example) *Mo
 		m := train(part)
 		for i, e := range examples {
 			if folds[i] == f {
-				pred[i], _ = m.Predict(e.Text)
+				pred[i], _, _ = m.Predict(e.Text)
 			}
 		}
 	}

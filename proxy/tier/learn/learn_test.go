@@ -58,13 +58,24 @@ func TestTrainIsDeterministicAndLearns(t *testing.T) {
 	a, b := Train(ex, DefaultParams), Train(ex, DefaultParams)
 	require.Equal(t, string(a.Marshal()), string(b.Marshal()))
 	for text, want := range map[string]string{"prove noise1 noise2": "complex", "thanks noise3": "light", "email noise7 noise9": "medium"} {
-		got, prob := a.Predict(text)
+		got, prob, known := a.Predict(text)
+		assert.Positive(t, known, text)
 		assert.Equal(t, want, got, "%q: %v", text, prob)
 	}
 	m, err := Load(a.Marshal())
 	require.NoError(t, err)
-	got, _ := m.Predict("hello noise5")
+	got, _, _ := m.Predict("hello noise5")
 	assert.Equal(t, "light", got, "a loaded model predicts as the trained one")
+	_, _, known := m.Predict("   ")
+	assert.Zero(t, known, "a blank message: no word it knows")
+	_, _, known = m.Predict("用中文严格证明")
+	assert.Zero(t, known)
+
+	// No examples: no labels, no prediction, no panic.
+	empty := Train(nil, DefaultParams)
+	label, prob, _ := empty.Predict("hello")
+	assert.Empty(t, label)
+	assert.Empty(t, prob)
 }
 
 func TestLoadRefusesBrokenModels(t *testing.T) {

@@ -49,7 +49,8 @@ type Model struct {
 
 // Train fits a model to examples, deterministically: the same examples in
 // the same order give the same weights (to the last bit on one machine;
-// CPUs that fuse multiply-adds differ in the last bits).
+// CPUs that fuse multiply-adds differ in the last bits). With no examples
+// the model has no labels, and predicts none.
 func Train(examples []Example, p Params) *Model {
 	labels := labelsOf(examples)
 	index := map[string]int{}
@@ -131,14 +132,23 @@ func Train(examples []Example, p Params) *Model {
 	return m
 }
 
-// Predict returns the likeliest label of text and the probability of
-// each label, in Labels' order.
-func (m *Model) Predict(text string) (string, []float64) {
+// Predict returns the likeliest label of text, the probability of each
+// label (in Labels' order), and how many of the text's words the model
+// knows: with none (a blank message, a language it never saw) its guess
+// rests on the message's shape alone.
+func (m *Model) Predict(text string) (string, []float64, int) {
+	if len(m.Labels) == 0 {
+		return "", nil, 0
+	}
 	prob := slices.Clone(m.Bias)
 	var x [][]float64
+	known := 0
 	for _, f := range Features(text, m.Params.Options) {
 		if w, ok := m.Weights[f]; ok {
 			x = append(x, w)
+			if strings.HasPrefix(f, "w:") {
+				known++
+			}
 		}
 	}
 	scale := 1 / math.Sqrt(float64(max(len(x), 1)))
@@ -154,7 +164,7 @@ func (m *Model) Predict(text string) (string, []float64) {
 			best = c
 		}
 	}
-	return m.Labels[best], prob
+	return m.Labels[best], prob, known
 }
 
 // Marshal writes the model as JSON, its weights rounded to six
