@@ -347,3 +347,50 @@ func TestBuilderContextAroundAHit(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(mc.System, "["+day.Format(time.DateOnly)+"]"), "one header for the day")
 	assert.Contains(t, mc.System, "broken arm")
 }
+
+// aheadStore records when a search's lexical side was started.
+type aheadStore struct {
+	memory.Store
+	started, finished bool
+	vector            []float32
+}
+
+func (s *aheadStore) SearchAhead(ctx context.Context, q memory.Query) func([]float32) ([]memory.Hit, error) {
+	s.started = true
+	return func(v []float32) ([]memory.Hit, error) {
+		s.finished, s.vector = true, v
+		q.Vector = v
+		return s.Store.Search(ctx, q)
+	}
+}
+
+// orderEmbedder checks that the lexical side was started before it
+// embeds the question.
+type orderEmbedder struct {
+	store       *aheadStore
+	startedSeen bool
+}
+
+func (e *orderEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	e.startedSeen = e.store.started
+	return memory.HashEmbedder{}.Embed(ctx, texts)
+}
+
+// With a store that can, the lexical side starts before the question is
+// embedded, and the search finishes with the question's vector.
+func TestRecallStartsTheLexicalSideBeforeEmbedding(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	seed(t, db, "u", "Where did we park the blue van?", "On the third floor of the garage.")
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	st := &aheadStore{Store: db}
+	emb := &orderEmbedder{store: st}
+	b := memory.NewBuilder(st, emb, tok)
+	c := b.Recall(context.Background(), memory.Request{Namespace: "u", Messages: msgs("user", "where is the blue van parked?")})
+	require.NoError(t, c.Err)
+	assert.True(t, emb.startedSeen, "the lexical side was started before the embedding")
+	assert.True(t, st.finished)
+	assert.NotEmpty(t, st.vector, "finished with the question's vector")
+	assert.Contains(t, strings.Join(texts(c.Semantic), "\n"), "third floor")
+}

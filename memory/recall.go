@@ -18,12 +18,20 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	if c.SemanticBudget <= 0 {
 		return nil
 	}
-	qvec := b.queryVector(ctx, query, c)
 	q := Query{
-		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Vector: qvec, Threshold: thr,
+		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Threshold: thr,
 		Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
 	}
-	hits, err := b.store.Search(ctx, q)
+	var hits []Hit
+	var err error
+	if ahead, ok := b.store.(SearchAhead); ok && b.embedder != nil {
+		// The lexical side runs while the question is embedded.
+		finish := ahead.SearchAhead(ctx, q)
+		hits, err = finish(b.queryVector(ctx, query, c))
+	} else {
+		q.Vector = b.queryVector(ctx, query, c)
+		hits, err = b.store.Search(ctx, q)
+	}
 	if err != nil {
 		c.Err = fmt.Errorf("semantic layer: %w", err)
 		return nil

@@ -177,6 +177,16 @@ var (
 	ErrLoading = errors.New("the memory index is still loading")
 )
 
+// SearchAhead is a store that can start a search's lexical side before
+// the query's vector is known: the builder starts it, then embeds the
+// question (a round trip to the embedding model) while it runs.
+type SearchAhead interface {
+	// SearchAhead starts q's lexical side (q.Vector is not read) and
+	// returns what finishes the search once the question's vector is
+	// known (nil: lexical only), as Search would with that vector.
+	SearchAhead(ctx context.Context, q Query) func(vector []float32) ([]Hit, error)
+}
+
 // Earliest is a store that finds the oldest memories matching a filter as
 // cheaply as the newest: the turn right after a hit is the oldest of the
 // turns after it.

@@ -63,6 +63,9 @@ type index struct {
 	kinds [8][]int32
 	// pruned counts the blocks of postings lexical skipped (for tests).
 	pruned atomic.Int64
+	// edits counts the changes to what lexical ranks (add, remove,
+	// compact): a lexical ranking made at one count holds at that count.
+	edits uint64
 
 	dim   int
 	words int       // uint64 words of sign bits per vector
@@ -155,6 +158,7 @@ func (ix *index) add(seq int64, m *memory.Memory, vec []float32) {
 // addTerms is add with m's terms already found (memory.Terms(m.Text)):
 // loading finds them on every core.
 func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []string) {
+	ix.edits++
 	ix.remove(seq)
 	s := int32(len(ix.meta))
 	if ix.tf == nil || len(ix.tf) > 1024 {
@@ -236,6 +240,7 @@ func (ix *index) inTime(s int32, ts int64) {
 // remove drops the memory of row seq, if indexed. Its postings stay until
 // the next compaction; searches skip its slot.
 func (ix *index) remove(seq int64) {
+	ix.edits++
 	s, ok := ix.bySeq[seq]
 	if !ok {
 		return
@@ -291,6 +296,7 @@ func (ix *index) dropVectors() {
 
 // compact renumbers slots to drop removed documents, and their postings.
 func (ix *index) compact() {
+	ix.edits++
 	remap := make([]int32, len(ix.meta))
 	meta := make([]slotMeta, 0, ix.live+ix.live/4)
 	lens := make([]float32, 0, cap(meta))
@@ -515,28 +521,54 @@ type hit struct {
 	rrf, cos, bm25 float64
 }
 
-// search fuses the vector and lexical rankings with reciprocal rank fusion.
+// search runs q on the index: its vector side (qvec, normalised; nil for
+// none) and its lexical side, side by side on a large namespace, fused.
 func (ix *index) search(q *memory.Query, qvec []float32) []hit {
+	var vec, lex []scored
+	if qvec != nil && q.Text != "" && len(ix.meta) >= parallelAbove {
+		var wg sync.WaitGroup
+		wg.Go(func() { lex = ix.lexicalSide(q) })
+		vec = ix.vectorSide(q, qvec)
+		wg.Wait()
+	} else {
+		vec, lex = ix.vectorSide(q, qvec), ix.lexicalSide(q)
+	}
+	return fuse(vec, lex, q.Limit)
+}
+
+// depth is how deep each side of a search looks: a little past the limit,
+// so fusion has material.
+func depth(q *memory.Query) int {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 10
 	}
-	// Each side looks a little deeper than the limit so fusion has
-	// material.
-	depth := limit + 10
-	var vec, lex []scored
-	var wg sync.WaitGroup
-	if qvec != nil {
-		if q.Text != "" && len(ix.meta) >= parallelAbove {
-			wg.Go(func() { vec = ix.vector(&q.Filter, qvec, q.Threshold, depth) })
-		} else {
-			vec = ix.vector(&q.Filter, qvec, q.Threshold, depth)
-		}
+	return limit + 10
+}
+
+// lexicalSide is q's lexical side.
+func (ix *index) lexicalSide(q *memory.Query) []scored {
+	if q.Text == "" {
+		return nil
 	}
-	if q.Text != "" {
-		lex = ix.lexical(&q.Filter, q.Text, depth)
+	return ix.lexical(&q.Filter, q.Text, depth(q))
+}
+
+// vectorSide is q's vector side, for qvec (normalised; nil: none).
+func (ix *index) vectorSide(q *memory.Query, qvec []float32) []scored {
+	if qvec == nil {
+		return nil
 	}
-	wg.Wait()
+	return ix.vector(&q.Filter, qvec, q.Threshold, depth(q))
+}
+
+// fuse ranks by reciprocal rank fusion the hits of the two sides (by
+// whatever key their slot field holds), best first, ties in the order
+// they came (vector side first), up to limit (0: 10).
+func fuse(vec, lex []scored, limit int) []hit {
+	if limit <= 0 {
+		limit = 10
+	}
 	order := make([]hit, 0, len(vec)+len(lex))
 	at := func(s int32) *hit {
 		for i := range order {

@@ -15,12 +15,54 @@ import (
 
 // Search runs a hybrid search on the in-memory index.
 func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
+	return d.search(ctx, q, q.Vector, nil)
+}
+
+var _ memory.SearchAhead = (*DB)(nil)
+
+// SearchAhead implements memory.SearchAhead: q's lexical side runs now,
+// in the background, and the vector side and the fusion once the vector
+// is given. Should the namespace change in between, the lexical side runs
+// again with the vector side, on one state of the index.
+func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []float32) ([]memory.Hit, error) {
+	var (
+		ahead *index
+		edits uint64
+		lex   []scored
+	)
+	done := make(chan struct{})
+	if q.Text == "" || ctx.Err() != nil {
+		close(done)
+	} else {
+		go func() {
+			defer close(done)
+			d.mu.RLock()
+			defer d.mu.RUnlock()
+			if d.ready() != nil {
+				return
+			}
+			if ahead = d.ns[q.Namespace]; ahead != nil {
+				edits, lex = ahead.edits, ahead.lexicalSide(&q)
+			}
+		}()
+	}
+	return func(vector []float32) ([]memory.Hit, error) {
+		<-done
+		return d.search(ctx, q, vector, func(ix *index) ([]scored, bool) {
+			return lex, ix == ahead && ix.edits == edits
+		})
+	}
+}
+
+// search is Search with vector as the query's, and the lexical side that
+// ahead holds for the index when it says so (ahead nil: none).
+func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead func(*index) ([]scored, bool)) ([]memory.Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var qvec []float32
-	if len(q.Vector) > 0 {
-		qvec = normalize(q.Vector)
+	if len(vector) > 0 {
+		qvec = normalize(vector)
 	}
 	d.mu.RLock()
 	if err := d.ready(); err != nil {
@@ -32,7 +74,12 @@ func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
 		d.mu.RUnlock()
 		return nil, nil
 	}
-	found := ix.search(&q, qvec)
+	var found []hit
+	if lex, ok := aheadOf(ahead, ix); ok {
+		found = fuse(ix.vectorSide(&q, qvec), lex, q.Limit)
+	} else {
+		found = ix.search(&q, qvec)
+	}
 	seqs := make([]int64, len(found))
 	for i, h := range found {
 		seqs[i] = ix.seqs[h.slot]
@@ -49,6 +96,13 @@ func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
 		}
 	}
 	return hits, nil
+}
+
+func aheadOf(ahead func(*index) ([]scored, bool), ix *index) ([]scored, bool) {
+	if ahead == nil {
+		return nil, false
+	}
+	return ahead(ix)
 }
 
 // Latest returns the newest memories matching f, newest first (equal

@@ -1,0 +1,79 @@
+package embedded
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/storetest"
+)
+
+// A search started ahead and finished with the vector finds what Search
+// finds with that vector, also when the namespace changes in between.
+func TestSearchAheadMatchesSearch(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer d.Close()
+	ms := storetest.Corpus(3000, 16)
+	require.NoError(t, d.Upsert(ctx, ms...))
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := range 60 {
+		text, vec := storetest.QueryFor(rng, ms[rng.IntN(len(ms))])
+		q := memory.Query{Filter: memory.Filter{Namespace: ms[0].Namespace}, Text: text, Threshold: 0.1, Limit: 1 + rng.IntN(40)}
+		if i%5 == 0 {
+			vec = nil // lexical only
+		}
+		finish := d.SearchAhead(ctx, q)
+		if i%3 == 0 {
+			// A write after the lexical side has (most likely) run: the
+			// finished search must not mix two states of the index.
+			time.Sleep(5 * time.Millisecond)
+			m := ms[rng.IntN(len(ms))]
+			m.Text = text + " " + text
+			require.NoError(t, d.Upsert(ctx, m))
+		}
+		got, err := finish(vec)
+		require.NoError(t, err)
+		q.Vector = vec
+		want, err := d.Search(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, len(want), len(got), "query %d", i)
+		for j := range want {
+			require.Equal(t, want[j].ID, got[j].ID, "query %d rank %d", i, j)
+			require.InDelta(t, want[j].Score, got[j].Score, 1e-12)
+		}
+	}
+}
+
+// The lexical side kept from ahead is used only while the index is as it
+// was; a change makes the search rank again.
+func TestSearchAheadKeepsOnlyWhatStillHolds(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer d.Close()
+	ms := storetest.Corpus(200, 16)
+	require.NoError(t, d.Upsert(ctx, ms...))
+	ns := ms[0].Namespace
+	q := memory.Query{Filter: memory.Filter{Namespace: ns}, Text: ms[3].Text, Limit: 5}
+	d.mu.RLock()
+	ix := d.ns[ns]
+	edits := ix.edits
+	d.mu.RUnlock()
+	// A stale ranking that names slot 0 only.
+	stale := []scored{{slot: 0, score: 1}}
+	held := func(x *index) ([]scored, bool) { return stale, x == ix && x.edits == edits }
+	got, err := d.search(ctx, q, nil, held)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "unchanged: the ranking made ahead is used")
+	require.NoError(t, d.Delete(ctx, ms[150].ID))
+	got, err = d.search(ctx, q, nil, held)
+	require.NoError(t, err)
+	require.Greater(t, len(got), 1, "changed: ranked again")
+	require.Equal(t, ms[3].ID, got[0].ID)
+}
