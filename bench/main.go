@@ -154,9 +154,9 @@ func printTable(w io.Writer, r Results) {
 	for _, s := range r.Streaming {
 		fmt.Fprintf(tw, "\t%s\t%.3f\t%.3f / %.3f\t%.3f\t%d\n", s.Path, s.TTFBP50, s.LagP50, s.LagP99, s.LastP50, s.Cut)
 	}
-	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tbackend, memories, route\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tless embedding (%.3f ms)\tlistening / memory s (rebuilt: s)\tRSS MiB (raw data MiB)\n", r.EmbedP50MS)
+	fmt.Fprintf(tw, "MEMORY ON THE CHAT PATH\tbackend, memories, route\toff p50 ms\ton p50 (p95) ms\tadded p50 ms\tless embedding (%.3f ms)\trecall alone (temporary chat)\tlistening / memory s (rebuilt: s)\tRSS MiB (raw data MiB)\n", r.EmbedP50MS)
 	for _, m := range r.Memory {
-		fmt.Fprintf(tw, "\t%s, %d, %s\t%.3f\t%.3f (%.3f)\t%.3f\t%.3f\t%.2f / %.2f (%.2f / %.2f)\t%.0f (%.0f)\n", m.Backend, m.Memories, m.Dialect, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.OwnP50,
+		fmt.Fprintf(tw, "\t%s, %d, %s\t%.3f\t%.3f (%.3f)\t%.3f\t%.3f\t%.3f\t%.2f / %.2f (%.2f / %.2f)\t%.0f (%.0f)\n", m.Backend, m.Memories, m.Dialect, m.OffP50, m.OnP50, m.OnP95, m.AddedP50, m.OwnP50, m.RecallP50,
 			m.StartupS, m.ReadyS, m.RebuildStartupS, m.RebuildReadyS, m.RSSMB, m.RawMB)
 	}
 	if r.Large {

@@ -33,8 +33,13 @@ type MemoryRow struct {
 	OnP95    float64 `json:"on_p95_ms"`
 	AddedP50 float64 `json:"added_p50_ms"`
 	// OwnP50 is AddedP50 less the embedding's round trip (EmbedP50MS in
-	// the results): vera's own memory work.
+	// the results): vera's own memory work, the turn's durable commit
+	// included (the end of the answer waits for it).
 	OwnP50 float64 `json:"own_p50_ms"`
+	// RecallP50 is the same for chats with memory in a temporary chat
+	// (Open WebUI's "local:" ids), whose turns are not stored: the recall
+	// alone, without the commit's fsync, which depends on the disk.
+	RecallP50 float64 `json:"recall_p50_ms"`
 	// StartupS is the time from exec until vera accepts connections,
 	// ReadyS until its chats get memory (the store's index loaded from
 	// its snapshot); RebuildStartupS and RebuildReadyS are the same on a
@@ -271,11 +276,16 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 			routes = routes[:1]
 		}
 		for _, dl := range routes {
-			paths := []path{{"off", v.base}, {"on", v.base}}
+			paths := []path{{"off", v.base}, {"on", v.base}, {"temporary", v.base}}
 			do := func(p path) (time.Duration, error) {
-				// Each chat its own conversation: the first turn's full recall.
-				return call("POST", p.base+dl.path, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", p.name,
-					"X-OpenWebUI-Chat-Id", fmt.Sprintf("bench-%d", rand.Int64()))
+				// Each chat its own conversation: the first turn's full
+				// recall. A temporary chat has memory, and is not stored.
+				mem, chat := p.name, fmt.Sprintf("bench-%d", rand.Int64())
+				if p.name == "temporary" {
+					mem, chat = "on", "local:"+chat
+				}
+				return call("POST", p.base+dl.path, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", mem,
+					"X-OpenWebUI-Chat-Id", chat)
 			}
 			// Warm-up: the embedder probe, the model-info cache, the index.
 			if _, _, err := interleave(paths, 4, 1, do); err != nil {
@@ -297,6 +307,7 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 				RebuildStartupS: rebuilt[0].Seconds(), RebuildReadyS: rebuilt[1].Seconds()}
 			row.AddedP50 = row.OnP50 - row.OffP50
 			row.OwnP50 = row.AddedP50 - embed
+			row.RecallP50 = ms(got["temporary"], 0.5) - row.OffP50 - embed
 			rows = append(rows, row)
 		}
 		rss := v.rssMB()
