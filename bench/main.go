@@ -178,15 +178,26 @@ func printTable(w io.Writer, r Results) {
 			P50MS          float64 `json:"p50_ms"`
 		}
 		json.Unmarshal(l, &q)
-		fmt.Fprintf(tw, "LOCOMO (lexical)\tbudget %d\trecall %.3f\ttokens %.0f\tp50 %.2f ms\n", q.Budget, q.EvidenceRecall, q.TokensMean, q.P50MS)
+		fmt.Fprintf(tw, "LOCOMO (lexical%s)\tbudget %d\trecall %.3f\ttokens %.0f\tp50 %.2f ms\n", cvNote(l), q.Budget, q.EvidenceRecall, q.TokensMean, q.P50MS)
 	}
 	var rt struct {
 		Accuracy float64 `json:"accuracy"`
 	}
 	json.Unmarshal(r.Quality.Routing, &rt)
-	fmt.Fprintf(tw, "ROUTING (regex only)\taccuracy %.3f\n", rt.Accuracy)
+	fmt.Fprintf(tw, "ROUTING (no embedding model%s)\taccuracy %.3f\n", cvNote(r.Quality.Routing), rt.Accuracy)
 	tw.Flush()
 	fmt.Fprintf(w, "took %.0f s\n", r.Took)
+}
+
+// cvNote says ", cross-validated" of an evaluation's JSON that was.
+func cvNote(raw json.RawMessage) string {
+	var v struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(raw, &v) == nil && v.Method != "" {
+		return ", cross-validated"
+	}
+	return ""
 }
 
 func fmtShares(xs []float64) string {

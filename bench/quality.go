@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
-// Quality is `vera eval locomo` at each budget, lexical only, and
-// `vera eval routing --embedder none` (no embedding model can be installed
-// on this project's machines: the hybrid figures need one).
+// Quality is `vera eval locomo --cv` at each budget, lexical only, and
+// `vera eval routing --cv 5`: cross-validated figures only (no embedding
+// model can be installed on this project's machines: the hybrid figures
+// need one). The quick run (one tiny conversation) scores without
+// cross-validation, and the router on its older set, to stay quick.
 type Quality struct {
 	LocomoFiles int               `json:"locomo_files"`
 	Locomo      []json.RawMessage `json:"locomo,omitempty"`
@@ -47,8 +50,12 @@ func measureQuality(bin string, quick bool, log io.Writer) (Quality, error) {
 		if len(files) == 0 {
 			break
 		}
-		fmt.Fprintf(log, "bench: vera eval locomo --budget %d\n", b)
-		out, err := exec.Command(bin, append([]string{"eval", "locomo", "--budget", strconv.Itoa(b), "--embedder", "none"}, files...)...).Output()
+		args := []string{"eval", "locomo", "--budget", strconv.Itoa(b), "--embedder", "none"}
+		if len(files) > 1 {
+			args = append(args, "--cv")
+		}
+		fmt.Fprintf(log, "bench: vera %s\n", strings.Join(args, " "))
+		out, err := exec.Command(bin, append(args, files...)...).Output()
 		if err != nil {
 			return q, fmt.Errorf("vera eval locomo: %w", err)
 		}
@@ -60,8 +67,12 @@ func measureQuality(bin string, quick bool, log io.Writer) (Quality, error) {
 		raw, _ := json.Marshal(r)
 		q.Locomo = append(q.Locomo, raw)
 	}
-	fmt.Fprintln(log, "bench: vera eval routing --embedder none")
-	out, err := exec.Command(bin, "eval", "routing", "--embedder", "none").Output()
+	args := []string{"eval", "routing", "--cv", "5"}
+	if quick {
+		args = []string{"eval", "routing", "--embedder", "none"}
+	}
+	fmt.Fprintf(log, "bench: vera %s\n", strings.Join(args, " "))
+	out, err := exec.Command(bin, args...).Output()
 	if err != nil {
 		return q, fmt.Errorf("vera eval routing: %w", err)
 	}
