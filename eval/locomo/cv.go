@@ -24,18 +24,20 @@ type CV struct {
 	// StdError is the standard error of the folds' evidence recall.
 	StdError float64 `json:"std_error"`
 	Folds    []Fold  `json:"folds"`
-	// Default is the builder's defaults on every question, and Gain what
-	// the cross-validated choice adds to it, with the standard error of
-	// the folds' gains (paired: the same questions on both sides).
-	Default      Result  `json:"defaults"`
-	Gain         float64 `json:"gain_over_defaults"`
+	// Defaults is the builder's defaults on every question, and Before
+	// the grid's first options (the choice before cross-validation), each
+	// with the cross-validated choice's gain over it.
+	Defaults Baseline `json:"defaults"`
+	Before   Baseline `json:"before"`
+}
+
+// Baseline is fixed options on every question, and what the
+// cross-validated choice gains over them, with the standard error of the
+// folds' gains (paired: the same questions on both sides).
+type Baseline struct {
+	Result
+	Gain         float64 `json:"gain"`
 	GainStdError float64 `json:"gain_std_error"`
-	// Before is the grid's first options (the choice before
-	// cross-validation) on every question, and the cross-validated
-	// choice's gain over it.
-	Before             Result  `json:"before"`
-	GainBefore         float64 `json:"gain_over_before"`
-	GainBeforeStdError float64 `json:"gain_over_before_std_error"`
 }
 
 // Fold is one held-out conversation.
@@ -74,30 +76,30 @@ func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Stor
 	}
 	cv := CV{Method: fmt.Sprintf("leave one conversation out, %d times: the options of the grid that score best on the other %d conversations (their questions pooled), scored on the one left out", len(convs), len(convs)-1),
 		Budget: budget}
-	def := len(options) - 1
-	var held, defaults, before score
-	var recalls, gains, gainsBefore []float64
+	var held score
+	var recalls []float64
 	chosen := choose(scores[:len(grid)])
 	for c, conv := range convs {
-		best := chosen[c]
-		s, d, b := scores[best][c], scores[def][c], scores[0][c]
+		s, d := scores[chosen[c]][c], scores[len(grid)][c]
 		held.add(s)
-		defaults.add(d)
-		before.add(b)
-		f := Fold{HeldOut: conv.Name, Questions: s.questions, Chosen: grid[best],
-			EvidenceRecall: round(s.recall / float64(s.questions)), Default: round(d.recall / float64(d.questions))}
-		cv.Folds = append(cv.Folds, f)
+		cv.Folds = append(cv.Folds, Fold{HeldOut: conv.Name, Questions: s.questions, Chosen: grid[chosen[c]],
+			EvidenceRecall: round(s.recall / float64(s.questions)), Default: round(d.recall / float64(d.questions))})
 		recalls = append(recalls, s.recall/float64(s.questions))
-		gains = append(gains, (s.recall-d.recall)/float64(s.questions))
-		gainsBefore = append(gainsBefore, (s.recall-b.recall)/float64(s.questions))
 	}
-	cv.Result, cv.Default = held.result(), defaults.result()
-	cv.StdError = round(eval.StdError(recalls))
-	cv.Gain = round(cv.EvidenceRecall - cv.Default.EvidenceRecall)
-	cv.GainStdError = round(eval.StdError(gains))
-	cv.Before = before.result()
-	cv.GainBefore = round(cv.EvidenceRecall - cv.Before.EvidenceRecall)
-	cv.GainBeforeStdError = round(eval.StdError(gainsBefore))
+	cv.Result, cv.StdError = held.result(), round(eval.StdError(recalls))
+	// baseline is option o on every question, against the choice.
+	baseline := func(o int) Baseline {
+		var all score
+		var gains []float64
+		for c := range convs {
+			s, b := scores[chosen[c]][c], scores[o][c]
+			all.add(b)
+			gains = append(gains, (s.recall-b.recall)/float64(s.questions))
+		}
+		r := all.result()
+		return Baseline{Result: r, Gain: round(cv.EvidenceRecall - r.EvidenceRecall), GainStdError: round(eval.StdError(gains))}
+	}
+	cv.Defaults, cv.Before = baseline(len(grid)), baseline(0)
 	return cv, nil
 }
 

@@ -110,7 +110,7 @@ func TestCrossValidate(t *testing.T) {
 	assert.Equal(t, 3, cv.Folds[1].Questions)
 	assert.Contains(t, grid, cv.Folds[0].Chosen)
 	assert.Equal(t, 1.0, cv.EvidenceRecall)
-	assert.Equal(t, 1.0, cv.Default.EvidenceRecall)
+	assert.Equal(t, 1.0, cv.Defaults.EvidenceRecall)
 	assert.Equal(t, 2000, cv.Budget)
 
 	_, err = CrossValidate(context.Background(), convs[:1], open(t), nil, tok, 2000, grid)

@@ -58,24 +58,17 @@ func CrossValidate(examples []learn.Example, k int) (CVReport, error) {
 	}
 	cv := learn.CrossValidate(examples, k, learn.Grid)
 	rep := CVReport{Method: fmt.Sprintf("grouped %d-fold cross-validation; hyperparameters tuned inside each fold by a grouped %d-fold cross-validation of its training part", k, max(k-1, 2)),
-		CV: k, PerTier: map[string]*Score{}, PerLang: map[string]*Score{}, Confusion: map[string]map[string]int{}, Folds: make([]FoldScore, k)}
-	for _, t := range tier.Tiers {
-		rep.PerTier[string(t)] = &Score{}
-		rep.Confusion[string(t)] = map[string]int{string(tier.Light): 0, string(tier.Medium): 0, string(tier.Complex): 0}
-	}
+		CV: k, Queries: len(examples), PerLang: map[string]*Score{}, Folds: make([]FoldScore, k)}
+	rep.PerTier, rep.Confusion = tierTables()
 	right := make([]int, k)
 	for i, e := range examples {
 		ok := cv.Predicted[i] == e.Label
-		rep.Queries++
 		if ok {
 			right[cv.Fold[i]]++
 		}
 		rep.Folds[cv.Fold[i]].Queries++
 		addTo(rep.PerTier, e.Label, ok)
 		addTo(rep.PerLang, e.Lang, ok)
-		if rep.Confusion[e.Label] == nil {
-			rep.Confusion[e.Label] = map[string]int{}
-		}
 		rep.Confusion[e.Label][cv.Predicted[i]]++
 	}
 	total := 0
@@ -119,10 +112,15 @@ func Agree(corpus, second []learn.Example) (*Agreement, error) {
 
 // ReadExamples reads a labelled set for learning, its tiers checked.
 func ReadExamples(data []byte) ([]learn.Example, error) {
-	if _, err := Load(bytes.NewReader(data)); err != nil {
+	qs, err := Load(bytes.NewReader(data))
+	if err != nil {
 		return nil, err
 	}
-	return learn.ReadExamples(bytes.NewReader(data))
+	out := make([]learn.Example, len(qs))
+	for i, q := range qs {
+		out[i] = learn.Example{Text: q.Query, Label: string(q.Tier), Group: q.Group, Lang: q.Lang}
+	}
+	return out, nil
 }
 
 // Older scores r on the older set.

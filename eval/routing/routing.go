@@ -22,6 +22,8 @@ type Query struct {
 	Tier  tier.Tier `json:"tier"`
 	Lang  string    `json:"lang,omitempty"`
 	Split string    `json:"split,omitempty"` // tune | holdout
+	// Group: queries that say the same thing share one (the corpus).
+	Group string `json:"group,omitempty"`
 }
 
 // Load reads labelled queries, one JSON object a line; blank lines are
@@ -86,12 +88,8 @@ type Report struct {
 
 // Run classifies every query with r.
 func Run(ctx context.Context, r *tier.Router, qs []Query, embedder string) Report {
-	rep := Report{Embedder: embedder, PerTier: map[string]*Score{}, PerLang: map[string]*Score{}, PerSplit: map[string]*Score{},
-		Confusion: map[string]map[string]int{}, By: map[string]int{}}
-	for _, t := range tier.Tiers {
-		rep.PerTier[string(t)] = &Score{}
-		rep.Confusion[string(t)] = map[string]int{string(tier.Light): 0, string(tier.Medium): 0, string(tier.Complex): 0}
-	}
+	rep := Report{Embedder: embedder, PerLang: map[string]*Score{}, PerSplit: map[string]*Score{}, By: map[string]int{}}
+	rep.PerTier, rep.Confusion = tierTables()
 	for _, q := range qs {
 		d := r.Classify(ctx, q.Query, false)
 		ok := d.Tier == q.Tier
@@ -104,6 +102,20 @@ func Run(ctx context.Context, r *tier.Router, qs []Query, embedder string) Repor
 	}
 	rep.Queries, rep.Accuracy = rep.Overall.Queries, rep.Overall.Accuracy
 	return rep
+}
+
+// tierTables returns a score per tier and a confusion matrix, every tier
+// in both, at zero.
+func tierTables() (map[string]*Score, map[string]map[string]int) {
+	scores, confusion := map[string]*Score{}, map[string]map[string]int{}
+	for _, want := range tier.Tiers {
+		scores[string(want)] = &Score{}
+		confusion[string(want)] = map[string]int{}
+		for _, got := range tier.Tiers {
+			confusion[string(want)][string(got)] = 0
+		}
+	}
+	return scores, confusion
 }
 
 func addTo(m map[string]*Score, key string, ok bool) {

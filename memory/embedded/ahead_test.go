@@ -67,7 +67,7 @@ func TestSearchAheadKeepsOnlyWhatStillHolds(t *testing.T) {
 	d.mu.RUnlock()
 	// A stale ranking that names slot 0 only.
 	stale := []scored{{slot: 0, score: 1}}
-	held := func(x *index) ([]scored, bool) { return stale, x == ix && x.edits == edits }
+	held := &lexicalAhead{ix: ix, edits: edits, lex: stale}
 	got, err := d.search(ctx, q, nil, held)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "unchanged: the ranking made ahead is used")

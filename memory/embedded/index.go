@@ -562,9 +562,9 @@ func (ix *index) vectorSide(q *memory.Query, qvec []float32) []scored {
 	return ix.vector(&q.Filter, qvec, q.Threshold, depth(q))
 }
 
-// fuse ranks by reciprocal rank fusion the hits of the two sides (by
-// whatever key their slot field holds), best first, ties in the order
-// they came (vector side first), up to limit (0: 10).
+// fuse ranks the slots of the two sides by reciprocal rank fusion, best
+// first, ties in the order they came (vector side first), up to limit
+// (0: 10).
 func fuse(vec, lex []scored, limit int) []hit {
 	if limit <= 0 {
 		limit = 10

@@ -25,11 +25,7 @@ var _ memory.SearchAhead = (*DB)(nil)
 // is given. Should the namespace change in between, the lexical side runs
 // again with the vector side, on one state of the index.
 func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []float32) ([]memory.Hit, error) {
-	var (
-		ahead *index
-		edits uint64
-		lex   []scored
-	)
+	var ahead lexicalAhead
 	done := make(chan struct{})
 	if q.Text == "" || ctx.Err() != nil {
 		close(done)
@@ -41,22 +37,27 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 			if d.ready() != nil {
 				return
 			}
-			if ahead = d.ns[q.Namespace]; ahead != nil {
-				edits, lex = ahead.edits, ahead.lexicalSide(&q)
+			if ix := d.ns[q.Namespace]; ix != nil {
+				ahead = lexicalAhead{ix: ix, edits: ix.edits, lex: ix.lexicalSide(&q)}
 			}
 		}()
 	}
 	return func(vector []float32) ([]memory.Hit, error) {
 		<-done
-		return d.search(ctx, q, vector, func(ix *index) ([]scored, bool) {
-			return lex, ix == ahead && ix.edits == edits
-		})
+		return d.search(ctx, q, vector, &ahead)
 	}
 }
 
-// search is Search with vector as the query's, and the lexical side that
-// ahead holds for the index when it says so (ahead nil: none).
-func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead func(*index) ([]scored, bool)) ([]memory.Hit, error) {
+// lexicalAhead is a lexical ranking made ahead, on ix as its edits were.
+type lexicalAhead struct {
+	ix    *index
+	edits uint64
+	lex   []scored
+}
+
+// search is Search with vector as the query's, and the lexical side made
+// ahead when it still holds for the index (ahead nil: none).
+func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead *lexicalAhead) ([]memory.Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -75,8 +76,8 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 		return nil, nil
 	}
 	var found []hit
-	if lex, ok := aheadOf(ahead, ix); ok {
-		found = fuse(ix.vectorSide(&q, qvec), lex, q.Limit)
+	if ahead != nil && ahead.ix == ix && ahead.edits == ix.edits {
+		found = fuse(ix.vectorSide(&q, qvec), ahead.lex, q.Limit)
 	} else {
 		found = ix.search(&q, qvec)
 	}
@@ -96,13 +97,6 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 		}
 	}
 	return hits, nil
-}
-
-func aheadOf(ahead func(*index) ([]scored, bool), ix *index) ([]scored, bool) {
-	if ahead == nil {
-		return nil, false
-	}
-	return ahead(ix)
 }
 
 // Latest returns the newest memories matching f, newest first (equal

@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"cmp"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -31,8 +32,8 @@ func Folds(examples []Example, k int) []int {
 	}
 	var groups []group
 	seen := map[string]bool{}
-	for i, e := range examples {
-		g := groupOf(e, i)
+	for _, e := range examples {
+		g := groupOf(e)
 		if seen[g] {
 			continue
 		}
@@ -42,22 +43,7 @@ func Folds(examples []Example, k int) []int {
 		groups = append(groups, group{g, e.Label, h.Sum32()})
 	}
 	slices.SortFunc(groups, func(a, b group) int {
-		if a.label != b.label {
-			if a.label < b.label {
-				return -1
-			}
-			return 1
-		}
-		if a.hash != b.hash {
-			if a.hash < b.hash {
-				return -1
-			}
-			return 1
-		}
-		if a.name < b.name {
-			return -1
-		}
-		return 1
+		return cmp.Or(cmp.Compare(a.label, b.label), cmp.Compare(a.hash, b.hash), cmp.Compare(a.name, b.name))
 	})
 	fold := map[string]int{}
 	for i, g := range groups {
@@ -65,13 +51,13 @@ func Folds(examples []Example, k int) []int {
 	}
 	out := make([]int, len(examples))
 	for i, e := range examples {
-		out[i] = fold[groupOf(e, i)]
+		out[i] = fold[groupOf(e)]
 	}
 	return out
 }
 
 // groupOf is an example's group: its own line when it names none.
-func groupOf(e Example, i int) string {
+func groupOf(e Example) string {
 	if e.Group != "" {
 		return e.Group
 	}
@@ -110,8 +96,8 @@ type CV struct {
 // Groups counts the examples' groups (a line without one is its own).
 func Groups(examples []Example) int {
 	seen := map[string]bool{}
-	for i, e := range examples {
-		seen[groupOf(e, i)] = true
+	for _, e := range examples {
+		seen[groupOf(e)] = true
 	}
 	return len(seen)
 }
