@@ -137,6 +137,16 @@ type Context struct {
 	LexicalOnly    bool  // the query could not be embedded
 	Err            error // memory failed; the chat goes on without it
 
+	// SystemTokens is System's count as the builder made it: its parts
+	// counted apart, memories by the figures their budgets were spent
+	// with. It is at least the count of System whole, and a few percent
+	// more (counting whole takes about a millisecond per 1,500 tokens);
+	// 0 when System is empty.
+	SystemTokens int
+	// ownParts is how many of the system layer's first parts are the
+	// caller's text and systemprompt.md, which no memory figure counts.
+	ownParts int
+
 	// Sources identifies what the system layer was made from (the
 	// caller's system text, the Modelfile's, systemprompt.md, the rules):
 	// when it changes, a conversation's plan is rebuilt.
@@ -319,12 +329,23 @@ func (b *Builder) memories(ctx context.Context, req Request, sys []string, c *Co
 // vera adds must carry it), the system layer's parts, then the semantic
 // layer.
 func (b *Builder) render(req Request, sys, block []string, c *Context) {
+	// Each part and the blank line that joins it (one token); the
+	// memories' own figures where they have them.
+	n := c.ProfileTokens + c.RulesTokens + len(sys)
+	for _, p := range sys[:c.ownParts] {
+		n += b.count(p)
+	}
 	if len(block) > 0 {
 		sys = append(sys, semanticIntro+"\n\n"+strings.Join(block, "\n\n"))
+		n += c.SemanticTokens + 1
 	}
 	c.System = strings.Join(sys, "\n\n")
 	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
 		c.System = req.ModelSystem + "\n\n" + c.System
+		n += b.count(req.ModelSystem) + 1
+	}
+	if c.System != "" {
+		c.SystemTokens = n
 	}
 }
 

@@ -394,3 +394,44 @@ func TestRecallStartsTheLexicalSideBeforeEmbedding(t *testing.T) {
 	assert.NotEmpty(t, st.vector, "finished with the question's vector")
 	assert.Contains(t, strings.Join(texts(c.Semantic), "\n"), "third floor")
 }
+
+// SystemTokens, the builder's count of the system message it made from
+// its parts' own figures, stays within a few tokens of counting the
+// message whole: compaction decides on it instead of counting the
+// memories again.
+func TestBuilderSystemTokens(t *testing.T) {
+	b, s, tok := newBuilder(t)
+	b.SystemPrompt = func() string { return "Answer in the user's language.\nKeep it short." }
+	var pairs []string
+	for i := range 40 {
+		pairs = append(pairs, fmt.Sprintf("Tell me about trip %d to Lisbon, the café on rua %d and the 3.5€ pastéis.", i, i*7),
+			fmt.Sprintf("Trip %d: you said the café had 12 tables, Привет! and `code %d`.\n\nSecond paragraph.", i, i))
+	}
+	seed(t, s, "alice", pairs...)
+	require.NoError(t, s.Upsert(context.Background(),
+		memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Rule, Text: "Prefers metric units.", Time: day},
+		memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Rule, Text: "- Dislikes emoji!", Time: day},
+		memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Profile, Text: "Alice, a teacher in Porto; travels often.", Time: day},
+	))
+	cases := map[string]memory.Request{
+		"caller's system": {Namespace: "alice", Messages: msgs("system", "You are a travel agent.\n\n", "user", "What about the café in Lisbon on my trip?")},
+		"Modelfile's":     {Namespace: "alice", ModelSystem: "You are Mario from Super Mario Bros.", Messages: msgs("user", "Which trip to Lisbon had the café?")},
+		"no memory":       {Namespace: "alice", NoMemory: true, Messages: msgs("system", "Be brief.", "user", "trip?")},
+	}
+	for name, req := range cases {
+		c := b.Recall(context.Background(), req)
+		require.NoError(t, c.Err, name)
+		require.NotEmpty(t, c.System, name)
+		whole := tok.Count(c.System)
+		assert.GreaterOrEqual(t, c.SystemTokens, whole, name)
+		assert.LessOrEqual(t, c.SystemTokens, whole+whole/20+8, name)
+		if name != "no memory" {
+			assert.NotEmpty(t, c.Semantic, name)
+			assert.NotEmpty(t, c.RuleIDs, name)
+		}
+	}
+	b.SystemPrompt = nil
+	c := b.Recall(context.Background(), memory.Request{Namespace: "nobody", Messages: msgs("user", "hi")})
+	assert.Empty(t, c.System)
+	assert.Zero(t, c.SystemTokens)
+}

@@ -29,6 +29,7 @@ func (b *Builder) system(ctx context.Context, req Request, c *Context) []string 
 			sys = append(sys, p)
 		}
 	}
+	c.ownParts = len(sys)
 	if profile := b.profile(ctx, req.Namespace, c); profile != "" {
 		sys = append(sys, profile)
 	}

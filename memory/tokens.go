@@ -2,7 +2,9 @@ package memory
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
@@ -18,7 +20,25 @@ const cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{
 // safe for concurrent use.
 type Tokenizer struct {
 	enc *tiktoken.Tiktoken
+
+	seed maphash.Seed
+	mu   sync.Mutex
+	kept map[keptKey]int // counts of long texts, by digest
 }
+
+// keptKey identifies a long text without holding it.
+type keptKey struct {
+	sum uint64
+	len int
+}
+
+// keptAbove is the length from which Count keeps a text's count: a
+// system prompt sent with every turn is counted once, where counting
+// takes about a millisecond per 1,500 tokens.
+const keptAbove = 1024
+
+// maxKept bounds how many counts are kept; all are dropped when full.
+const maxKept = 64
 
 // NewTokenizer loads cl100k_base. It takes a few hundred milliseconds:
 // build one and share it.
@@ -45,13 +65,34 @@ func NewTokenizer() (*Tokenizer, error) {
 	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{
 		Name: "cl100k_base", PatStr: cl100kPattern, MergeableRanks: ranks, SpecialTokens: special,
 	}, set)
-	return &Tokenizer{enc: enc}, nil
+	return &Tokenizer{enc: enc, seed: maphash.MakeSeed()}, nil
 }
 
 // Count returns the number of tokens in s. Special-token text such as
 // "<|endoftext|>" in user input counts as ordinary text, never as a control
 // token.
 func (t *Tokenizer) Count(s string) int {
+	if len(s) < keptAbove {
+		return t.count(s)
+	}
+	k := keptKey{maphash.String(t.seed, s), len(s)}
+	t.mu.Lock()
+	n, ok := t.kept[k]
+	t.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = t.count(s)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kept == nil || len(t.kept) >= maxKept {
+		t.kept = map[keptKey]int{}
+	}
+	t.kept[k] = n
+	return n
+}
+
+func (t *Tokenizer) count(s string) int {
 	if s == "" {
 		return 0
 	}
@@ -90,7 +131,7 @@ func (t *Tokenizer) CountAtMost(s string, limit int) int {
 	n := 0
 	for s != "" {
 		c := chunk(s)
-		n += t.Count(c)
+		n += t.count(c)
 		if n > limit {
 			return limit + 1
 		}

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -40,4 +42,27 @@ func TestTokenizerConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Long texts' counts are kept by digest: asked again, the same count;
+// another text of the same length, its own; and still right once the
+// kept counts have been dropped for room.
+func TestCountKeepsLongTexts(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	a := strings.Repeat("the quick brown fox ", 100)
+	b := strings.Repeat("thequickbrownfox    ", 100)
+	require.Equal(t, len(a), len(b))
+	na, nb := tok.Count(a), tok.Count(b)
+	assert.Equal(t, tok.count(a), na)
+	assert.NotEqual(t, na, nb)
+	assert.Len(t, tok.kept, 2)
+	for i := range 200 {
+		s := strings.Repeat(fmt.Sprintf("word%d ", i), 300)
+		assert.Equal(t, tok.count(s), tok.Count(s))
+		assert.Equal(t, tok.Count(s), tok.Count(s))
+	}
+	assert.Equal(t, na, tok.Count(a))
+	assert.Equal(t, nb, tok.Count(b))
+	assert.LessOrEqual(t, len(tok.kept), maxKept)
 }

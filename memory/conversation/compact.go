@@ -197,14 +197,26 @@ func tailRequest(mreq memory.Request, keep int) memory.Request {
 // is not counted; a longer one is counted only as far as limit.
 func (cs *Set) over(mc *memory.Context, msgs []memory.Message, limit int) bool {
 	var parts []string
-	bytes := 0
+	bytes, known := 0, 0
 	add := func(s string) {
 		parts = append(parts, s)
 		bytes += len(s) + 4
 	}
-	add(mc.System)
-	for _, m := range mc.Recent {
-		add(m.Content)
+	// The builder's figures for what it made: counting the memories it
+	// injected again would take longer than recalling them.
+	switch {
+	case mc.System == "":
+	case mc.SystemTokens > 0:
+		known += mc.SystemTokens + 4
+	default:
+		add(mc.System)
+	}
+	if mc.RecentTokens > 0 {
+		known += mc.RecentTokens
+	} else {
+		for _, m := range mc.Recent {
+			add(m.Content)
+		}
 	}
 	for _, b := range mc.Blocks {
 		add(b.Text)
@@ -215,10 +227,13 @@ func (cs *Set) over(mc *memory.Context, msgs []memory.Message, limit int) bool {
 		}
 		add(m.Content)
 	}
-	if bytes <= limit {
+	if known+bytes <= limit {
 		return false
 	}
-	n := 0
+	n := known
+	if n > limit {
+		return true
+	}
 	for _, p := range parts {
 		if n += cs.count(p, limit-n) + 4; n > limit {
 			return true
@@ -271,7 +286,7 @@ func (cs *Set) cutFor(msgs []memory.Message, budget int) int {
 
 // withSummary is mc forwarding the turns from keep on, with the summary
 // of the covered turns before at the end of its system message.
-func withSummary(mc *memory.Context, mreq memory.Request, keep, covered int, summary string) *memory.Context {
+func (cs *Set) withSummary(mc *memory.Context, mreq memory.Request, keep, covered int, summary string) *memory.Context {
 	if keep <= 0 {
 		return mc
 	}
@@ -285,6 +300,9 @@ func withSummary(mc *memory.Context, mreq memory.Request, keep, covered int, sum
 			sys = strings.TrimSpace(mreq.ModelSystem)
 		}
 		out.System = strings.TrimLeft(sys+"\n\n"+summaryIntro+"\n"+summary, "\n")
+		if out.SystemTokens > 0 {
+			out.SystemTokens += cs.count(summaryIntro+"\n"+summary, len(out.System)) + 2
+		}
 	}
 	return &out
 }
@@ -308,7 +326,7 @@ func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep, covered int, 
 	tr := tailRequest(mreq, keep)
 	tr.SemanticOnly = true
 	tr.Reserve = max(tr.Reserve, r/2)
-	return withSummary(st.Recall(tr), mreq, keep, covered, summary), keep
+	return cs.withSummary(st.Recall(tr), mreq, keep, covered, summary), keep
 }
 
 // due plans the summary a conversation needs: when the prompt it
@@ -326,7 +344,7 @@ func (cs *Set) due(cv *conversation, msgs []memory.Message, mreq memory.Request,
 	// alone would have every turn summarised again.
 	var kept int
 	cs.locked(func() { kept = cv.Compaction.KeepFrom })
-	if cs.over(mc, msgs, int(cs.CompactAt*float64(r))) && cs.over(&memory.Context{KeepFrom: kept, SystemReplaces: len(msgs)}, msgs, 2*keepBudget) {
+	if cs.over(&memory.Context{KeepFrom: kept, SystemReplaces: len(msgs)}, msgs, 2*keepBudget) && cs.over(mc, msgs, int(cs.CompactAt*float64(r))) {
 		upTo = cs.cutFor(msgs, keepBudget)
 	}
 	w := mreq.Window()

@@ -66,3 +66,29 @@ func TestCountsAreKept(t *testing.T) {
 	cs.count(short, 10)
 	assert.Equal(t, 4, tok.calls, "short texts are not kept")
 }
+
+// Whether a prompt passes a limit is decided on the builder's figures
+// for what it made (SystemTokens, RecentTokens), without counting the
+// memories again; only the caller's own messages are counted.
+func TestOverTakesTheBuildersFigures(t *testing.T) {
+	tok := &wordTokens{}
+	cs := &Set{Tokens: tok}
+	long := strings.Repeat("memory ", 1000) // 7000 bytes, 1000 words
+	msgs := []memory.Message{{Role: "user", Content: "a short question"}}
+	mc := &memory.Context{System: long, SystemTokens: 1000,
+		Recent: []memory.Message{{Role: "user", Content: long}, {Role: "assistant", Content: "ok"}}, RecentTokens: 1010}
+	assert.False(t, cs.over(mc, msgs, 2100))
+	assert.Zero(t, tok.calls, "the figures and the message's bytes fit: nothing counted")
+	msgs[0].Content = strings.Repeat("x", 500) // 500 bytes, a word
+	assert.False(t, cs.over(mc, msgs, 2100))
+	assert.Equal(t, 1, tok.calls, "only the caller's message was counted")
+	assert.True(t, cs.over(mc, msgs, 2000), "the figures alone pass the limit")
+	assert.Equal(t, 1, tok.calls, "nothing counted")
+
+	// Without figures (a context made by hand), every part is counted.
+	tok.calls = 0
+	mc = &memory.Context{System: long, Recent: mc.Recent}
+	assert.False(t, cs.over(mc, msgs, 2100))
+	assert.True(t, cs.over(mc, msgs, 2005))
+	assert.Positive(t, tok.calls)
+}
