@@ -157,6 +157,14 @@ type Store interface {
 // here before anything else happens to it, and leaves only once the store
 // holds it. Memories keep their ID through the queue, so a retried write
 // replaces rather than duplicates.
+// Settler is a store that also keeps the durable queue (the embedded
+// store): Settle stores memories taken from the queue and takes done off
+// it in one transaction, which need not reach the disk before the call
+// returns, since the queue holds the memories until it does.
+type Settler interface {
+	Settle(ctx context.Context, ms []Memory, done []string) error
+}
+
 type Queue interface {
 	Enqueue(ctx context.Context, ms ...Memory) error
 	// Pending returns up to limit queued memories, oldest first.

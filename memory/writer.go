@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -383,14 +384,19 @@ func (w *Writer) drain() (bool, error) {
 	w.embed(batch)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := w.storeBatch(sctx, batch, replaced); err != nil {
+	done := append(ids, replaced...)
+	settled, err := w.storeBatch(sctx, batch, replaced, done)
+	if err != nil {
 		w.storeOK.Store(false)
 		w.fail("store", err)
 		return false, err
 	}
 	w.storeOK.Store(true)
 	w.ok("store")
-	if err := w.queue.Done(ctx, append(ids, replaced...)...); err != nil {
+	if settled {
+		return true, nil
+	}
+	if err := w.queue.Done(ctx, done...); err != nil {
 		// Stored but still queued: the next drain upserts the same IDs
 		// again, which replaces rather than duplicates.
 		w.fail("queue", err)
@@ -401,20 +407,32 @@ func (w *Writer) drain() (bool, error) {
 
 // storeBatch writes a batch: the turns it replaces out, then the batch, less
 // what was forgotten meanwhile. Forget waits while it runs, so a memory
-// deleted by hand is either skipped here or deleted after.
-func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced []string) error {
+// deleted by hand is either skipped here or deleted after. A store that
+// keeps the queue too takes done off it in the same transaction
+// (settled).
+func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced, done []string) (settled bool, err error) {
 	w.storing.Lock()
 	defer w.storing.Unlock()
 	batch = slices.DeleteFunc(batch, w.forgotten) // done with, never stored
 	if len(replaced) > 0 {
 		if err := w.store.Delete(ctx, replaced...); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if len(batch) == 0 {
-		return nil
+	if s, ok := w.store.(Settler); ok && same(w.store, w.queue) {
+		return true, s.Settle(ctx, batch, done)
 	}
-	return w.store.Upsert(ctx, batch...)
+	if len(batch) == 0 {
+		return false, nil
+	}
+	return false, w.store.Upsert(ctx, batch...)
+}
+
+// same reports whether a and b are the one value (a store that keeps the
+// queue too).
+func same(a, b any) bool {
+	t := reflect.TypeOf(a)
+	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
 }
 
 // replacedBy lists the turns that turns in batch replace.

@@ -363,3 +363,44 @@ func TestWriterStoresTurnsWhileTheIndexLoads(t *testing.T) {
 	w.Nudge()
 	require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a", NoVector: true}) == 0 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// settleCounting is the embedded store, counting Settle's calls.
+type settleCounting struct {
+	*embedded.DB
+	settles atomic.Int64
+}
+
+func (s *settleCounting) Settle(ctx context.Context, ms []memory.Memory, done []string) error {
+	s.settles.Add(1)
+	return s.DB.Settle(ctx, ms, done)
+}
+
+// A store that keeps the queue too stores turns and takes them off the
+// queue in one transaction (Settle); one apart from the queue is written,
+// then the queue told.
+func TestWriterSettlesWhereTheQueueIsTheStore(t *testing.T) {
+	for _, apart := range []bool{false, true} {
+		db := openDB(t, t.TempDir())
+		s := &settleCounting{DB: db}
+		var q memory.Queue = s
+		if apart {
+			q = db
+		}
+		w := fastWriter(s, q, &flakyEmbedder{})
+		w.Start()
+		for i := range 20 {
+			require.NoError(t, w.Record(context.Background(), turn("a", i)))
+		}
+		require.Eventually(t, func() bool { return count(t, db, memory.Filter{Namespace: "a"}) == 20 }, 10*time.Second, 10*time.Millisecond)
+		w.Close()
+		pending, err := db.Pending(context.Background(), 100)
+		require.NoError(t, err)
+		assert.Empty(t, pending, "apart=%v", apart)
+		if apart {
+			assert.Zero(t, s.settles.Load())
+		} else {
+			assert.Positive(t, s.settles.Load())
+		}
+		require.NoError(t, db.Close())
+	}
+}

@@ -12,6 +12,7 @@ package embedded
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -269,6 +270,25 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 	if len(ms) == 0 {
 		return nil
 	}
+	return d.upsert(ctx, ms, nil, d.tx)
+}
+
+// Settle stores memories the writer took from the durable queue, and
+// takes done off the queue, in one transaction that is not waited onto
+// the disk (memory.Settler): the queue keeps the turns until a later
+// commit (the next turn's, any edit's) carries this one to the disk, and
+// if power fails first they are stored again from the queue. A chat's
+// commit then no longer waits behind the fsyncs of the turn before.
+func (d *DB) Settle(ctx context.Context, ms []memory.Memory, done []string) error {
+	if len(ms) == 0 && len(done) == 0 {
+		return nil
+	}
+	return d.upsert(ctx, ms, done, d.relaxedTx)
+}
+
+// upsert is Upsert, taking done off the queue in the same transaction,
+// which runs in tx.
+func (d *DB) upsert(ctx context.Context, ms []memory.Memory, done []string, tx func(context.Context, func(*sql.Tx) error) error) error {
 	for i := range ms {
 		if err := ms[i].Validate(); err != nil {
 			return err
@@ -291,7 +311,15 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 	}
 	seqs := make([]int64, len(ms))
 	var gen int64
-	err := d.tx(ctx, func(tx *sql.Tx) error {
+	err := tx(ctx, func(tx *sql.Tx) error {
+		for _, id := range done {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		if len(ms) == 0 {
+			return nil
+		}
 		st, err := tx.PrepareContext(ctx, `INSERT INTO memories (id, namespace, type, text, ts, model, metadata, tokens, vector)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET namespace=excluded.namespace, type=excluded.type, text=excluded.text,
@@ -425,8 +453,37 @@ func (d *DB) deleteIDs(ctx context.Context, table string, ids []string) error {
 	})
 }
 
+// relaxedTx is tx at synchronous NORMAL: the commit is in the
+// write-ahead log, which the next commit at FULL (every other write)
+// carries to the disk with its own; a crash of vera loses nothing, a
+// power cut may lose it. The connection is back at FULL before anyone
+// else has it, or is dropped.
+func (d *DB) relaxedTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	return inTx(ctx, conn, fn)
+}
+
 func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	return inTx(ctx, d.db, fn)
+}
+
+// inTx runs fn in a transaction of db (the pool, or one connection).
+func inTx(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

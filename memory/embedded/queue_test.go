@@ -146,3 +146,47 @@ func TestQueueRefusesNewerRows(t *testing.T) {
 	_, err = decodeQueued([]byte(`not json`))
 	assert.Error(t, err)
 }
+
+// Settle stores queued memories and takes them off the queue in one
+// transaction at synchronous NORMAL, and hands the connection on at
+// FULL: the next turn's commit must reach the disk.
+func TestSettleStoresAndDequeues(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
+	require.NoError(t, err)
+	a := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: my cat is Tom\nAssistant: noted", Time: time.Now().UTC(), Tokens: 9}
+	b := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: forgotten\nAssistant: yes", Time: time.Now().UTC()}
+	require.NoError(t, db.Enqueue(ctx, a, b))
+	require.NoError(t, db.Settle(ctx, []memory.Memory{a}, []string{a.ID, b.ID}), "b was forgotten meanwhile: dequeued, not stored")
+	n, err := db.Len(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	got, err := db.Get(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, a.Text, got.Text)
+	_, err = db.Get(ctx, b.ID)
+	assert.ErrorIs(t, err, memory.ErrNotFound)
+	hits, err := db.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "a"}, Text: "cat Tom", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, hits, 1, "indexed")
+
+	var sync int
+	require.NoError(t, db.db.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+	assert.Equal(t, 2, sync, "FULL again for every other write")
+
+	require.NoError(t, db.Settle(ctx, nil, []string{"never-queued"}), "nothing to store")
+	assert.Error(t, db.Settle(ctx, []memory.Memory{{ID: "x"}}, nil), "an invalid memory is refused")
+
+	// What was settled is there after a restart.
+	require.NoError(t, db.Close())
+	db, err = Open(ctx, dir)
+	require.NoError(t, err)
+	defer db.Close()
+	got, err = db.Get(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 9, got.Tokens)
+	n, err = db.Len(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
