@@ -273,7 +273,7 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	sem, _, thr, _ := b.defaults()
 	avail := b.room(req, "", sem/3)
 	c.Full = avail <= 0
-	c.SemanticBudget = min(sem/3, avail) - (b.count(blockOpen+blockClose) - b.count(semanticIntro) - 2)
+	c.SemanticBudget = min(sem/3, avail) - (b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2)
 	if c.SemanticBudget <= 0 {
 		c.SemanticBudget = 0
 		return
@@ -282,7 +282,7 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	if len(entries) == 0 {
 		return
 	}
-	c.SemanticTokens += b.count(blockOpen+blockClose) - b.count(semanticIntro) - 2
+	c.SemanticTokens += b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2
 	c.Block = blockOpen + strings.Join(entries, "\n\n") + blockClose
 }
 
@@ -430,6 +430,15 @@ func (b *Builder) count(s string) int {
 		return (len(s) + 3) / 4
 	}
 	return b.tokens.Count(s)
+}
+
+// fixed counts a text the builder writes itself: an intro, a header's
+// shape. Each is counted once.
+func (b *Builder) fixed(s string) int {
+	if b.tokens == nil {
+		return (len(s) + 3) / 4
+	}
+	return b.tokens.countFixed(s)
 }
 
 // countAtMost counts s's tokens, stopping past limit (see

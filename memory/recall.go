@@ -44,12 +44,12 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		}
 		return y.Time.Compare(x.Time)
 	})
-	intro := b.count(semanticIntro) + 2
+	intro := b.fixed(semanticIntro) + 2
 	left := c.SemanticBudget - intro
 	// Every date header has the same shape, and so the same count. The
 	// memories are rendered in time order under one header per day, so a
 	// memory costs a header only when its day is new to the block.
-	header := b.count("[2006-01-02]\n")
+	header := b.fixed("[2006-01-02]\n")
 	days := map[string]bool{}
 	take := func(h Hit) {
 		if req.Exclude[h.ID] {

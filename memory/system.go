@@ -85,7 +85,7 @@ func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
 		text = validPrefix(text[:4*budget])
 	}
 	c.ProfileID = latest.ID
-	c.ProfileTokens = b.count(profileIntro) + 1 + b.count(text)
+	c.ProfileTokens = b.fixed(profileIntro) + 1 + b.count(text)
 	return profileIntro + "\n" + text
 }
 
@@ -117,7 +117,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 			seen[normalizeRule(line)] = true
 		}
 	}
-	left := budget - b.count(rulesIntro) - 1
+	left := budget - b.fixed(rulesIntro) - 1
 	var lines []string
 	for _, r := range rules {
 		key := normalizeRule(r.Text)
@@ -138,7 +138,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 	if len(lines) == 0 {
 		return ""
 	}
-	c.RulesTokens += b.count(rulesIntro) + 1
+	c.RulesTokens += b.fixed(rulesIntro) + 1
 	return rulesIntro + "\n" + strings.Join(lines, "\n")
 }
 

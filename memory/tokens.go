@@ -24,6 +24,8 @@ type Tokenizer struct {
 	seed maphash.Seed
 	mu   sync.Mutex
 	kept map[keptKey]int // counts of long texts, by digest
+
+	fixed sync.Map // text vera writes itself (an intro, a header) → count
 }
 
 // keptKey identifies a long text without holding it.
@@ -89,6 +91,17 @@ func (t *Tokenizer) Count(s string) int {
 		t.kept = map[keptKey]int{}
 	}
 	t.kept[k] = n
+	return n
+}
+
+// countFixed counts a text vera writes itself, of which there are few
+// (an intro, the shape of a header): each is counted once.
+func (t *Tokenizer) countFixed(s string) int {
+	if n, ok := t.fixed.Load(s); ok {
+		return n.(int)
+	}
+	n := t.count(s)
+	t.fixed.Store(s, n)
 	return n
 }
 

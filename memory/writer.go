@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,8 +193,36 @@ func (w *Writer) memoryOf(t Turn) Memory {
 	if m.Time.IsZero() {
 		m.Time = time.Now().UTC()
 	}
-	m.Text, m.Tokens = CapExchange(w.tokens, t.User, t.Assistant, w.MaxTurnTokens)
+	m.Text, m.Tokens = w.exchange(t.User, t.Assistant)
 	return m
+}
+
+// exchange renders a turn for the queue, capped (CapExchange). A turn
+// whose bytes fit the cap (a token is at least a byte) is not counted
+// here, at the end of its answer: its count stays 0 until the writer
+// counts it before storing it (counted).
+func (w *Writer) exchange(user, assistant string) (string, int) {
+	limit := w.MaxTurnTokens
+	if limit <= 0 {
+		limit = DefaultMaxTurnTokens
+	}
+	if len(user)+len(assistant) <= limit-exchangeOverhead {
+		return FormatExchange(strings.TrimSpace(user), strings.TrimSpace(assistant)), 0
+	}
+	return CapExchange(w.tokens, user, assistant, w.MaxTurnTokens)
+}
+
+// counted fills in the token counts that exchange left for later.
+func (w *Writer) counted(batch []Memory) {
+	for i := range batch {
+		if m := &batch[i]; m.Tokens == 0 && m.Type == Raw && m.Text != "" {
+			if w.tokens == nil {
+				m.Tokens = (len(m.Text) + 3) / 4
+			} else {
+				m.Tokens = w.tokens.Count(m.Text)
+			}
+		}
+	}
 }
 
 // commit moves recorded turns into the durable queue, batching whatever
@@ -381,6 +410,7 @@ func (w *Writer) drain() (bool, error) {
 	// so the two are never both found.
 	replaced := replacedBy(batch)
 	batch = slices.DeleteFunc(batch, func(m Memory) bool { return slices.Contains(replaced, m.ID) })
+	w.counted(batch)
 	w.embed(batch)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -50,8 +50,9 @@ func TestSearchAheadMatchesSearch(t *testing.T) {
 	}
 }
 
-// The lexical side kept from ahead is used only while the index is as it
-// was; a change makes the search rank again.
+// The lexical side kept from ahead is used while no memory it saw has
+// changed or gone; a removal makes the search rank again. A memory added
+// meanwhile is not in it.
 func TestSearchAheadKeepsOnlyWhatStillHolds(t *testing.T) {
 	ctx := context.Background()
 	d, err := Open(ctx, t.TempDir())
@@ -63,14 +64,20 @@ func TestSearchAheadKeepsOnlyWhatStillHolds(t *testing.T) {
 	q := memory.Query{Filter: memory.Filter{Namespace: ns}, Text: ms[3].Text, Limit: 5}
 	d.mu.RLock()
 	ix := d.ns[ns]
-	edits := ix.edits
+	removals := ix.removals
 	d.mu.RUnlock()
 	// A stale ranking that names slot 0 only.
 	stale := []scored{{slot: 0, score: 1}}
-	held := &lexicalAhead{ix: ix, edits: edits, lex: stale}
+	held := &lexicalAhead{ix: ix, removals: removals, lex: stale}
 	got, err := d.search(ctx, q, nil, held)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "unchanged: the ranking made ahead is used")
+	added := storetest.Corpus(1, 16)[0]
+	added.ID, added.Text = memory.NewID(), ms[3].Text
+	require.NoError(t, d.Upsert(ctx, added))
+	got, err = d.search(ctx, q, nil, held)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "a memory added: the ranking made ahead still holds for what it saw")
 	require.NoError(t, d.Delete(ctx, ms[150].ID))
 	got, err = d.search(ctx, q, nil, held)
 	require.NoError(t, err)

@@ -63,9 +63,11 @@ type index struct {
 	kinds [8][]int32
 	// pruned counts the blocks of postings lexical skipped (for tests).
 	pruned atomic.Int64
-	// edits counts the changes to what lexical ranks (add, remove,
-	// compact): a lexical ranking made at one count holds at that count.
-	edits uint64
+	// removals counts the changes that drop or renumber slots (a
+	// removal, an upsert of an indexed row, a compaction): a lexical
+	// ranking made at one count holds at that count for the slots it saw.
+	// Documents added since are not in it.
+	removals uint64
 
 	dim   int
 	words int       // uint64 words of sign bits per vector
@@ -158,7 +160,6 @@ func (ix *index) add(seq int64, m *memory.Memory, vec []float32) {
 // addTerms is add with m's terms already found (memory.Terms(m.Text)):
 // loading finds them on every core.
 func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []string) {
-	ix.edits++
 	ix.remove(seq)
 	s := int32(len(ix.meta))
 	if ix.tf == nil || len(ix.tf) > 1024 {
@@ -240,11 +241,11 @@ func (ix *index) inTime(s int32, ts int64) {
 // remove drops the memory of row seq, if indexed. Its postings stay until
 // the next compaction; searches skip its slot.
 func (ix *index) remove(seq int64) {
-	ix.edits++
 	s, ok := ix.bySeq[seq]
 	if !ok {
 		return
 	}
+	ix.removals++
 	ix.total -= int64(ix.lens[s])
 	ix.live--
 	if ix.meta[s].vec {
@@ -296,7 +297,7 @@ func (ix *index) dropVectors() {
 
 // compact renumbers slots to drop removed documents, and their postings.
 func (ix *index) compact() {
-	ix.edits++
+	ix.removals++
 	remap := make([]int32, len(ix.meta))
 	meta := make([]slotMeta, 0, ix.live+ix.live/4)
 	lens := make([]float32, 0, cap(meta))

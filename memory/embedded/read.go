@@ -38,7 +38,7 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 				return
 			}
 			if ix := d.ns[q.Namespace]; ix != nil {
-				ahead = lexicalAhead{ix: ix, edits: ix.edits, lex: ix.lexicalSide(&q)}
+				ahead = lexicalAhead{ix: ix, removals: ix.removals, lex: ix.lexicalSide(&q)}
 			}
 		}()
 	}
@@ -48,11 +48,14 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 	}
 }
 
-// lexicalAhead is a lexical ranking made ahead, on ix as its edits were.
+// lexicalAhead is a lexical ranking made ahead, on ix as its removals
+// were. It holds while no slot it saw was removed: what the index gained
+// meanwhile (the turn before, stored while this question was embedded)
+// is found by the vector side only.
 type lexicalAhead struct {
-	ix    *index
-	edits uint64
-	lex   []scored
+	ix       *index
+	removals uint64
+	lex      []scored
 }
 
 // search is Search with vector as the query's, and the lexical side made
@@ -76,7 +79,7 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 		return nil, nil
 	}
 	var found []hit
-	if ahead != nil && ahead.ix == ix && ahead.edits == ix.edits {
+	if ahead != nil && ahead.ix == ix && ahead.removals == ix.removals {
 		found = fuse(ix.vectorSide(&q, qvec), ahead.lex, q.Limit)
 	} else {
 		found = ix.search(&q, qvec)
