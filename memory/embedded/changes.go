@@ -27,7 +27,7 @@ const allRows = 0
 // logChanges logs seqs as changed in tx and returns the generation of the
 // last; 0 when seqs is empty. One statement for all of them: gen is the
 // rowid, so the last one written is the last insert's id.
-func logChanges(ctx context.Context, tx *sql.Tx, seqs []int64) (int64, error) {
+func (d *DB) logChanges(ctx context.Context, tx *sql.Tx, seqs []int64) (int64, error) {
 	if len(seqs) == 0 {
 		return 0, nil
 	}
@@ -35,7 +35,7 @@ func logChanges(ctx context.Context, tx *sql.Tx, seqs []int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO changes (seq) SELECT value FROM json_each(?)`, string(list))
+	res, err := tx.StmtContext(ctx, d.stmts.changes).ExecContext(ctx, string(list))
 	if err != nil {
 		return 0, fmt.Errorf("change log: %w", err)
 	}

@@ -84,6 +84,9 @@ type DB struct {
 	// rowsStmt reads rows by seq (rowsQuery); cache keeps those read.
 	rowsStmt *sql.Stmt
 	cache    rowCache
+	// stmts are what every turn runs, prepared once: SQLite parses a
+	// statement each time it is run from its text.
+	stmts statements
 
 	mu   sync.RWMutex
 	ns   map[string]*index
@@ -170,7 +173,10 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	if err := db.QueryRowContext(ctx, `SELECT max(seq) FROM memories`).Scan(&last); err == nil {
 		d.load.total.Store(last.Int64)
 	}
-	if d.rowsStmt, err = db.PrepareContext(ctx, rowsQuery); err != nil {
+	if d.rowsStmt, err = db.PrepareContext(ctx, rowsQuery); err == nil {
+		err = d.stmts.prepare(ctx, db)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
@@ -196,7 +202,7 @@ func (d *DB) Close() error {
 	if stale {
 		err = d.saveSnapshot(context.Background())
 	}
-	return errors.Join(err, d.rowsStmt.Close(), d.db.Close())
+	return errors.Join(err, d.rowsStmt.Close(), d.stmts.close(), d.db.Close())
 }
 
 // snapshotAfter is how many changes make a snapshot worth writing at
@@ -313,22 +319,14 @@ func (d *DB) upsert(ctx context.Context, ms []memory.Memory, done []string, tx f
 	var gen int64
 	err := tx(ctx, func(tx *sql.Tx) error {
 		for _, id := range done {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM queue WHERE id = ?`, id); err != nil {
+			if _, err := tx.StmtContext(ctx, d.stmts.dequeue).ExecContext(ctx, id); err != nil {
 				return err
 			}
 		}
 		if len(ms) == 0 {
 			return nil
 		}
-		st, err := tx.PrepareContext(ctx, `INSERT INTO memories (id, namespace, type, text, ts, model, metadata, tokens, vector)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET namespace=excluded.namespace, type=excluded.type, text=excluded.text,
-				ts=excluded.ts, model=excluded.model, metadata=excluded.metadata, tokens=excluded.tokens, vector=excluded.vector
-			RETURNING seq`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+		st := tx.StmtContext(ctx, d.stmts.upsert)
 		for i, m := range ms {
 			var meta any
 			if len(m.Metadata) > 0 {
@@ -348,7 +346,8 @@ func (d *DB) upsert(ctx context.Context, ms []memory.Memory, done []string, tx f
 				return fmt.Errorf("memory %s: %w", m.ID, err)
 			}
 		}
-		gen, err = logChanges(ctx, tx, seqs)
+		var err error
+		gen, err = d.logChanges(ctx, tx, seqs)
 		return err
 	})
 	if err != nil {
@@ -408,7 +407,7 @@ func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
 			seqs[i] = v.seq
 		}
 		var err error
-		gen, err = logChanges(ctx, tx, seqs)
+		gen, err = d.logChanges(ctx, tx, seqs)
 		return err
 	})
 	if err != nil {
@@ -477,6 +476,44 @@ func (d *DB) relaxedTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return inTx(ctx, d.db, fn)
+}
+
+// statements are the statements every turn runs, prepared once.
+type statements struct {
+	enqueue, pending, dequeue, upsert, changes *sql.Stmt
+}
+
+func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
+	for _, s := range []struct {
+		to    **sql.Stmt
+		query string
+	}{
+		{&st.enqueue, `INSERT INTO queue (id, seq, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body`},
+		{&st.pending, `SELECT id, body FROM queue ORDER BY seq, id LIMIT ?`},
+		{&st.dequeue, `DELETE FROM queue WHERE id = ?`},
+		{&st.upsert, `INSERT INTO memories (id, namespace, type, text, ts, model, metadata, tokens, vector)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET namespace=excluded.namespace, type=excluded.type, text=excluded.text,
+				ts=excluded.ts, model=excluded.model, metadata=excluded.metadata, tokens=excluded.tokens, vector=excluded.vector
+			RETURNING seq`},
+		{&st.changes, `INSERT INTO changes (seq) SELECT value FROM json_each(?)`},
+	} {
+		var err error
+		if *s.to, err = db.PrepareContext(ctx, s.query); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (st *statements) close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{st.enqueue, st.pending, st.dequeue, st.upsert, st.changes} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // inTx runs fn in a transaction of db (the pool, or one connection).
@@ -626,7 +663,7 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 			}
 		}
 		var err error
-		gen, err = logChanges(ctx, tx, seqs)
+		gen, err = d.logChanges(ctx, tx, seqs)
 		return err
 	})
 	if err != nil {
@@ -699,7 +736,7 @@ func (d *DB) VectorSpace(ctx context.Context, model string, dim int) (reset bool
 			}
 			// Every row changed: a snapshot from before cannot be
 			// brought up to date.
-			if gen, err = logChanges(ctx, tx, []int64{allRows}); err != nil {
+			if gen, err = d.logChanges(ctx, tx, []int64{allRows}); err != nil {
 				return err
 			}
 		}

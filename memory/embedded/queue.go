@@ -102,8 +102,7 @@ func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 			if err != nil {
 				return fmt.Errorf("memory %s: %w", m.ID, err)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO queue (id, seq, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body`,
-				m.ID, time.Now().UnixNano(), string(b)); err != nil {
+			if _, err := tx.StmtContext(ctx, d.stmts.enqueue).ExecContext(ctx, m.ID, time.Now().UnixNano(), string(b)); err != nil {
 				return err
 			}
 		}
@@ -117,7 +116,7 @@ func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 
 // Pending returns up to limit queued memories, oldest first.
 func (d *DB) Pending(ctx context.Context, limit int) ([]memory.Memory, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT id, body FROM queue ORDER BY seq, id LIMIT ?`, limit)
+	rows, err := d.stmts.pending.QueryContext(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}

@@ -63,7 +63,7 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 				set = append(set, seq)
 			}
 		}
-		gen, err = logChanges(ctx, tx, set)
+		gen, err = d.logChanges(ctx, tx, set)
 		return err
 	})
 	if err != nil {
