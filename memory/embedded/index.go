@@ -61,8 +61,10 @@ type index struct {
 	// in slot order: the rules, the profile and the curated memories
 	// are found without a walk past every turn.
 	kinds [8][]int32
-	// pruned counts the blocks of postings lexical skipped (for tests).
-	pruned atomic.Int64
+	// pruned counts the blocks of postings lexical skipped, and unread
+	// the candidates it dismissed without reading their length (for
+	// tests).
+	pruned, unread atomic.Int64
 	// removals counts the changes that drop or renumber slots (a
 	// removal, an upsert of an indexed row, a compaction): a lexical
 	// ranking made at one count holds at that count for the slots it saw.

@@ -83,7 +83,7 @@ func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text st
 // agree to a float tolerance, and the results are the same slots in the
 // same order (ties: the lower slot first, in both).
 func TestLexicalPruningIsExact(t *testing.T) {
-	var pruned int64
+	var pruned, unread int64
 	defer func(m int) { commonMin = m }(commonMin)
 	for store := range 6 {
 		// Odd stores keep arrays of their common terms' frequencies.
@@ -157,11 +157,13 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			}
 		}
 		pruned += ix.pruned.Load()
+		unread += ix.unread.Load()
 		if store%2 == 1 {
 			assert.NotEmpty(t, ix.common, "store %d: common terms keep their arrays", store)
 		}
 	}
 	assert.Greater(t, pruned, int64(100), "blocks must be skipped")
+	assert.Greater(t, unread, int64(100), "candidates must be dismissed on their frequencies alone")
 }
 
 // Postings survive every block boundary: a cursor's walk and its seeks

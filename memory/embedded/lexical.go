@@ -38,8 +38,10 @@ type termCursor struct {
 // the results, so only the other (rarer) terms' postings are walked, and
 // a candidate looks a non-essential term up (skipping whole blocks) only
 // while its score plus the bounds of the blocks left could still beat
-// theta. A question of common words so reads few of their postings. The
-// ranking is exact: the same as scoring every document (ties keep the
+// theta. A question of common words so reads few of their postings. A
+// candidate is first bounded by its frequencies and its blocks' shortest
+// lengths, and its own length (a cache miss in a large namespace) is read
+// only when that bound could beat theta. The ranking is exact: the same as scoring every document (ties keep the
 // lower slot).
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	terms := ix.queryTerms(text)
@@ -116,6 +118,8 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	// terms' whole bounds (looking their blocks up too cost more than it
 	// saved: a rare candidate is a window of its own).
 	winEnd, winTheta := int32(-1), theta
+	unread := int64(0) // candidates dismissed before their length was read
+	defer func() { ix.unread.Add(unread) }()
 	for {
 		// The next candidate: the lowest slot of an essential term.
 		d := int32(endSlot)
@@ -144,6 +148,29 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 					cs[i].seek(winEnd + 1)
 				}
 				winEnd = -1
+				continue
+			}
+		}
+		if len(top.h) == top.k {
+			// What d could get at most, without its length (a cache
+			// miss away in a large namespace): the essential terms'
+			// frequencies at d, each with its block's shortest
+			// length, and the other terms' whole bounds. Most
+			// candidates of a question of a few rare words hold one
+			// of them, and stop here.
+			ub := prefix[essential]
+			for i := essential; i < len(cs); i++ {
+				if c := &cs[i]; c.slot == d {
+					ub += bm.score(c.scale, c.tf, c.p.blocks[c.blk].minLen)
+				}
+			}
+			if ub*slack <= theta {
+				for i := essential; i < len(cs); i++ {
+					if c := &cs[i]; c.slot == d {
+						c.next()
+					}
+				}
+				unread++
 				continue
 			}
 		}
