@@ -492,10 +492,25 @@ func (ix *index) hamming(cand *topK, sf *slotFilter, qs []uint64, lo, hi int) {
 		}
 	}
 	if words == 1 {
-		// Up to 64 dimensions: one word a slot, in a tight loop.
+		// Up to 64 dimensions: one word a slot, four slots at a time
+		// (one branch for the four, which rarely has a slot to offer).
 		q := qs[0]
-		for i, w := range signs[lo:hi] {
-			if diff := bits.OnesCount64(q ^ w); diff < worst {
+		ws := signs[lo:hi]
+		i := 0
+		for ; i+4 <= len(ws); i += 4 {
+			w := ws[i : i+4 : i+4]
+			d0, d1 := bits.OnesCount64(q^w[0]), bits.OnesCount64(q^w[1])
+			d2, d3 := bits.OnesCount64(q^w[2]), bits.OnesCount64(q^w[3])
+			if min(d0, d1, d2, d3) < worst {
+				for j, diff := range [4]int{d0, d1, d2, d3} {
+					if diff < worst {
+						near(lo+i+j, diff)
+					}
+				}
+			}
+		}
+		for ; i < len(ws); i++ {
+			if diff := bits.OnesCount64(q ^ ws[i]); diff < worst {
 				near(lo+i, diff)
 			}
 		}
