@@ -1,10 +1,13 @@
 package embedded
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -437,4 +440,38 @@ func TestSnapshotDamagedPostingsRefused(t *testing.T) {
 		_, _, err := readSnapshot(path, "0123456789abcdef")
 		require.Error(t, err, "byte %d", at)
 	}
+}
+
+// A damaged length anywhere in a snapshot's body is refused before
+// anything of its size is allocated: lengths are read before the body's
+// checksum can be checked, and none may ask for more than the file holds.
+func TestSnapshotDamagedLengthsAllocateNothing(t *testing.T) {
+	ix := newIndex()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 40 {
+		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "c", Type: memory.Raw, Text: fmt.Sprintf("alpha beta w%d", i%7), Time: start.Add(time.Duration(i) * time.Second)}
+		ix.add(int64(i+1), &m, []float32{1, 0, 0, 0})
+	}
+	path := filepath.Join(t.TempDir(), SnapshotName)
+	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for at := snapHeader; at+8 <= len(good); at++ {
+		for _, v := range []uint64{1<<34 - 1, 1 << 40, math.MaxUint64} {
+			bad := slices.Clone(good)
+			binary.LittleEndian.PutUint64(bad[at:], v)
+			if slices.Equal(bad, good) {
+				continue
+			}
+			require.NoError(t, os.WriteFile(path, bad, 0o600))
+			_, _, err := readSnapshot(path, "0123456789abcdef")
+			require.Error(t, err, "a length of %d at byte %d", v, at)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// Each read may take what the file holds, and its 1 MiB buffer.
+	reads := uint64(3 * (len(good) - snapHeader))
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, reads*(uint64(len(good))*8+2<<20))
 }

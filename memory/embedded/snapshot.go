@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -198,7 +199,7 @@ func readSnapshot(path, id string) (map[string]*index, int64, error) {
 		return nil, 0, fmt.Errorf("snapshot torn: %d bytes of %d", st.Size()-snapHeader, size)
 	}
 	crc := crc32.New(castagnoli)
-	r := &snapReader{r: bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, size), crc), 1<<20)}
+	r := &snapReader{r: bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, size), crc), 1<<20), left: size}
 	n := r.u64()
 	ns := make(map[string]*index, min(n, 1<<16))
 	for range n {
@@ -238,8 +239,8 @@ func readIndex(r *snapReader) (string, *index) {
 	ix.lens = readRaw[float32](r, slots)
 	ix.seqs = readRaw[int64](r, slots)
 	ix.byTime = readRaw[int32](r, r.count(r.u64()))
-	ix.vecs = readRaw[float32](r, slots*ix.dim)
-	ix.signs = readRaw[uint64](r, slots*ix.words)
+	ix.vecs = readRaw[float32](r, r.product(slots, ix.dim))
+	ix.signs = readRaw[uint64](r, r.product(slots, ix.words))
 	terms := r.count(r.u64())
 	lens := readRaw[uint32](r, terms)
 	heads := readRaw[postHead](r, terms)
@@ -270,7 +271,7 @@ func readIndex(r *snapReader) (string, *index) {
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
 	}
 	ix.listKinds()
-	ix.bySeq = make(map[int64]int32, ix.live)
+	ix.bySeq = make(map[int64]int32, min(max(ix.live, 0), len(ix.seqs)))
 	for s, seq := range ix.seqs {
 		if ix.meta[s].typ != 0 {
 			ix.bySeq[seq] = int32(s)
@@ -290,42 +291,68 @@ func raw[T any](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }
 
-// readRaw reads n values of T written by raw.
+// readRaw reads n values of T written by raw. They must fit in what is
+// left of the body: a damaged length, read before the checksum can be
+// checked, must not allocate more than the file holds.
 func readRaw[T any](r *snapReader, n int) []T {
 	if r.err != nil || n == 0 {
+		return nil
+	}
+	var zero T
+	if size := int64(unsafe.Sizeof(zero)); n < 0 || int64(n) > r.left/size {
+		r.err = fmt.Errorf("%d values of %d bytes where %d bytes are left", n, size, r.left)
 		return nil
 	}
 	s := make([]T, n)
 	if _, err := io.ReadFull(r.r, raw(s)); err != nil {
 		r.err = err
 	}
+	r.left -= int64(len(raw(s)))
 	return s
 }
 
-// snapReader reads a snapshot's body, keeping its first error.
+// snapReader reads a snapshot's body, keeping its first error; left is
+// how many of its bytes are still to read.
 type snapReader struct {
-	r   *bufio.Reader
-	err error
+	r    *bufio.Reader
+	err  error
+	left int64
 }
 
 func (r *snapReader) u64() uint64 {
 	var b [8]byte
 	if r.err == nil {
 		_, r.err = io.ReadFull(r.r, b[:])
+		r.left -= 8
 	}
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// count is n as a length, refused past what any store holds (a corrupt
-// length must not allocate terabytes).
+// count is n as a length: at most one value a byte left in the body (a
+// damaged length must not allocate terabytes).
 func (r *snapReader) count(n uint64) int {
-	if n > 1<<34 && r.err == nil {
-		r.err = fmt.Errorf("a length of %d", n)
+	if r.err == nil && n > uint64(max(r.left, 0)) {
+		r.err = fmt.Errorf("a length of %d where %d bytes are left", n, r.left)
 	}
 	if r.err != nil {
 		return 0
 	}
 	return int(n)
+}
+
+// product is a·b as a length, refused when it overflows or either is
+// negative (a damaged dimension).
+func (r *snapReader) product(a, b int) int {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a < 0 || b < 0 || a > math.MaxInt32 || b > math.MaxInt32 {
+		if r.err == nil {
+			r.err = fmt.Errorf("a length of %d × %d", a, b)
+		}
+		return 0
+	}
+	return a * b
 }
 
 func (r *snapReader) bytes() []byte {
