@@ -180,6 +180,10 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	}
 	for _, m := range queued {
 		m.Hide(c.now())
+		if m.Tokens == 0 && c.Tokens != nil {
+			// The writer counts a short turn only as it stores it.
+			m.Tokens = c.Tokens.Count(m.Text)
+		}
 		hidden, seen[m.ID] = append(hidden, m), true
 	}
 	for _, h := range strong {

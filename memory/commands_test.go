@@ -116,7 +116,10 @@ func TestForgetReachesTheQueue(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var skipped []string
-	c := &memory.Commands{Store: db, Queue: db, Skip: func(ids ...string) { skipped = append(skipped, ids...) }, Now: func() time.Time { return now }}
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	c := &memory.Commands{Store: db, Queue: db, Tokens: tok, Skip: func(ids ...string) { skipped = append(skipped, ids...) }, Now: func() time.Time { return now }}
+	// Queued as the writer queues a short turn: not counted yet.
 	turn := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: Remember that my locker code is 9999.\nAssistant: Noted.", Time: now}
 	other := memory.Memory{ID: memory.NewID(), Namespace: "b", Type: memory.Raw, Text: "User: my locker code is 9999\nAssistant: ok", Time: now}
 	require.NoError(t, db.Enqueue(ctx, turn, other))
@@ -128,6 +131,7 @@ func TestForgetReachesTheQueue(t *testing.T) {
 	got, err := db.Get(ctx, turn.ID)
 	require.NoError(t, err)
 	assert.Equal(t, memory.Forgotten, got.Type, "stored hidden, restorable")
+	assert.Equal(t, tok.Count(turn.Text), got.Tokens, "counted as it is stored")
 	pending, err := db.Pending(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, pending, 1)

@@ -153,10 +153,6 @@ type Store interface {
 	Close() error
 }
 
-// Queue is the durable local outbox of finished turns: a turn is committed
-// here before anything else happens to it, and leaves only once the store
-// holds it. Memories keep their ID through the queue, so a retried write
-// replaces rather than duplicates.
 // Settler is a store that also keeps the durable queue (the embedded
 // store): Settle stores memories taken from the queue and takes done off
 // it in one transaction, which need not reach the disk before the call
@@ -165,6 +161,10 @@ type Settler interface {
 	Settle(ctx context.Context, ms []Memory, done []string) error
 }
 
+// Queue is the durable local outbox of finished turns: a turn is committed
+// here before anything else happens to it, and leaves only once the store
+// holds it. Memories keep their ID through the queue, so a retried write
+// replaces rather than duplicates.
 type Queue interface {
 	Enqueue(ctx context.Context, ms ...Memory) error
 	// Pending returns up to limit queued memories, oldest first.

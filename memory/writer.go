@@ -460,7 +460,13 @@ func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced, done 
 
 // same reports whether a and b are the one value (a store that keeps the
 // queue too).
-func same(a, b any) bool {
+func same(a, b any) (ok bool) {
+	// == panics on a struct holding values that cannot be compared.
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
 	t := reflect.TypeOf(a)
 	return t != nil && t == reflect.TypeOf(b) && t.Comparable() && a == b
 }

@@ -463,14 +463,16 @@ func (d *DB) relaxedTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
-		return err
-	}
+	// Set up first: the pragma below can take effect and still report
+	// an error (its context ended while it ran).
 	defer func() {
 		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); err != nil {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
+		return err
+	}
 	return inTx(ctx, conn, fn)
 }
 

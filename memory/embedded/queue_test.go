@@ -2,7 +2,9 @@ package embedded
 
 import (
 	"context"
+	"database/sql"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +191,50 @@ func TestSettleStoresAndDequeues(t *testing.T) {
 	n, err = db.Len(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n)
+}
+
+// endingCtx ends at the n-th time its Done is asked for: somewhere inside
+// a statement, so that one can take effect and still report the end.
+type endingCtx struct {
+	context.Context
+	mu    sync.Mutex
+	calls int
+	n     int
+	done  chan struct{}
+}
+
+func (c *endingCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls++; c.calls == c.n {
+		close(c.done)
+	}
+	return c.done
+}
+
+func (c *endingCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// However a relaxed transaction ends (its context ending at any point of
+// it), the store's connection is at synchronous FULL afterwards: every
+// later commit of a turn must reach the disk.
+func TestRelaxedTxAlwaysLeavesFull(t *testing.T) {
+	d, err := Open(context.Background(), t.TempDir())
+	require.NoError(t, err)
+	defer d.Close()
+	for n := 1; n <= 40; n++ {
+		for range 20 {
+			ctx := &endingCtx{Context: context.Background(), n: n, done: make(chan struct{})}
+			_ = d.relaxedTx(ctx, func(*sql.Tx) error { return nil })
+			var level int
+			require.NoError(t, d.db.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&level))
+			require.Equal(t, 2, level, "the context ending at its look number %d", n)
+		}
+	}
 }
