@@ -139,9 +139,10 @@ type Context struct {
 
 	// SystemTokens is System's count as the builder made it: its parts
 	// counted apart, memories by the figures their budgets were spent
-	// with. It is at least the count of System whole, and a few percent
-	// more (counting whole takes about a millisecond per 1,500 tokens);
-	// 0 when System is empty.
+	// with. It is at least the count of System whole (less a token or so
+	// per 2 KiB of the caller's own text, counted in chunks), and a few
+	// percent more (counting whole takes about a millisecond per 1,500
+	// tokens); 0 when System is empty.
 	SystemTokens int
 	// ownParts is how many of the system layer's first parts are the
 	// caller's text and systemprompt.md, which no memory figure counts.
@@ -333,7 +334,7 @@ func (b *Builder) render(req Request, sys, block []string, c *Context) {
 	// memories' own figures where they have them.
 	n := c.ProfileTokens + c.RulesTokens + len(sys)
 	for _, p := range sys[:c.ownParts] {
-		n += b.count(p)
+		n += b.countAtMost(p, len(p)) // kept when long: sent every turn
 	}
 	if len(block) > 0 {
 		sys = append(sys, semanticIntro+"\n\n"+strings.Join(block, "\n\n"))
@@ -342,7 +343,7 @@ func (b *Builder) render(req Request, sys, block []string, c *Context) {
 	c.System = strings.Join(sys, "\n\n")
 	if c.System != "" && c.SystemReplaces == 0 && strings.TrimSpace(req.ModelSystem) != "" {
 		c.System = req.ModelSystem + "\n\n" + c.System
-		n += b.count(req.ModelSystem) + 1
+		n += b.countAtMost(req.ModelSystem, len(req.ModelSystem)) + 1
 	}
 	if c.System != "" {
 		c.SystemTokens = n

@@ -23,7 +23,7 @@ type Tokenizer struct {
 
 	seed maphash.Seed
 	mu   sync.Mutex
-	kept map[keptKey]int // counts of long texts, by digest
+	kept map[keptKey][2]int // long texts: count, and the limit counted to
 
 	fixed sync.Map // text vera writes itself (an intro, a header) → count
 }
@@ -34,9 +34,10 @@ type keptKey struct {
 	len int
 }
 
-// keptAbove is the length from which Count keeps a text's count: a
-// system prompt sent with every turn is counted once, where counting
-// takes about a millisecond per 1,500 tokens.
+// keptAbove is the length from which CountAtMost keeps a text's count: a
+// system prompt sent with every turn, or a conversation's older messages,
+// are counted once, where counting takes about a millisecond per 1,500
+// tokens.
 const keptAbove = 1024
 
 // maxKept bounds how many counts are kept; all are dropped when full.
@@ -74,24 +75,7 @@ func NewTokenizer() (*Tokenizer, error) {
 // "<|endoftext|>" in user input counts as ordinary text, never as a control
 // token.
 func (t *Tokenizer) Count(s string) int {
-	if len(s) < keptAbove {
-		return t.count(s)
-	}
-	k := keptKey{maphash.String(t.seed, s), len(s)}
-	t.mu.Lock()
-	n, ok := t.kept[k]
-	t.mu.Unlock()
-	if ok {
-		return n
-	}
-	n = t.count(s)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.kept == nil || len(t.kept) >= maxKept {
-		t.kept = map[keptKey]int{}
-	}
-	t.kept[k] = n
-	return n
+	return t.count(s)
 }
 
 // countFixed counts a text vera writes itself, of which there are few
@@ -141,6 +125,32 @@ func chunk(s string) string {
 // so per 2 KiB.
 func (t *Tokenizer) CountAtMost(s string, limit int) int {
 	limit = max(limit, 0)
+	if len(s) < keptAbove {
+		return t.countAtMost(s, limit)
+	}
+	// A long text's count is kept as far as it went: exact when it was
+	// at most its limit, else only "more than".
+	k := keptKey{maphash.String(t.seed, s), len(s)}
+	t.mu.Lock()
+	e, ok := t.kept[k]
+	t.mu.Unlock()
+	switch {
+	case ok && e[0] <= e[1]: // exact
+		return min(e[0], limit+1)
+	case ok && limit <= e[1]: // more than e[1], so more than limit
+		return limit + 1
+	}
+	n := t.countAtMost(s, limit)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kept == nil || len(t.kept) >= maxKept {
+		t.kept = map[keptKey][2]int{}
+	}
+	t.kept[k] = [2]int{n, limit}
+	return n
+}
+
+func (t *Tokenizer) countAtMost(s string, limit int) int {
 	n := 0
 	for s != "" {
 		c := chunk(s)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"testing"
@@ -44,25 +45,42 @@ func TestTokenizerConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// Long texts' counts are kept by digest: asked again, the same count;
-// another text of the same length, its own; and still right once the
-// kept counts have been dropped for room.
-func TestCountKeepsLongTexts(t *testing.T) {
+// Long texts' counts are kept by digest, as far as they were counted:
+// asked again at any limit, the answer is the one counting gives, without
+// counting again when what is kept tells; another text of the same length
+// has its own; short texts are not kept; and all stays right once the kept
+// counts are dropped for room.
+func TestCountAtMostKeepsLongTexts(t *testing.T) {
 	tok, err := NewTokenizer()
 	require.NoError(t, err)
+	long := strings.Repeat("word ", 400) // 2000 bytes
+	exact := tok.countAtMost(long, 1<<20)
+	key := keptKey{maphash.String(tok.seed, long), len(long)}
+	for _, limit := range []int{1000, 500, exact, exact - 1, 100, 0, -5, 5000} {
+		assert.Equal(t, tok.countAtMost(long, max(limit, 0)), tok.CountAtMost(long, limit), "limit %d", limit)
+	}
+	assert.Equal(t, [2]int{exact, 1000}, tok.kept[key], "counted once: the first count was exact")
+
+	tok.kept = nil
+	assert.Equal(t, 101, tok.CountAtMost(long, 100))
+	assert.Equal(t, 51, tok.CountAtMost(long, 50), "more than 100 is more than 50")
+	assert.Equal(t, [2]int{101, 100}, tok.kept[key], "not counted again")
+	assert.Equal(t, exact, tok.CountAtMost(long, 5000), "past what was counted: counted again")
+	assert.Equal(t, [2]int{exact, 5000}, tok.kept[key])
+	tok.CountAtMost("a few words", 10)
+	assert.Len(t, tok.kept, 1, "short texts are not kept")
+
 	a := strings.Repeat("the quick brown fox ", 100)
 	b := strings.Repeat("thequickbrownfox    ", 100)
 	require.Equal(t, len(a), len(b))
-	na, nb := tok.Count(a), tok.Count(b)
-	assert.Equal(t, tok.count(a), na)
-	assert.NotEqual(t, na, nb)
-	assert.Len(t, tok.kept, 2)
+	assert.Equal(t, tok.count(a), tok.CountAtMost(a, 1<<20))
+	assert.Equal(t, tok.count(b), tok.CountAtMost(b, 1<<20))
+	assert.NotEqual(t, tok.count(a), tok.count(b))
 	for i := range 200 {
 		s := strings.Repeat(fmt.Sprintf("word%d ", i), 300)
-		assert.Equal(t, tok.count(s), tok.Count(s))
-		assert.Equal(t, tok.Count(s), tok.Count(s))
+		assert.Equal(t, tok.countAtMost(s, 1<<20), tok.CountAtMost(s, 1<<20))
+		assert.Equal(t, tok.countAtMost(s, 1<<20), tok.CountAtMost(s, 1<<20))
 	}
-	assert.Equal(t, na, tok.Count(a))
-	assert.Equal(t, nb, tok.Count(b))
+	assert.Equal(t, tok.count(a), tok.CountAtMost(a, 1<<20))
 	assert.LessOrEqual(t, len(tok.kept), maxKept)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
@@ -85,60 +84,14 @@ type summaryJob struct {
 	text   string
 }
 
-// count counts s's tokens, stopping past limit. Long texts' counts are
-// kept a while: a first turn's prompt is measured twice (its recall, then
-// whether a summary is due), and a conversation's system layer at every
-// turn.
+// count counts s's tokens, stopping past limit (memory.Tokenizer keeps
+// long texts' counts: a first turn's prompt is measured twice, and a
+// conversation's older messages at every turn).
 func (cs *Set) count(s string, limit int) int {
 	if cs.Tokens == nil {
 		return min((len(s)+3)/4, limit+1)
 	}
-	limit = max(limit, 0)
-	if len(s) < countedAbove {
-		return cs.Tokens.CountAtMost(s, limit)
-	}
-	if n, ok := cs.counted.get(s, limit); ok {
-		return n
-	}
-	n := cs.Tokens.CountAtMost(s, limit)
-	cs.counted.put(s, n, limit)
-	return n
-}
-
-// countedAbove is the length from which counts are kept.
-const countedAbove = 1024
-
-// counts keeps the token counts of a few long texts, each as far as it was
-// counted: exact when it was at most its limit, else only "more than".
-type counts struct {
-	mu sync.Mutex
-	m  map[string][2]int // text → count, and the limit it was counted to
-}
-
-// get returns s's count as CountAtMost(s, limit) would, if what is kept
-// tells it.
-func (c *counts) get(s string, limit int) (int, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[s]
-	switch {
-	case !ok:
-		return 0, false
-	case e[0] <= e[1]: // exact
-		return min(e[0], limit+1), true
-	case limit <= e[1]: // more than e[1], so more than limit
-		return limit + 1, true
-	}
-	return 0, false
-}
-
-func (c *counts) put(s string, n, limit int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= 64 {
-		c.m = map[string][2]int{}
-	}
-	c.m[s] = [2]int{n, limit}
+	return cs.Tokens.CountAtMost(s, max(limit, 0))
 }
 
 // tail returns msgs without the turns before the keep-th user message;

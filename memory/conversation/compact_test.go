@@ -41,32 +41,6 @@ func (w *wordTokens) CountAtMost(s string, limit int) int {
 
 func (w *wordTokens) Head(s string, n int) string { return s }
 
-// Long texts' counts are kept: the same text asked again, at any limit,
-// counts as CountAtMost would, without counting again when what is kept
-// tells.
-func TestCountsAreKept(t *testing.T) {
-	tok := &wordTokens{}
-	cs := &Set{Tokens: tok}
-	long := strings.Repeat("word ", 400) // 2000 bytes, 400 words
-	for _, limit := range []int{1000, 500, 400, 399, 100, 0, -5, 5000} {
-		want := (&wordTokens{}).CountAtMost(long, limit)
-		assert.Equal(t, want, cs.count(long, limit), "limit %d", limit)
-	}
-	assert.Equal(t, 1, tok.calls, "counted once: the first count was exact")
-
-	tok, cs = &wordTokens{}, &Set{Tokens: &wordTokens{}}
-	cs.Tokens = tok
-	assert.Equal(t, 101, cs.count(long, 100))
-	assert.Equal(t, 51, cs.count(long, 50), "more than 100 is more than 50")
-	assert.Equal(t, 1, tok.calls)
-	assert.Equal(t, 400, cs.count(long, 400), "past what was counted: counted again")
-	assert.Equal(t, 2, tok.calls)
-	short := "a few words"
-	cs.count(short, 10)
-	cs.count(short, 10)
-	assert.Equal(t, 4, tok.calls, "short texts are not kept")
-}
-
 // Whether a prompt passes a limit is decided on the builder's figures
 // for what it made (SystemTokens, RecentTokens), without counting the
 // memories again; only the caller's own messages are counted.

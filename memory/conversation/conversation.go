@@ -229,7 +229,6 @@ type Set struct {
 
 	max      int
 	maxBytes int
-	counted  counts // token counts of long texts, kept a while
 
 	// summaries bounds the summaries written at once; work and ctx own
 	// them (Close).
