@@ -63,6 +63,10 @@ type Writer struct {
 	// The last failure of each kind ("commit": turns into the queue; "queue": reading it; "store", "embedder").
 	errMu   sync.Mutex
 	lastErr map[string]string
+
+	// settler is the store when it keeps the queue too: it stores and
+	// dequeues in one transaction.
+	settler Settler
 }
 
 // NewWriter returns a Writer; call Start before Record.
@@ -74,6 +78,9 @@ func NewWriter(store Store, queue Queue, embedder Embedder, tokens *Tokenizer, l
 		store: store, queue: queue, embedder: embedder, tokens: tokens, log: logger,
 		in: make(chan pending, 4096), more: make(chan struct{}, 1), kick: make(chan struct{}, 1), closing: make(chan struct{}),
 		lastErr: map[string]string{},
+	}
+	if s, ok := store.(Settler); ok && same(store, queue) {
+		w.settler = s
 	}
 	w.embedOK.Store(embedder != nil)
 	w.storeOK.Store(true)
@@ -449,8 +456,8 @@ func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced, done 
 			return false, err
 		}
 	}
-	if s, ok := w.store.(Settler); ok && same(w.store, w.queue) {
-		return true, s.Settle(ctx, batch, done)
+	if w.settler != nil {
+		return true, w.settler.Settle(ctx, batch, done)
 	}
 	if len(batch) == 0 {
 		return false, nil

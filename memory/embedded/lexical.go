@@ -41,8 +41,8 @@ type termCursor struct {
 // theta. A question of common words so reads few of their postings. A
 // candidate is first bounded by its frequencies and its blocks' shortest
 // lengths, and its own length (a cache miss in a large namespace) is read
-// only when that bound could beat theta. The ranking is exact: the same as scoring every document (ties keep the
-// lower slot).
+// only when that bound could beat theta. The ranking is exact: the same
+// as scoring every document (ties keep the lower slot).
 func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	terms := ix.queryTerms(text)
 	if len(terms) == 0 || limit <= 0 {

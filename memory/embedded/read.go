@@ -22,8 +22,10 @@ var _ memory.SearchAhead = (*DB)(nil)
 
 // SearchAhead implements memory.SearchAhead: q's lexical side runs now,
 // in the background, and the vector side and the fusion once the vector
-// is given. Should the namespace change in between, the lexical side runs
-// again with the vector side, on one state of the index.
+// is given. Should a memory the lexical side saw be removed or changed
+// in between, it runs again with the vector side, on one state of the
+// index; memories only added meanwhile are left to the vector side
+// (lexicalAhead).
 func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []float32) ([]memory.Hit, error) {
 	var ahead lexicalAhead
 	done := make(chan struct{})

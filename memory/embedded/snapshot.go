@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,8 +238,10 @@ func readIndex(r *snapReader) (string, *index) {
 	ix.lens = readRaw[float32](r, slots)
 	ix.seqs = readRaw[int64](r, slots)
 	ix.byTime = readRaw[int32](r, r.count(r.u64()))
-	ix.vecs = readRaw[float32](r, r.product(slots, ix.dim))
-	ix.signs = readRaw[uint64](r, r.product(slots, ix.words))
+	// A damaged dimension makes these negative or past the file:
+	// readRaw refuses both.
+	ix.vecs = readRaw[float32](r, slots*ix.dim)
+	ix.signs = readRaw[uint64](r, slots*ix.words)
 	terms := r.count(r.u64())
 	lens := readRaw[uint32](r, terms)
 	heads := readRaw[postHead](r, terms)
@@ -338,21 +339,6 @@ func (r *snapReader) count(n uint64) int {
 		return 0
 	}
 	return int(n)
-}
-
-// product is a·b as a length, refused when it overflows or either is
-// negative (a damaged dimension).
-func (r *snapReader) product(a, b int) int {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a < 0 || b < 0 || a > math.MaxInt32 || b > math.MaxInt32 {
-		if r.err == nil {
-			r.err = fmt.Errorf("a length of %d × %d", a, b)
-		}
-		return 0
-	}
-	return a * b
 }
 
 func (r *snapReader) bytes() []byte {

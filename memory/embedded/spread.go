@@ -8,11 +8,11 @@ import (
 // spread runs work over [0, n) in pieces of piece slots, on up to
 // workers workers (spreadWorkers: every core for a large namespace): the
 // caller's goroutine and helpers each claim the next piece until none is
-// left, and spread returns once every piece is done. A core that was idle can take a millisecond to
-// wake (measured on a 2-CPU VM after 20 ms idle: the same scan split in
-// two fixed halves then took longer than on one core); here a helper that
-// comes late takes what is left, and one that comes after the end takes
-// nothing and is not waited for.
+// left, and spread returns once every piece is done. A core that was idle
+// can take a millisecond to wake (measured on a 2-CPU VM after 20 ms
+// idle: the same scan split in two fixed halves then took longer than on
+// one core); here a helper that comes late takes what is left, and one
+// that comes after the end takes nothing and is not waited for.
 //
 // work(w, lo, hi) does one piece for worker w (0 is the caller), whose
 // pieces come in increasing order.
