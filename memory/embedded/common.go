@@ -4,12 +4,23 @@ package embedded
 // and in an array of one byte a slot. A search that looks such a term up
 // for a few documents (a question's common word, for the memories its
 // rarer words found) then reads one byte, where the postings would be
-// decoded up to the document, a block of 64 at a time. The arrays are not
-// in the snapshot: a load makes them from the postings.
+// decoded up to the document, a block of 64 at a time.
+//
+// A common term also keeps its champions: the slots it weighs most in
+// (highest frequency for their length, as BM25 weighed them when they
+// came). A question whose strongest term is common scores them first:
+// the limit-th best of those is a floor the ranking's scan starts from,
+// instead of from nothing, so it dismisses most slots on their first
+// term. Neither arrays nor champions are in the snapshot: a load makes
+// them from the postings.
 
 // commonMin: a namespace of fewer slots keeps no arrays (a variable for
 // the tests).
 var commonMin = 4096
+
+// championCount is how many champions a common term keeps: more than a
+// search asks for.
+const championCount = 256
 
 const (
 	// commonShare: a term in at least 1/commonShare of the slots is
@@ -31,11 +42,33 @@ func (ix *index) promote(id int32) {
 		return
 	}
 	arr := make([]uint8, p.blocks[len(p.blocks)-1].last+1)
-	p.each(func(s int32, tf uint32) { arr[s] = uint8(min(tf, tfSaturated)) })
+	champs := topK{k: championCount}
+	p.each(func(s int32, tf uint32) {
+		arr[s] = uint8(min(tf, tfSaturated))
+		champs.offer(scored{slot: s, score: ix.weigh(tf, ix.lenOf(s))})
+	})
 	if ix.common == nil {
-		ix.common = map[int32][]uint8{}
+		ix.common, ix.champions = map[int32][]uint8{}, map[int32]*topK{}
 	}
-	ix.common[id] = arr
+	ix.common[id], ix.champions[id] = arr, &champs
+}
+
+// weigh weighs a term found tf times in a document of length terms as
+// BM25 would now, without the term's idf.
+func (ix *index) weigh(tf uint32, length float32) float64 {
+	avg := 1.0
+	if ix.live > 0 && ix.total > 0 {
+		avg = float64(ix.total) / float64(ix.live)
+	}
+	return bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / avg}.score(1, tf, length)
+}
+
+// lenOf is slot s's length; the slot being added has none in lens yet.
+func (ix *index) lenOf(s int32) float32 {
+	if int(s) < len(ix.lens) {
+		return ix.lens[s]
+	}
+	return ix.adding
 }
 
 // noteCommon records that term id occurs tf times in slot s, the newest,
@@ -50,12 +83,13 @@ func (ix *index) noteCommon(id int32, s int32, tf uint32) {
 		arr = append(arr, 0)
 	}
 	ix.common[id] = append(arr, uint8(min(tf, tfSaturated)))
+	ix.champions[id].offer(scored{slot: s, score: ix.weigh(tf, ix.adding)})
 }
 
 // commonAll gives every common term its array again (after a load or a
 // compaction).
 func (ix *index) commonAll() {
-	ix.common = nil
+	ix.common, ix.champions = nil, nil
 	for id := range ix.post {
 		ix.promote(int32(id))
 	}

@@ -50,6 +50,10 @@ type index struct {
 	// common holds the frequencies of the commonest terms by slot
 	// (common.go).
 	common map[int32][]uint8
+	// champions are the common terms' champions (common.go).
+	champions map[int32]*topK
+	// adding is the length of the slot being added, until lens has it.
+	adding float32
 	total  int64 // sum of live doc lengths, in terms
 	// unordered is set once a memory arrives older than one before it:
 	// until then slots are in time order and latest reads from the end.
@@ -61,10 +65,11 @@ type index struct {
 	// in slot order: the rules, the profile and the curated memories
 	// are found without a walk past every turn.
 	kinds [8][]int32
-	// pruned counts the blocks of postings lexical skipped, and unread
-	// the candidates it dismissed without reading their length (for
+	// pruned counts the blocks of postings lexical skipped, unread the
+	// candidates it dismissed without reading their length, and floors
+	// the dense rankings that started from their champions' floor (for
 	// tests).
-	pruned, unread atomic.Int64
+	pruned, unread, floors atomic.Int64
 	// removals counts the changes that drop or renumber slots (a
 	// removal, an upsert of an indexed row, a compaction): a lexical
 	// ranking made at one count holds at that count for the slots it saw.
@@ -181,6 +186,7 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 		tf[id]++
 	}
 	n := float32(len(terms))
+	ix.adding = n
 	for id, c := range tf {
 		ix.post[id].add(s, c, n)
 		ix.noteCommon(id, s, c)

@@ -86,7 +86,7 @@ func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text st
 // agree to a float tolerance, and the results are the same slots in the
 // same order (ties: the lower slot first, in both).
 func TestLexicalPruningIsExact(t *testing.T) {
-	var pruned, unread int64
+	var pruned, unread, floors int64
 	defer func(m int) { commonMin = m }(commonMin)
 	for store := range 6 {
 		// Odd stores keep arrays of their common terms' frequencies.
@@ -161,11 +161,13 @@ func TestLexicalPruningIsExact(t *testing.T) {
 		}
 		pruned += ix.pruned.Load()
 		unread += ix.unread.Load()
+		floors += ix.floors.Load()
 		if store%2 == 1 {
 			assert.NotEmpty(t, ix.common, "store %d: common terms keep their arrays", store)
 		}
 	}
 	assert.Greater(t, pruned, int64(100), "blocks must be skipped")
+	assert.Greater(t, floors, int64(50), "dense rankings must start from their champions' floor")
 	assert.Greater(t, unread, int64(100), "candidates must be dismissed on their frequencies alone")
 }
 

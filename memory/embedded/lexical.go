@@ -66,6 +66,9 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 	return ix.maxScore(f, terms, bm, limit)
 }
 
+// slack: bounds are compared with scores a hair high, against rounding.
+const slack = 1 + 1e-9
+
 // bm25 scores a term in a document: k1·(1-b) and k1·b/avg, so that the
 // length normalisation is one multiply-add.
 type bm25 struct{ c0, c1 float64 }
@@ -110,7 +113,6 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	// limit-th best so far once there are limit of them). Bounds are
 	// compared a hair high, against rounding.
 	theta := math.Inf(-1)
-	const slack = 1 + 1e-9
 	essential := 0 // cs[essential:] are walked; cs[:essential] looked up
 	// The window: up to the end of the first block, among the essential
 	// terms' blocks around the candidate, and what any document in it can
@@ -283,6 +285,10 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, pi
 		q.rest[i] = q.rest[i+1] + bm.score(terms[i].scale, p.maxTF, p.minLen)
 		q.common[i] = ix.common[terms[i].id]
 	}
+	if q.floor = q.championsFloor(); len(terms) > 0 && q.rest[1]*slack <= q.floor {
+		q.need = q.needFor(q.floor - q.rest[1])
+		ix.floors.Add(1)
+	}
 	spread(len(ix.meta), piece, workers, func(w, lo, hi int) { q.rank(&(*parts)[w], int32(lo), int32(hi)) })
 	top := topK{k: limit}
 	for w := range workers {
@@ -304,6 +310,54 @@ type denseQuery struct {
 	rest   []float64 // rest[i]: the most terms[i:] can add
 	bm     bm25
 	limit  int
+	// floor is a score limit documents are known to reach (-Inf: none):
+	// a document below it cannot enter, whatever the workers found.
+	floor float64
+	// need is what the first term, common, must give a slot for it to
+	// reach the floor: the least frequency by length (needFor); nil when
+	// a slot without the term could.
+	need []uint8
+}
+
+// championsFloor scores the champions of the strongest term, if it is
+// common, and returns the limit-th best score among those passing the
+// filter (-Inf if fewer pass). They are real documents, so the ranking's
+// limit-th best is at least that: the workers start from it.
+func (q *denseQuery) championsFloor() float64 {
+	ix := q.ix
+	if len(q.terms) == 0 || q.common[0] == nil {
+		return math.Inf(-1)
+	}
+	champs := ix.champions[q.terms[0].id]
+	if champs == nil || len(champs.h) < q.limit {
+		return math.Inf(-1)
+	}
+	slots := make([]int32, 0, len(champs.h))
+	for _, c := range champs.h {
+		if q.sf.ok(&ix.meta[c.slot]) {
+			slots = append(slots, c.slot)
+		}
+	}
+	slices.Sort(slots) // a term's postings are sought forwards
+	cs := make([]cursor, len(q.terms))
+	for i, t := range q.terms {
+		cs[i] = cursor{p: &ix.post[t.id]}
+		cs[i].start()
+	}
+	top := topK{k: q.limit}
+	for _, s := range slots {
+		score := 0.0
+		for i, t := range q.terms {
+			if tf := tfIn(q.common[i], &cs[i], s); tf > 0 {
+				score += q.bm.score(t.scale, tf, ix.lens[s])
+			}
+		}
+		top.offer(scored{slot: s, score: score})
+	}
+	if len(top.h) < q.limit {
+		return math.Inf(-1)
+	}
+	return top.h[0].score
 }
 
 // rank ranks the slots in [lo, hi) into part.top, a window at a time;
@@ -319,10 +373,9 @@ type denseQuery struct {
 // postings of its one or two rarest words, and looks the rest up for the
 // few memories that can still enter.
 func (q *denseQuery) rank(part *densePart, lo, hi int32) {
-	const slack = 1 + 1e-9
 	ix := q.ix
 	if !part.started {
-		part.started, part.windows, part.theta = true, 0, math.Inf(-1)
+		part.started, part.windows, part.theta = true, 0, q.floor
 		part.top = part.top[:0]
 		part.cs = slices.Grow(part.cs[:0], len(q.terms))[:len(q.terms)]
 		part.many = slices.Grow(part.many[:0], len(q.terms))[:len(q.terms)]
@@ -342,7 +395,18 @@ func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 		retry := part.windows%16 == 0
 		part.windows++
 		all := true // every slot of the window goes on; else part.cand
+		first := 0  // the first term not added yet
+		if q.need != nil && q.rest[1]*slack <= theta {
+			// A slot without the strongest term cannot enter, nor one
+			// that does not get enough from it: the window's candidates
+			// are chosen on its array, without a division a slot.
+			part.cand = q.firstCommon(common[0], &cs[0], acc, w, end, part.cand[:0])
+			all, first = false, 1
+		}
 		for i, t := range q.terms {
+			if i < first {
+				continue
+			}
 			if all && i > 0 && q.rest[i]*slack < theta && (!many[i] || retry) {
 				// Only the slots that could still reach theta, if
 				// they are few next to the term's postings here.
@@ -384,11 +448,11 @@ func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 		}
 		offer := func(o int32) {
 			v := acc[o]
-			if v == 0 || v*slack <= theta && len(top.h) == top.k {
+			if v == 0 || v*slack <= theta {
 				return
 			}
 			if s := w + o; q.sf.ok(&meta[s]) && top.offer(scored{slot: s, score: v}) && len(top.h) == top.k {
-				theta = top.h[0].score
+				theta = max(theta, top.h[0].score)
 			}
 		}
 		if all {
@@ -423,6 +487,53 @@ func (q *denseQuery) addCommon(common []uint8, c *cursor, t queryTerm, acc *[win
 		}
 		acc[o] += q.bm.score(t.scale, tf, lens[o])
 	}
+}
+
+// firstCommon adds the first term, common, into acc for the slots of [w,
+// end) whose frequency reaches q.need for their length, and returns them
+// (from slot w) appended to cand.
+func (q *denseQuery) firstCommon(common []uint8, c *cursor, acc *[window]float64, w, end int32, cand []int32) []int32 {
+	if int(w) >= len(common) {
+		return cand
+	}
+	t, need := q.terms[0], q.need
+	arr := common[w:min(end, int32(len(common)))]
+	lens := q.ix.lens[w : w+int32(len(arr))]
+	for o, f := range arr {
+		if f < need[min(int(lens[o]), len(need)-1)] {
+			continue
+		}
+		u := uint32(f)
+		if f == tfSaturated {
+			u = tfIn(nil, c, w+int32(o))
+		}
+		acc[o] += q.bm.score(t.scale, u, lens[o])
+		cand = append(cand, int32(o))
+	}
+	return cand
+}
+
+// needFor returns, by document length (the last standing for every
+// length past it), the least frequency of the first term that can give
+// more than least: a slot below it cannot enter. Rounded towards letting
+// a slot through; tfSaturated always passes.
+func (q *denseQuery) needFor(least float64) []uint8 {
+	need := make([]uint8, 1024)
+	scale := q.terms[0].scale
+	for l := range need {
+		// score > least ⟺ tf·(scale-least) > least·(c0+c1·l), the
+		// denominator tf+c0+c1·l being positive.
+		n := 1.0
+		if least > 0 {
+			if scale <= least {
+				need[l] = tfSaturated
+				continue
+			}
+			n = math.Floor(least*(1-1e-6)*(q.bm.c0+q.bm.c1*float64(l))/(scale-least)) + 1
+		}
+		need[l] = uint8(min(max(n, 1), tfSaturated))
+	}
+	return need
 }
 
 // add adds term t's score in every slot of [w, end) holding it into acc
