@@ -26,10 +26,12 @@ const (
 	// oversample is how many binary candidates are re-scored per result.
 	oversample = 4
 	minRescore = 200
-	// parallelAbove: namespaces with at least this many slots scan on
-	// every core, and run the vector and lexical sides side by side.
-	parallelAbove = 32768
 )
+
+// parallelAbove: namespaces with at least this many slots scan on every
+// core, and run the vector and lexical sides side by side (a variable for
+// the tests).
+var parallelAbove = 32768
 
 // index is the in-memory search side of one namespace: compressed
 // postings for BM25 and the normalised vectors with their sign bits, per
@@ -458,7 +460,7 @@ func (ix *index) vector(f *memory.Filter, q []float32, threshold float64, limit 
 	for w := range parts {
 		parts[w].k = k
 	}
-	spread(len(meta), hammingPiece, len(parts), func(w, lo, hi int) { ix.hamming(&parts[w], &sf, qs, lo, hi) })
+	spread(len(meta), hammingPiece, len(parts), nil, func(w, lo, hi int) { ix.hamming(&parts[w], &sf, qs, lo, hi) })
 	cand := topK{k: k}
 	for _, p := range parts {
 		for _, c := range p.h {
@@ -551,11 +553,11 @@ func (ix *index) search(q *memory.Query, qvec []float32) []hit {
 	var vec, lex []scored
 	if qvec != nil && q.Text != "" && len(ix.meta) >= parallelAbove {
 		var wg sync.WaitGroup
-		wg.Go(func() { lex = ix.lexicalSide(q) })
+		wg.Go(func() { lex = ix.lexicalSide(q, nil) })
 		vec = ix.vectorSide(q, qvec)
 		wg.Wait()
 	} else {
-		vec, lex = ix.vectorSide(q, qvec), ix.lexicalSide(q)
+		vec, lex = ix.vectorSide(q, qvec), ix.lexicalSide(q, nil)
 	}
 	return fuse(vec, lex, q.Limit)
 }
@@ -570,12 +572,12 @@ func depth(q *memory.Query) int {
 	return limit + 10
 }
 
-// lexicalSide is q's lexical side.
-func (ix *index) lexicalSide(q *memory.Query) []scored {
+// lexicalSide is q's lexical side (j: as lexical's).
+func (ix *index) lexicalSide(q *memory.Query, j *joinPoint) []scored {
 	if q.Text == "" {
 		return nil
 	}
-	return ix.lexical(&q.Filter, q.Text, depth(q))
+	return ix.lexical(&q.Filter, q.Text, depth(q), j)
 }
 
 // vectorSide is q's vector side, for qvec (normalised; nil: none).

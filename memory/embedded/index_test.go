@@ -149,9 +149,9 @@ func TestLexicalPruningIsExact(t *testing.T) {
 			terms := ix.queryTerms(text)
 			bm := bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / (float64(ix.total) / float64(ix.live))}
 			// Both rankings, whichever lexical would choose.
-			for path, got := range map[string][]scored{"lexical": ix.lexical(&f, text, limit),
-				"maxscore": ix.maxScore(&f, terms, bm, limit), "dense": ix.dense(&f, terms, bm, limit),
-				"dense on 3 workers": ix.denseIn(&f, terms, bm, limit, 1+rng.IntN(3000), 3)} {
+			for path, got := range map[string][]scored{"lexical": ix.lexical(&f, text, limit, nil),
+				"maxscore": ix.maxScore(&f, terms, bm, limit), "dense": ix.dense(&f, terms, bm, limit, nil),
+				"dense on 3 workers": ix.denseIn(&f, terms, bm, limit, 1+rng.IntN(3000), 3, nil)} {
 				require.Len(t, got, len(want), "%s: store %d query %q", path, store, text)
 				for i := range want {
 					require.InDelta(t, want[i].score, got[i].score, 1e-9, "%s: store %d query %q rank %d", path, store, text, i)

@@ -43,7 +43,10 @@ type termCursor struct {
 // lengths, and its own length (a cache miss in a large namespace) is read
 // only when that bound could beat theta. The ranking is exact: the same
 // as scoring every document (ties keep the lower slot).
-func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
+//
+// With j, a ranking on several cores leaves one worker to whoever joins
+// (joinPoint).
+func (ix *index) lexical(f *memory.Filter, text string, limit int, j *joinPoint) []scored {
 	terms := ix.queryTerms(text)
 	if len(terms) == 0 || limit <= 0 {
 		return nil
@@ -61,7 +64,7 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int) []scored {
 		// Only terms that many memories hold: adding their postings a
 		// window of slots at a time beats walking them document by
 		// document (no rare term leads the way).
-		return ix.dense(f, terms, bm, limit)
+		return ix.dense(f, terms, bm, limit, j)
 	}
 	return ix.maxScore(f, terms, bm, limit)
 }
@@ -262,12 +265,12 @@ var densePool = sync.Pool{New: func() any { return new([]densePart) }}
 // the window add into the window's scores, in the query's order of terms
 // (as exhaustive scoring adds). A large namespace is ranked on every
 // core, each worker to its own best, merged.
-func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int) []scored {
-	return ix.denseIn(f, terms, bm, limit, densePiece, spreadWorkers(len(ix.meta)))
+func (ix *index) dense(f *memory.Filter, terms []queryTerm, bm bm25, limit int, j *joinPoint) []scored {
+	return ix.denseIn(f, terms, bm, limit, densePiece, spreadWorkers(len(ix.meta)), j)
 }
 
 // denseIn is dense in pieces of piece slots, on up to workers workers.
-func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, piece, workers int) []scored {
+func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, piece, workers int, j *joinPoint) []scored {
 	parts := densePool.Get().(*[]densePart)
 	defer densePool.Put(parts)
 	if len(*parts) < workers {
@@ -289,7 +292,7 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, pi
 		q.need = q.needFor(q.floor - q.rest[1])
 		ix.floors.Add(1)
 	}
-	spread(len(ix.meta), piece, workers, func(w, lo, hi int) { q.rank(&(*parts)[w], int32(lo), int32(hi)) })
+	spread(len(ix.meta), piece, workers, j, func(w, lo, hi int) { q.rank(&(*parts)[w], int32(lo), int32(hi)) })
 	top := topK{k: limit}
 	for w := range workers {
 		if part := &(*parts)[w]; part.started {

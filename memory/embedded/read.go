@@ -15,7 +15,7 @@ import (
 
 // Search runs a hybrid search on the in-memory index.
 func (d *DB) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
-	return d.search(ctx, q, q.Vector, nil)
+	return d.search(ctx, q, q.Vector, nil, nil)
 }
 
 var _ memory.SearchAhead = (*DB)(nil)
@@ -23,12 +23,16 @@ var _ memory.SearchAhead = (*DB)(nil)
 // SearchAhead implements memory.SearchAhead: q's lexical side runs now,
 // in the background, and the vector side and the fusion once the vector
 // is given. Should a memory the lexical side saw be removed or changed
-// in between, it runs again with the vector side, on one state of the
-// index; memories only added meanwhile are left to the vector side
-// (lexicalAhead).
+// in between, both sides run again, on one state of the index; memories
+// only added meanwhile are left to the vector side (rankedAhead).
 func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []float32) ([]memory.Hit, error) {
-	var ahead lexicalAhead
+	var ahead rankedAhead
 	done := make(chan struct{})
+	// The ranking ahead leaves a core free: the caller's embedding
+	// answer would otherwise wait on the network until the ranking is
+	// done (no core would look), and the vector side after it. The
+	// caller ranks the vector side on it meanwhile, then joins.
+	j := newJoinPoint()
 	if q.Text == "" || ctx.Err() != nil {
 		close(done)
 	} else {
@@ -40,29 +44,52 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 				return
 			}
 			if ix := d.ns[q.Namespace]; ix != nil {
-				ahead = lexicalAhead{ix: ix, removals: ix.removals, lex: ix.lexicalSide(&q)}
+				ahead = rankedAhead{ix: ix, removals: ix.removals, top: ix.lexicalSide(&q, j)}
 			}
 		}()
 	}
 	return func(vector []float32) ([]memory.Hit, error) {
+		vec := d.vectorAhead(ctx, &q, vector)
+		j.join(done)
 		<-done
-		return d.search(ctx, q, vector, &ahead)
+		return d.search(ctx, q, vector, &ahead, &vec)
 	}
 }
 
-// lexicalAhead is a lexical ranking made ahead, on ix as its removals
-// were. It holds while no slot it saw was removed: what the index gained
-// meanwhile (the turn before, stored while this question was embedded)
-// is found by the vector side only.
-type lexicalAhead struct {
-	ix       *index
-	removals uint64
-	lex      []scored
+// vectorAhead ranks q's vector side for vector while the lexical side is
+// ranked ahead. Not while a write waits for the index: it would wait
+// behind the whole lexical side, which the caller joins then instead,
+// ranking the vector side after it.
+func (d *DB) vectorAhead(ctx context.Context, q *memory.Query, vector []float32) rankedAhead {
+	if len(vector) == 0 || ctx.Err() != nil {
+		return rankedAhead{}
+	}
+	qvec := normalize(vector)
+	if !d.mu.TryRLock() {
+		return rankedAhead{}
+	}
+	defer d.mu.RUnlock()
+	ix := d.ns[q.Namespace]
+	if d.ready() != nil || ix == nil {
+		return rankedAhead{}
+	}
+	return rankedAhead{ix: ix, removals: ix.removals, top: ix.vectorSide(q, qvec)}
 }
 
-// search is Search with vector as the query's, and the lexical side made
-// ahead when it still holds for the index (ahead nil: none).
-func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead *lexicalAhead) ([]memory.Hit, error) {
+// rankedAhead is one side of a search ranked ahead, on ix as its removals
+// were. It holds while no slot it saw was removed: what the index gained
+// meanwhile (the turn before, stored while this question was embedded)
+// is left to the other side (the lexical side is ranked before the
+// vector is known, the vector side while the lexical one ends).
+type rankedAhead struct {
+	ix       *index
+	removals uint64
+	top      []scored
+}
+
+// search is Search with vector as the query's, and the sides ranked ahead
+// when they still hold for the index (nil: none; vec is the vector side).
+func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead, vec *rankedAhead) ([]memory.Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -82,7 +109,13 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 	}
 	var found []hit
 	if ahead != nil && ahead.ix == ix && ahead.removals == ix.removals {
-		found = fuse(ix.vectorSide(&q, qvec), ahead.lex, q.Limit)
+		var vs []scored
+		if vec != nil && vec.ix == ix && vec.removals == ix.removals {
+			vs = vec.top
+		} else {
+			vs = ix.vectorSide(&q, qvec)
+		}
+		found = fuse(vs, ahead.top, q.Limit)
 	} else {
 		found = ix.search(&q, qvec)
 	}

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 )
 
@@ -14,9 +15,12 @@ import (
 // one core); here a helper that comes late takes what is left, and one
 // that comes after the end takes nothing and is not waited for.
 //
+// With j, the last worker is not started: it is left for a goroutine
+// that comes free later (j.join), and the core for it meanwhile.
+//
 // work(w, lo, hi) does one piece for worker w (0 is the caller), whose
 // pieces come in increasing order.
-func spread(n, piece, workers int, work func(w, lo, hi int)) {
+func spread(n, piece, workers int, j *joinPoint, work func(w, lo, hi int)) {
 	pieces := int64((n + piece - 1) / piece)
 	if workers == 1 || pieces <= 1 {
 		for lo := 0; lo < n; lo += piece {
@@ -39,11 +43,62 @@ func spread(n, piece, workers int, work func(w, lo, hi int)) {
 			}
 		}
 	}
-	for w := 1; w < workers; w++ {
+	started := workers
+	if j != nil {
+		started--
+		j.open(func() { run(workers - 1) })
+		defer j.close()
+	}
+	for w := 1; w < started; w++ {
 		go run(w)
 	}
 	run(0)
 	<-finished
+}
+
+// joinPoint lets one goroutine take the last worker's part in a spread
+// that another started and still runs: a search ahead ranks on every
+// core but the one its caller needs for the network, and the caller
+// joins once its own work is done.
+type joinPoint struct {
+	opened chan struct{} // closed once a spread reserved its worker
+	once   sync.Once
+	mu     sync.Mutex
+	run    func() // the reserved worker, while its spread runs
+}
+
+func newJoinPoint() *joinPoint { return &joinPoint{opened: make(chan struct{})} }
+
+func (j *joinPoint) open(run func()) {
+	j.mu.Lock()
+	j.run = run
+	j.mu.Unlock()
+	j.once.Do(func() { close(j.opened) })
+}
+
+func (j *joinPoint) close() {
+	j.mu.Lock()
+	j.run = nil
+	j.mu.Unlock()
+}
+
+// join works as the reserved worker of the spread, once one has started,
+// until its pieces are all taken; it returns at once when done closes
+// first (the work needed no spread). Once only: the worker's state is
+// its own.
+func (j *joinPoint) join(done <-chan struct{}) {
+	select {
+	case <-j.opened:
+	case <-done:
+		return
+	}
+	j.mu.Lock()
+	run := j.run
+	j.run = nil
+	j.mu.Unlock()
+	if run != nil {
+		run()
+	}
 }
 
 // spreadWorkers is how many workers spread uses for n slots.
