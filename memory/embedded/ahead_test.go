@@ -19,8 +19,9 @@ import (
 // when the lexical side is ranked on several workers and the caller joins
 // (a namespace this size scans on every core here).
 func TestSearchAheadMatchesSearch(t *testing.T) {
-	defer func(p, c int) { parallelAbove, commonMin = p, c }(parallelAbove, commonMin)
-	parallelAbove, commonMin = 256, 256
+	defer func(p, c, d int) { parallelAbove, commonMin, densePiece = p, c, d }(parallelAbove, commonMin, densePiece)
+	parallelAbove, commonMin, densePiece = 256, 256, 256
+	joins := joined.Load()
 	ctx := context.Background()
 	d, err := Open(ctx, t.TempDir())
 	require.NoError(t, err)
@@ -67,6 +68,57 @@ func TestSearchAheadMatchesSearch(t *testing.T) {
 			require.InDelta(t, want[j].Score, got[j].Score, 1e-12)
 		}
 	}
+	require.Greater(t, joined.Load(), joins, "callers must join the lexical ranking")
+}
+
+// The vector side ranked while the lexical side ends is kept only while
+// the index has not changed at all: a memory added, or a vector set,
+// before the fusion makes it rank again.
+func TestVectorAheadRanksAgainAfterAChange(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, t.TempDir())
+	require.NoError(t, err)
+	defer d.Close()
+	ms := storetest.Corpus(300, 16)
+	require.NoError(t, d.Upsert(ctx, ms...))
+	ns := ms[0].Namespace
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i, change := range []func(vec []float32) error{
+		func(vec []float32) error { // a memory added, the closest of all
+			m := storetest.Corpus(1, 16)[0]
+			m.ID, m.Namespace, m.Vector = memory.NewID(), ns, slices.Clone(vec)
+			return d.Upsert(ctx, m)
+		},
+		func(vec []float32) error { // a memory's vector set to the query's
+			m := ms[rng.IntN(len(ms))]
+			m.Vector = slices.Clone(vec)
+			return d.SetVectors(ctx, m)
+		},
+	} {
+		text, vec := storetest.QueryFor(rng, ms[rng.IntN(len(ms))])
+		q := memory.Query{Filter: memory.Filter{Namespace: ns}, Text: text, Limit: 10}
+		d.mu.RLock()
+		ix := d.ns[ns]
+		lex := rankedAhead{ix: ix, removals: ix.removals, top: ix.lexicalSide(&q, nil)}
+		d.mu.RUnlock()
+		ahead := d.vectorAhead(ctx, &q, vec)
+		require.NotEmpty(t, ahead.top)
+		require.NoError(t, change(vec))
+		got, err := d.search(ctx, q, vec, &lex, &ahead)
+		require.NoError(t, err)
+		q.Vector = vec
+		want, err := d.Search(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, idsOf(want), idsOf(got), "change %d", i)
+	}
+}
+
+func idsOf(hits []memory.Hit) []string {
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.ID
+	}
+	return out
 }
 
 // The lexical side kept from ahead is used while no memory it saw has

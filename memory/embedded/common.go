@@ -57,10 +57,10 @@ func (ix *index) promote(id int32) {
 // BM25 would now, without the term's idf.
 func (ix *index) weigh(tf uint32, length float32) float64 {
 	avg := 1.0
-	if ix.live > 0 && ix.total > 0 {
+	if ix.live > 0 {
 		avg = float64(ix.total) / float64(ix.live)
 	}
-	return bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / avg}.score(1, tf, length)
+	return newBM25(avg).score(1, tf, length)
 }
 
 // lenOf is slot s's length; the slot being added has none in lens yet.

@@ -77,6 +77,10 @@ type index struct {
 	// ranking made at one count holds at that count for the slots it saw.
 	// Documents added since are not in it.
 	removals uint64
+	// changes counts every change of the index (an add, a removal, a
+	// vector set or dropped, a compaction): a vector ranking holds only at
+	// its count.
+	changes uint64
 
 	dim   int
 	words int       // uint64 words of sign bits per vector
@@ -170,6 +174,7 @@ func (ix *index) add(seq int64, m *memory.Memory, vec []float32) {
 // loading finds them on every core.
 func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []string) {
 	ix.remove(seq)
+	ix.changes++
 	s := int32(len(ix.meta))
 	if ix.tf == nil || len(ix.tf) > 1024 {
 		// clear costs as much as the map's largest size: one huge
@@ -256,6 +261,7 @@ func (ix *index) remove(seq int64) {
 		return
 	}
 	ix.removals++
+	ix.changes++
 	ix.total -= int64(ix.lens[s])
 	ix.live--
 	if ix.meta[s].vec {
@@ -287,6 +293,7 @@ func (ix *index) setVector(seq int64, vec []float32) {
 		ix.vecs = make([]float32, len(ix.meta)*ix.dim, room*ix.dim)
 		ix.signs = make([]uint64, len(ix.meta)*ix.words, room*ix.words)
 	}
+	ix.changes++
 	copy(ix.vecs[int(s)*ix.dim:], vec)
 	copy(ix.signs[int(s)*ix.words:], signBits(vec, ix.words))
 	if !m.vec {
@@ -298,6 +305,7 @@ func (ix *index) setVector(seq int64, vec []float32) {
 // dropVectors forgets every vector (the embedding model changed): the
 // memories stay, searchable lexically, until they are embedded again.
 func (ix *index) dropVectors() {
+	ix.changes++
 	ix.dim, ix.words, ix.nvec = 0, 0, 0
 	ix.vecs, ix.signs = nil, nil
 	for s := range ix.meta {
@@ -308,6 +316,7 @@ func (ix *index) dropVectors() {
 // compact renumbers slots to drop removed documents, and their postings.
 func (ix *index) compact() {
 	ix.removals++
+	ix.changes++
 	remap := make([]int32, len(ix.meta))
 	meta := make([]slotMeta, 0, ix.live+ix.live/4)
 	lens := make([]float32, 0, cap(meta))

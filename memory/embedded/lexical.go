@@ -51,11 +51,7 @@ func (ix *index) lexical(f *memory.Filter, text string, limit int, j *joinPoint)
 	if len(terms) == 0 || limit <= 0 {
 		return nil
 	}
-	avg := float64(ix.total) / float64(ix.live)
-	if avg == 0 {
-		avg = 1
-	}
-	bm := bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / avg}
+	bm := newBM25(float64(ix.total) / float64(ix.live))
 	rarest := int32(math.MaxInt32)
 	for _, t := range terms {
 		rarest = min(rarest, ix.post[t.id].n)
@@ -75,6 +71,14 @@ const slack = 1 + 1e-9
 // bm25 scores a term in a document: k1·(1-b) and k1·b/avg, so that the
 // length normalisation is one multiply-add.
 type bm25 struct{ c0, c1 float64 }
+
+// newBM25 is the scoring for documents of avg terms on average (0: 1).
+func newBM25(avg float64) bm25 {
+	if !(avg > 0) {
+		avg = 1
+	}
+	return bm25{c0: bm25K1 * (1 - bm25B), c1: bm25K1 * bm25B / avg}
+}
 
 // score is what a term of weight scale, found tf times in a document of
 // length terms, gives it; with a block's highest tf and shortest length,
@@ -255,8 +259,9 @@ type densePart struct {
 // the core's first cache.
 const window = 2048
 
-// densePiece is how many slots a worker of dense claims at a time.
-const densePiece = 8 * window
+// densePiece is how many slots a worker of dense claims at a time (a
+// variable for the tests).
+var densePiece = 8 * window
 
 var densePool = sync.Pool{New: func() any { return new([]densePart) }}
 

@@ -49,7 +49,10 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 		}()
 	}
 	return func(vector []float32) ([]memory.Hit, error) {
-		vec := d.vectorAhead(ctx, &q, vector)
+		var vec rankedAhead
+		if q.Text != "" {
+			vec = d.vectorAhead(ctx, &q, vector)
+		}
 		j.join(done)
 		<-done
 		return d.search(ctx, q, vector, &ahead, &vec)
@@ -73,17 +76,19 @@ func (d *DB) vectorAhead(ctx context.Context, q *memory.Query, vector []float32)
 	if d.ready() != nil || ix == nil {
 		return rankedAhead{}
 	}
-	return rankedAhead{ix: ix, removals: ix.removals, top: ix.vectorSide(q, qvec)}
+	return rankedAhead{ix: ix, removals: ix.removals, changes: ix.changes, top: ix.vectorSide(q, qvec)}
 }
 
 // rankedAhead is one side of a search ranked ahead, on ix as its removals
-// were. It holds while no slot it saw was removed: what the index gained
-// meanwhile (the turn before, stored while this question was embedded)
-// is left to the other side (the lexical side is ranked before the
-// vector is known, the vector side while the lexical one ends).
+// and changes were. The lexical side holds while no slot it saw was
+// removed: what the index gained meanwhile (the turn before, stored while
+// this question was embedded) is left to the vector side. The vector
+// side, ranked while the lexical one ends, holds only while nothing
+// changed at all; else it is ranked again at the fusion.
 type rankedAhead struct {
 	ix       *index
 	removals uint64
+	changes  uint64 // the vector side's: kept only while nothing changed
 	top      []scored
 }
 
@@ -110,7 +115,7 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 	var found []hit
 	if ahead != nil && ahead.ix == ix && ahead.removals == ix.removals {
 		var vs []scored
-		if vec != nil && vec.ix == ix && vec.removals == ix.removals {
+		if vec != nil && vec.ix == ix && vec.changes == ix.changes {
 			vs = vec.top
 		} else {
 			vs = ix.vectorSide(&q, qvec)

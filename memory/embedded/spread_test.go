@@ -68,10 +68,19 @@ func TestSpreadCoversEachSlotOnce(t *testing.T) {
 	require.Positive(t, joined, "a joiner must take pieces")
 }
 
-// A joiner whose work needed no spread returns once the work is done.
+// A joiner whose work needed no spread returns once the work is done; a
+// spread that reserves a worker then still does every piece alone.
 func TestJoinReturnsWithoutSpread(t *testing.T) {
 	j, done := newJoinPoint(), make(chan struct{})
 	close(done)
 	j.join(done)
-	spread(10, 100, 2, j, func(w, lo, hi int) {}) // after the join: no one takes the reserved worker
+	var mu sync.Mutex
+	seen := 0
+	spread(1000, 100, 2, j, func(w, lo, hi int) {
+		mu.Lock()
+		defer mu.Unlock()
+		require.Zero(t, w, "only the caller works")
+		seen += hi - lo
+	})
+	require.Equal(t, 1000, seen)
 }
