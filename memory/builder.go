@@ -56,6 +56,10 @@ type Builder struct {
 	// (chosen by cross-validation on LoCoMo, BENCHMARKS.md).
 	ContextHits        int
 	ContextHitsPer1000 float64
+	// Around is the share of its neighbours' lexical scores a raw turn
+	// takes in (Query.Around); 0 means 0.3, below 0 none (chosen by
+	// cross-validation on LoCoMo, BENCHMARKS.md).
+	Around float64
 	// EmbedTimeout bounds embedding the query on the request path; 0 means
 	// 3s. Past it the chat gets lexical memory only.
 	EmbedTimeout time.Duration

@@ -435,3 +435,29 @@ func TestBuilderSystemTokens(t *testing.T) {
 	assert.Empty(t, c.System)
 	assert.Zero(t, c.SystemTokens)
 }
+
+// queryStore records the queries searched.
+type queryStore struct {
+	memory.Store
+	got *[]memory.Query
+}
+
+func (s queryStore) Search(ctx context.Context, q memory.Query) ([]memory.Hit, error) {
+	*s.got = append(*s.got, q)
+	return s.Store.Search(ctx, q)
+}
+
+// The semantic layer's search asks for the neighbours' share: 0.3 by
+// default, none below 0, else Builder.Around.
+func TestBuilderAround(t *testing.T) {
+	_, s, tok := newBuilder(t)
+	for around, want := range map[float64]float64{0: 0.3, -1: 0, 0.7: 0.7} {
+		var got []memory.Query
+		b := memory.NewBuilder(queryStore{s, &got}, nil, tok)
+		b.Around = around
+		c := b.Recall(context.Background(), memory.Request{Namespace: "a", Messages: msgs("user", "Where does Ana live?")})
+		require.NoError(t, c.Err)
+		require.NotEmpty(t, got)
+		assert.Equal(t, want, got[0].Around, "Builder.Around %v", around)
+	}
+}

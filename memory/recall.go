@@ -20,7 +20,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	}
 	q := Query{
 		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Threshold: thr,
-		Text: lexical, Limit: min(200, c.SemanticBudget/40+10),
+		Text: lexical, Limit: min(200, c.SemanticBudget/40+10), Around: b.aroundShare(),
 	}
 	var hits []Hit
 	var err error
@@ -121,6 +121,20 @@ func (b *Builder) queryVector(ctx context.Context, query string, c *Context) []f
 		return nil
 	}
 	return v[0]
+}
+
+// defaultAround: see Builder.Around.
+const defaultAround = 0.3
+
+// aroundShare is the share of its neighbours' scores a turn takes in.
+func (b *Builder) aroundShare() float64 {
+	switch {
+	case b.Around < 0:
+		return 0
+	case b.Around == 0:
+		return defaultAround
+	}
+	return b.Around
 }
 
 // contextHits is how many of the best hits bring their neighbours, for a

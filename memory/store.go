@@ -108,6 +108,10 @@ type Query struct {
 	// Text, when set, ranks memories by BM25 over Terms(Text).
 	Text  string
 	Limit int
+	// Around, above 0, lets a raw turn's lexical score take in this share
+	// of its neighbours' (the raw turns just before and after it, within
+	// half an hour): the embedded store's lexical side; Qdrant ignores it.
+	Around float64
 }
 
 // Hit is a search result. Score is the fused rank score (higher is better);

@@ -12,8 +12,25 @@ import (
 // Grid is the retrieval choices CrossValidate chooses among: how many of
 // the best hits bring the turns around them, a fixed number (8, the
 // choice before cross-validation) or so many for each 1000 tokens of the
-// budget.
-var Grid = []Options{{ContextHits: 8}, {ContextHitsPer1000: 1}, {ContextHitsPer1000: 2}, {ContextHitsPer1000: 3}, {ContextHitsPer1000: 4}}
+// budget; each with no share of the neighbours' scores (Options.Around
+// -1, the choice before), then with each share of aroundShares.
+var Grid = withAround([]Options{{ContextHits: 8}, {ContextHitsPer1000: 1}, {ContextHitsPer1000: 2}, {ContextHitsPer1000: 3}, {ContextHitsPer1000: 4}})
+
+// aroundShares are the shares of its neighbours' lexical scores a turn
+// may take in (memory.Builder.Around).
+var aroundShares = []float64{0.3, 0.5, 0.7, 1}
+
+// withAround is base without Around, then base with each of aroundShares.
+func withAround(base []Options) []Options {
+	var out []Options
+	for _, a := range slices.Concat([]float64{-1}, aroundShares) {
+		for _, o := range base {
+			o.Around = a
+			out = append(out, o)
+		}
+	}
+	return out
+}
 
 // CV is a leave-one-conversation-out cross-validation: for each
 // conversation, the options that score best on the others, scored on it.
@@ -29,6 +46,10 @@ type CV struct {
 	// with the cross-validated choice's gain over it.
 	Defaults Baseline `json:"defaults"`
 	Before   Baseline `json:"before"`
+	// WithoutAround is the same cross-validation over the grid's options
+	// without Around, when the grid has others too, with the choice's
+	// gain over it.
+	WithoutAround *Baseline `json:"without_around,omitempty"`
 }
 
 // Baseline is fixed options on every question, and what the
@@ -100,6 +121,27 @@ func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Stor
 		return Baseline{Result: r, Gain: round(cv.EvidenceRecall - r.EvidenceRecall), GainStdError: round(eval.StdError(gains))}
 	}
 	cv.Defaults, cv.Before = baseline(len(grid)), baseline(0)
+	var without []int
+	for o, opt := range grid {
+		if opt.Around < 0 {
+			without = append(without, o)
+		}
+	}
+	if len(without) > 0 && len(without) < len(grid) {
+		sub := make([][]score, len(without))
+		for i, o := range without {
+			sub[i] = scores[o]
+		}
+		var all score
+		var gains []float64
+		for c, o := range choose(sub) {
+			s, b := scores[chosen[c]][c], sub[o][c]
+			all.add(b)
+			gains = append(gains, (s.recall-b.recall)/float64(s.questions))
+		}
+		r := all.result()
+		cv.WithoutAround = &Baseline{Result: r, Gain: round(cv.EvidenceRecall - r.EvidenceRecall), GainStdError: round(eval.StdError(gains))}
+	}
 	return cv, nil
 }
 

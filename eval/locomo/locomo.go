@@ -173,6 +173,8 @@ func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedde
 type Options struct {
 	ContextHits        int     `json:"context_hits,omitempty"`
 	ContextHitsPer1000 float64 `json:"context_hits_per_1000,omitempty"`
+	// Around is memory.Builder.Around: 0 its default, -1 none.
+	Around float64 `json:"around,omitempty"`
 }
 
 // builder is a builder of the semantic layer alone, with o.
@@ -180,7 +182,7 @@ func builder(store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer
 	b := memory.NewBuilder(store, embedder, tok)
 	b.SemanticBudget = budget
 	b.EmbedTimeout = time.Minute
-	b.ContextHits, b.ContextHitsPer1000 = o.ContextHits, o.ContextHitsPer1000
+	b.ContextHits, b.ContextHitsPer1000, b.Around = o.ContextHits, o.ContextHitsPer1000, o.Around
 	return b
 }
 

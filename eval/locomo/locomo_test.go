@@ -112,6 +112,18 @@ func TestCrossValidate(t *testing.T) {
 	assert.Equal(t, 1.0, cv.EvidenceRecall)
 	assert.Equal(t, 1.0, cv.Defaults.EvidenceRecall)
 	assert.Equal(t, 2000, cv.Budget)
+	assert.Nil(t, cv.WithoutAround, "every option of this grid is without Around")
+
+	// With the neighbours' share and without: the choice is compared with
+	// the same cross-validation over the options without it.
+	mixed := withAround(grid)
+	require.Len(t, mixed, len(grid)*(1+len(aroundShares)))
+	assert.Equal(t, -1.0, mixed[0].Around, "the choice before comes first")
+	cv, err = CrossValidate(context.Background(), convs, open(t), nil, tok, 2000, mixed)
+	require.NoError(t, err)
+	require.NotNil(t, cv.WithoutAround)
+	assert.Equal(t, 6, cv.WithoutAround.Questions)
+	assert.InDelta(t, cv.EvidenceRecall-cv.WithoutAround.EvidenceRecall, cv.WithoutAround.Gain, 1e-4)
 
 	_, err = CrossValidate(context.Background(), convs[:1], open(t), nil, tok, 2000, grid)
 	assert.ErrorContains(t, err, "two or more")

@@ -44,7 +44,8 @@ func TestSearchAheadMatchesSearch(t *testing.T) {
 		if i%3 == 1 {
 			text = strings.Join([]string{common[rng.IntN(len(common))], common[rng.IntN(len(common))]}, " ")
 		}
-		q := memory.Query{Filter: memory.Filter{Namespace: ms[0].Namespace}, Text: text, Threshold: 0.1, Limit: 1 + rng.IntN(40)}
+		q := memory.Query{Filter: memory.Filter{Namespace: ms[0].Namespace}, Text: text, Threshold: 0.1, Limit: 1 + rng.IntN(40),
+			Around: []float64{0, 0.3}[i%2]}
 		if i%5 == 0 {
 			vec = nil // lexical only
 		}

@@ -586,7 +586,11 @@ func (ix *index) lexicalSide(q *memory.Query, j *joinPoint) []scored {
 	if q.Text == "" {
 		return nil
 	}
-	return ix.lexical(&q.Filter, q.Text, depth(q), j)
+	top := ix.lexical(&q.Filter, q.Text, depth(q), j)
+	if q.Around > 0 {
+		top = ix.around(q, top, depth(q))
+	}
+	return top
 }
 
 // vectorSide is q's vector side, for qvec (normalised; nil: none).

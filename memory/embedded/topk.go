@@ -98,14 +98,17 @@ func worse(a, b scored) bool {
 // best returns the kept candidates, best first.
 func (t *topK) best() []scored {
 	out := slices.Clone(t.h)
-	slices.SortFunc(out, func(a, b scored) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return int(a.slot - b.slot)
-	})
+	slices.SortFunc(out, bestFirst)
 	return out
+}
+
+// bestFirst orders scored candidates best first, equal scores by slot.
+func bestFirst(a, b scored) int {
+	switch {
+	case a.score > b.score:
+		return -1
+	case a.score < b.score:
+		return 1
+	}
+	return int(a.slot - b.slot)
 }

@@ -1,0 +1,165 @@
+package embedded
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// A question's words are often split across two turns of a conversation:
+// one asks, the next answers. Query.Around lets a raw turn's lexical
+// score take in a share of its neighbours' (the raw turns just before
+// and after it in its namespace, within neighbourWindow): a turn next to
+// a strong match rises, and two halves of one exchange of ideas rise
+// together. Only the lexical side does this; it is exact BM25 before.
+
+// neighbourWindow is how far apart in time two turns of one conversation
+// can be (as the builder's context of a hit).
+const neighbourWindow = 30 * time.Minute
+
+// around re-ranks top, the lexical ranking of q (best first): every raw
+// turn in it, and every neighbour of one, scores its own BM25 plus
+// q.Around times that of each neighbour passing q's filter; the best
+// limit, equal scores keeping the lower slot.
+func (ix *index) around(q *memory.Query, top []scored, limit int) []scored {
+	if len(top) == 0 || ix.live == 0 {
+		return top
+	}
+	sf := compile(&q.Filter)
+	own := make(map[int32]float64, 4*len(top))
+	for _, t := range top {
+		own[t.slot] = t.score
+	}
+	nbs := make(map[int32][]int32, 3*len(top))
+	neighbours := func(s int32) []int32 {
+		n, ok := nbs[s]
+		if !ok {
+			n = ix.neighboursOf(s, &sf)
+			nbs[s] = n
+		}
+		return n
+	}
+	// The candidates: the ranked turns and their neighbours; the scores
+	// needed: theirs and their neighbours', scored together.
+	cand := make([]int32, 0, 3*len(top))
+	var unscored []int32
+	need := func(x int32) bool {
+		if _, ok := own[x]; ok {
+			return false
+		}
+		own[x] = 0
+		unscored = append(unscored, x)
+		return true
+	}
+	for _, t := range top {
+		cand = append(cand, t.slot)
+	}
+	for _, t := range top {
+		for _, x := range neighbours(t.slot) {
+			if need(x) {
+				cand = append(cand, x)
+			}
+		}
+	}
+	for _, s := range cand[len(top):] {
+		for _, x := range neighbours(s) {
+			need(x)
+		}
+	}
+	ix.scoreSlots(q.Text, unscored, own)
+	out := make([]scored, 0, len(cand))
+	for _, s := range cand {
+		v := own[s]
+		for _, x := range neighbours(s) {
+			v += q.Around * own[x]
+		}
+		if v > 0 {
+			out = append(out, scored{slot: s, score: v})
+		}
+	}
+	slices.SortFunc(out, bestFirst)
+	return out[:min(len(out), limit)]
+}
+
+// neighboursOf returns the live raw turns passing sf just before and
+// after raw slot s in time, within neighbourWindow (none for a slot of
+// another type).
+func (ix *index) neighboursOf(s int32, sf *slotFilter) []int32 {
+	raw := typeBit(memory.Raw)
+	if ix.meta[s].typ != raw {
+		return nil
+	}
+	i := ix.timePos(s)
+	ts, win := ix.meta[s].ts, int64(neighbourWindow)
+	var out []int32
+	for k := i - 1; k >= 0; k-- {
+		x := ix.slotAt(k)
+		if ts-ix.meta[x].ts > win {
+			break
+		}
+		if ix.meta[x].typ == raw {
+			if sf.ok(&ix.meta[x]) {
+				out = append(out, x)
+			}
+			break
+		}
+	}
+	for k := i + 1; k < len(ix.meta); k++ {
+		x := ix.slotAt(k)
+		if ix.meta[x].ts-ts > win {
+			break
+		}
+		if ix.meta[x].typ == raw {
+			if sf.ok(&ix.meta[x]) {
+				out = append(out, x)
+			}
+			break
+		}
+	}
+	return out
+}
+
+// timePos is slot s's place in time order (slotAt's index).
+func (ix *index) timePos(s int32) int {
+	if !ix.unordered {
+		return int(s)
+	}
+	// Equal times are in slot order (inTime puts a slot after them).
+	ts := ix.meta[s].ts
+	i := sort.Search(len(ix.byTime), func(i int) bool {
+		x := ix.byTime[i]
+		return ix.meta[x].ts > ts || ix.meta[x].ts == ts && x >= s
+	})
+	if i < len(ix.byTime) && ix.byTime[i] == s {
+		return i
+	}
+	return slices.Index(ix.byTime, s) // not found so: never left out
+}
+
+// scoreSlots sets into scores the BM25 score of each of slots for text,
+// each term's sum in the query's order (as every ranking adds); a term's
+// postings are read once, forwards.
+func (ix *index) scoreSlots(text string, slots []int32, scores map[int32]float64) {
+	if len(slots) == 0 {
+		return
+	}
+	slices.Sort(slots)
+	terms := ix.queryTerms(text)
+	bm := newBM25(float64(ix.total) / float64(ix.live))
+	sums := make([]float64, len(slots))
+	for _, t := range terms {
+		c := cursor{p: &ix.post[t.id]}
+		c.start()
+		common := ix.common[t.id]
+		for i, s := range slots {
+			if tf := tfIn(common, &c, s); tf > 0 {
+				sums[i] += bm.score(t.scale, tf, ix.lens[s])
+			}
+		}
+	}
+	for i, s := range slots {
+		scores[s] = sums[i]
+	}
+}
