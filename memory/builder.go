@@ -51,7 +51,7 @@ type Builder struct {
 	SystemPrompt func() string
 	// ContextHits is how many of the best hits bring the turns around
 	// them; 0 means ContextHitsPer1000 for each 1000 tokens of the
-	// semantic layer's budget (at least one), whose 0 means 2: a small
+	// semantic layer's budget (at least one), whose 0 means 3: a small
 	// budget is better spent on more hits, a large one on their context
 	// (chosen by cross-validation on LoCoMo, BENCHMARKS.md).
 	ContextHits        int

@@ -168,7 +168,7 @@ func (b *Builder) neighbours(ctx context.Context, hits []Hit) [][]Hit {
 // defaultContextHitsPer1000: see Builder.ContextHits. contextWindow is
 // how far apart in time two turns of one exchange can be.
 const (
-	defaultContextHitsPer1000 = 2
+	defaultContextHitsPer1000 = 3
 	contextWindow             = 30 * time.Minute
 )
 

@@ -110,13 +110,16 @@ type Query struct {
 	Limit int
 	// Around, above 0, lets a raw turn's lexical score take in this share
 	// of its neighbours' (the raw turns just before and after it, within
-	// half an hour): the embedded store's lexical side; Qdrant ignores it.
+	// half an hour): the embedded store re-ranks its lexical side's best
+	// and their neighbours so (a turn that neither ranks nor neighbours
+	// one is not lifted); Qdrant ignores it.
 	Around float64
 }
 
 // Hit is a search result. Score is the fused rank score (higher is better);
 // Cosine and Lexical are the two sides' own scores, 0 when that side did
-// not find the memory.
+// not find the memory (Lexical with Query.Around includes the neighbours'
+// share: a turn without the query's words can have one).
 type Hit struct {
 	Memory
 	Score   float64

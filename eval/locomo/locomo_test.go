@@ -112,7 +112,7 @@ func TestCrossValidate(t *testing.T) {
 	assert.Equal(t, 1.0, cv.EvidenceRecall)
 	assert.Equal(t, 1.0, cv.Defaults.EvidenceRecall)
 	assert.Equal(t, 2000, cv.Budget)
-	assert.Nil(t, cv.WithoutAround, "every option of this grid is without Around")
+	assert.Nil(t, cv.WithoutAround, "no option of this grid is without the share (Around 0 is the default's)")
 
 	// With the neighbours' share and without: the choice is compared with
 	// the same cross-validation over the options without it.

@@ -13,7 +13,10 @@ import (
 // score take in a share of its neighbours' (the raw turns just before
 // and after it in its namespace, within neighbourWindow): a turn next to
 // a strong match rises, and two halves of one exchange of ideas rise
-// together. Only the lexical side does this; it is exact BM25 before.
+// together. Only the lexical side does this, and only over its exact
+// BM25 ranking's best and their neighbours: a turn that neither ranks
+// nor neighbours one is not lifted (the exhaustive ranking with the
+// share would have to score every turn's neighbours).
 
 // neighbourWindow is how far apart in time two turns of one conversation
 // can be (as the builder's context of a hit).

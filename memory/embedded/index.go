@@ -75,7 +75,9 @@ type index struct {
 	// removals counts the changes that drop or renumber slots (a
 	// removal, an upsert of an indexed row, a compaction): a lexical
 	// ranking made at one count holds at that count for the slots it saw.
-	// Documents added since are not in it.
+	// Documents added since are not in it, nor, with Query.Around, the
+	// share they would lend a ranked neighbour: it is the ranking of the
+	// index as it was.
 	removals uint64
 	// changes counts every change of the index (an add, a removal, a
 	// vector set or dropped, a compaction): a vector ranking holds only at
