@@ -22,11 +22,11 @@ import (
 // can be (as the builder's context of a hit).
 const neighbourWindow = 30 * time.Minute
 
-// around re-ranks top, the lexical ranking of q (best first): every raw
-// turn in it, and every neighbour of one, scores its own BM25 plus
-// q.Around times that of each neighbour passing q's filter; the best
-// limit, equal scores keeping the lower slot.
-func (ix *index) around(q *memory.Query, top []scored, limit int) []scored {
+// around re-ranks top, the lexical ranking of q's terms (best first):
+// every raw turn in it, and every neighbour of one, scores its own BM25
+// plus q.Around times that of each neighbour passing q's filter; the
+// best limit, equal scores keeping the lower slot.
+func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit int) []scored {
 	if len(top) == 0 || ix.live == 0 {
 		return top
 	}
@@ -71,7 +71,9 @@ func (ix *index) around(q *memory.Query, top []scored, limit int) []scored {
 			need(x)
 		}
 	}
-	ix.scoreSlots(q.Text, unscored, own)
+	for i, score := range ix.scoresOf(terms, ix.bm25(), unscored) {
+		own[unscored[i]] = score
+	}
 	out := make([]scored, 0, len(cand))
 	for _, s := range cand {
 		v := own[s]
@@ -141,16 +143,11 @@ func (ix *index) timePos(s int32) int {
 	return slices.Index(ix.byTime, s) // not found so: never left out
 }
 
-// scoreSlots sets into scores the BM25 score of each of slots for text,
-// each term's sum in the query's order (as every ranking adds); a term's
-// postings are read once, forwards.
-func (ix *index) scoreSlots(text string, slots []int32, scores map[int32]float64) {
-	if len(slots) == 0 {
-		return
-	}
+// scoresOf returns the BM25 score of each of slots, which it sorts, for
+// terms: each sum in the terms' order (as every ranking adds), a term's
+// postings read once, forwards.
+func (ix *index) scoresOf(terms []queryTerm, bm bm25, slots []int32) []float64 {
 	slices.Sort(slots)
-	terms := ix.queryTerms(text)
-	bm := newBM25(float64(ix.total) / float64(ix.live))
 	sums := make([]float64, len(slots))
 	for _, t := range terms {
 		c := cursor{p: &ix.post[t.id]}
@@ -162,7 +159,5 @@ func (ix *index) scoreSlots(text string, slots []int32, scores map[int32]float64
 			}
 		}
 	}
-	for i, s := range slots {
-		scores[s] = sums[i]
-	}
+	return sums
 }

@@ -42,10 +42,10 @@ func (ix *index) promote(id int32) {
 		return
 	}
 	arr := make([]uint8, p.blocks[len(p.blocks)-1].last+1)
-	champs := topK{k: championCount}
+	champs, bm := topK{k: championCount}, ix.bm25()
 	p.each(func(s int32, tf uint32) {
 		arr[s] = uint8(min(tf, tfSaturated))
-		champs.offer(scored{slot: s, score: ix.weigh(tf, ix.lenOf(s))})
+		champs.offer(scored{slot: s, score: bm.score(1, tf, ix.lenOf(s))})
 	})
 	if ix.common == nil {
 		ix.common, ix.champions = map[int32][]uint8{}, map[int32]*topK{}
@@ -53,14 +53,12 @@ func (ix *index) promote(id int32) {
 	ix.common[id], ix.champions[id] = arr, &champs
 }
 
-// weigh weighs a term found tf times in a document of length terms as
-// BM25 would now, without the term's idf.
-func (ix *index) weigh(tf uint32, length float32) float64 {
-	avg := 1.0
-	if ix.live > 0 {
-		avg = float64(ix.total) / float64(ix.live)
+// bm25 is BM25's scoring for the index as it is now.
+func (ix *index) bm25() bm25 {
+	if ix.live == 0 {
+		return newBM25(1)
 	}
-	return newBM25(avg).score(1, tf, length)
+	return newBM25(float64(ix.total) / float64(ix.live))
 }
 
 // lenOf is slot s's length; the slot being added has none in lens yet.
@@ -83,7 +81,7 @@ func (ix *index) noteCommon(id int32, s int32, tf uint32) {
 		arr = append(arr, 0)
 	}
 	ix.common[id] = append(arr, uint8(min(tf, tfSaturated)))
-	ix.champions[id].offer(scored{slot: s, score: ix.weigh(tf, ix.adding)})
+	ix.champions[id].offer(scored{slot: s, score: ix.bm25().score(1, tf, ix.adding)})
 }
 
 // commonAll gives every common term its array again (after a load or a

@@ -588,9 +588,10 @@ func (ix *index) lexicalSide(q *memory.Query, j *joinPoint) []scored {
 	if q.Text == "" {
 		return nil
 	}
-	top := ix.lexical(&q.Filter, q.Text, depth(q), j)
+	terms := ix.queryTerms(q.Text)
+	top := ix.rankTerms(&q.Filter, terms, depth(q), j)
 	if q.Around > 0 {
-		top = ix.around(q, top, depth(q))
+		top = ix.around(q, terms, top, depth(q))
 	}
 	return top
 }

@@ -47,11 +47,15 @@ type termCursor struct {
 // With j, a ranking on several cores leaves one worker to whoever joins
 // (joinPoint).
 func (ix *index) lexical(f *memory.Filter, text string, limit int, j *joinPoint) []scored {
-	terms := ix.queryTerms(text)
+	return ix.rankTerms(f, ix.queryTerms(text), limit, j)
+}
+
+// rankTerms is lexical for the query's terms (queryTerms).
+func (ix *index) rankTerms(f *memory.Filter, terms []queryTerm, limit int, j *joinPoint) []scored {
 	if len(terms) == 0 || limit <= 0 {
 		return nil
 	}
-	bm := newBM25(float64(ix.total) / float64(ix.live))
+	bm := ix.bm25()
 	rarest := int32(math.MaxInt32)
 	for _, t := range terms {
 		rarest = min(rarest, ix.post[t.id].n)
@@ -346,21 +350,9 @@ func (q *denseQuery) championsFloor() float64 {
 			slots = append(slots, c.slot)
 		}
 	}
-	slices.Sort(slots) // a term's postings are sought forwards
-	cs := make([]cursor, len(q.terms))
-	for i, t := range q.terms {
-		cs[i] = cursor{p: &ix.post[t.id]}
-		cs[i].start()
-	}
 	top := topK{k: q.limit}
-	for _, s := range slots {
-		score := 0.0
-		for i, t := range q.terms {
-			if tf := tfIn(q.common[i], &cs[i], s); tf > 0 {
-				score += q.bm.score(t.scale, tf, ix.lens[s])
-			}
-		}
-		top.offer(scored{slot: s, score: score})
+	for i, score := range ix.scoresOf(q.terms, q.bm, slots) {
+		top.offer(scored{slot: slots[i], score: score})
 	}
 	if len(top.h) < q.limit {
 		return math.Inf(-1)

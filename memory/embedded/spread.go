@@ -97,13 +97,9 @@ func (j *joinPoint) join(done <-chan struct{}) {
 	j.run = nil
 	j.mu.Unlock()
 	if run != nil {
-		joined.Add(1)
 		run()
 	}
 }
-
-// joined counts the joins that found a spread to join (for the tests).
-var joined atomic.Int64
 
 // spreadWorkers is how many workers spread uses for n slots.
 func spreadWorkers(n int) int {
