@@ -15,8 +15,8 @@ import (
 
 // Writer takes finished turns off the request path and makes sure each
 // ends up in the store exactly once: Record hands a turn to a committer
-// goroutine, which commits it to the durable local queue (one transaction,
-// one fsync, for every turn that arrived meanwhile: group commit) and only
+// goroutine, which commits it to the durable local queue (one write, one
+// sync, for every turn that arrived meanwhile: group commit) and only
 // then lets Record return; a worker then
 // embeds it (if it can), upserts it by its fixed ID, and only then removes
 // it from the queue. Whatever fails is retried with backoff, also after a

@@ -187,14 +187,25 @@ func (d *DB) saveSnapshot(ctx context.Context) error {
 	}
 	d.snapMu.Lock()
 	defer d.snapMu.Unlock()
+	// Every change the snapshot holds is on disk first (a settle's
+	// transaction is not synced by itself), and none comes meanwhile: a
+	// snapshot ahead of its file, after a power cut, would be trusted once
+	// the file's generations had caught up with other changes.
+	d.wmu.Lock()
+	if err := d.syncQueue(ctx); err != nil {
+		d.wmu.Unlock()
+		return fmt.Errorf("embedded store: before the index's snapshot: %w", err)
+	}
 	d.mu.RLock()
 	if d.load.active || d.load.err != nil || d.gen == d.snapGen && fileExists(d.snapshotPath()) {
 		d.mu.RUnlock()
+		d.wmu.Unlock()
 		return nil
 	}
 	gen := d.gen
 	err := writeSnapshot(d.snapshotPath(), d.id, gen, d.ns)
 	d.mu.RUnlock()
+	d.wmu.Unlock()
 	if err != nil {
 		os.Remove(d.snapshotPath()) // a half-written one is never read, but takes room
 		return fmt.Errorf("embedded store: writing the index's snapshot: %w", err)

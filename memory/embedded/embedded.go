@@ -100,6 +100,9 @@ type DB struct {
 	snapMu  sync.Mutex
 	snapGen int64
 	bg      sync.WaitGroup // a snapshot written after the load
+
+	// j is the queue's journal, where Enqueue writes (journal.go).
+	j *journal
 }
 
 var (
@@ -180,6 +183,17 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
+	j, recs, err := openJournal(dir)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
+	}
+	d.j = j
+	if err := d.replayJournal(ctx, recs); err != nil {
+		j.f.Close()
+		db.Close()
+		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
+	}
 	d.cache.size = 8192
 	d.load.afterChunk = afterChunk
 	d.startLoad(ctx)
@@ -202,7 +216,15 @@ func (d *DB) Close() error {
 	if stale {
 		err = d.saveSnapshot(context.Background())
 	}
-	return errors.Join(err, d.rowsStmt.Close(), d.stmts.close(), d.db.Close())
+	// The journal's records into the table, synced: a clean stop leaves
+	// nothing to replay.
+	d.wmu.Lock()
+	jerr := d.syncQueue(context.Background())
+	d.wmu.Unlock()
+	if jerr != nil {
+		jerr = fmt.Errorf("embedded store: the queue's journal: %w", jerr)
+	}
+	return errors.Join(err, jerr, d.j.f.Close(), d.rowsStmt.Close(), d.stmts.close(), d.db.Close())
 }
 
 // snapshotAfter is how many changes make a snapshot worth writing at
@@ -317,7 +339,7 @@ func (d *DB) upsert(ctx context.Context, ms []memory.Memory, done []string, tx f
 	}
 	seqs := make([]int64, len(ms))
 	var gen int64
-	err := tx(ctx, func(tx *sql.Tx) error {
+	err := d.queueTx(ctx, tx, func(tx *sql.Tx) error {
 		for _, id := range done {
 			if _, err := tx.StmtContext(ctx, d.stmts.dequeue).ExecContext(ctx, id); err != nil {
 				return err
@@ -453,9 +475,9 @@ func (d *DB) deleteIDs(ctx context.Context, table string, ids []string) error {
 }
 
 // relaxedTx is tx at synchronous NORMAL: the commit is in the
-// write-ahead log, which the next commit at FULL (every other write)
-// carries to the disk with its own; a crash of vera loses nothing, a
-// power cut may lose it. The connection is back at FULL before anyone
+// write-ahead log, which the next commit at FULL (every other write, and
+// the queue's journal before it is written over) carries to the disk with
+// its own; a crash of vera loses nothing, a power cut may lose it. The connection is back at FULL before anyone
 // else has it, or is dropped.
 func (d *DB) relaxedTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	conn, err := d.db.Conn(ctx)
@@ -482,7 +504,7 @@ func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // statements are the statements every turn runs, prepared once.
 type statements struct {
-	enqueue, pending, dequeue, upsert, changes *sql.Stmt
+	enqueue, pending, dequeue, upsert, changes, mark *sql.Stmt
 }
 
 func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
@@ -493,6 +515,7 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 		{&st.enqueue, `INSERT INTO queue (id, seq, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body`},
 		{&st.pending, `SELECT id, body FROM queue ORDER BY seq, id LIMIT ?`},
 		{&st.dequeue, `DELETE FROM queue WHERE id = ?`},
+		{&st.mark, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`},
 		{&st.upsert, `INSERT INTO memories (id, namespace, type, text, ts, model, metadata, tokens, vector)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT(id) DO UPDATE SET namespace=excluded.namespace, type=excluded.type, text=excluded.text,
@@ -510,7 +533,7 @@ func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
 
 func (st *statements) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{st.enqueue, st.pending, st.dequeue, st.upsert, st.changes} {
+	for _, s := range []*sql.Stmt{st.enqueue, st.pending, st.dequeue, st.upsert, st.changes, st.mark} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,38 +85,85 @@ func decodeQueued(body []byte) (memory.Memory, error) {
 }
 
 // Enqueue commits memories to the durable queue; it returns once they are
-// on disk.
+// on disk, in the queue's journal (journal.go).
 func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	for i := range ms {
-		if err := ms[i].Validate(); err != nil {
+	rs := make([]journaled, len(ms))
+	now := time.Now().UnixNano()
+	for i, m := range ms {
+		if err := m.Validate(); err != nil {
 			return err
 		}
-	}
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	err := d.tx(ctx, func(tx *sql.Tx) error {
-		for _, m := range ms {
-			b, err := encodeQueued(m)
-			if err != nil {
-				return fmt.Errorf("memory %s: %w", m.ID, err)
-			}
-			if _, err := tx.StmtContext(ctx, d.stmts.enqueue).ExecContext(ctx, m.ID, time.Now().UnixNano(), string(b)); err != nil {
-				return err
-			}
+		b, err := encodeQueued(m)
+		if err != nil {
+			return fmt.Errorf("memory %s: %w", m.ID, err)
 		}
-		return nil
-	})
-	if err != nil {
+		rs[i] = journaled{at: now + int64(i), id: m.ID, body: b} // in the batch's order
+	}
+	if err := d.enqueue(ctx, rs); err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
 	return nil
 }
 
+// enqueue writes rs to the journal, or, when it is full, syncs the table
+// (which then holds every record in it) and writes them at its start.
+func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.j.mu.Lock()
+	err := d.j.write(rs)
+	d.j.mu.Unlock()
+	if !errors.Is(err, errJournalFull) {
+		return err
+	}
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if !fits(rs) {
+		// Larger than the whole journal: into the table, at FULL.
+		return d.queueTx(ctx, d.tx, func(tx *sql.Tx) error {
+			st := tx.StmtContext(ctx, d.stmts.enqueue)
+			for _, r := range rs {
+				if _, err := st.ExecContext(ctx, r.id, r.at, string(r.body)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for {
+		if err := d.syncQueue(ctx); err != nil {
+			return err
+		}
+		d.j.mu.Lock()
+		// Another Enqueue may have written meanwhile, where there was
+		// room: its records must reach the table before they are
+		// written over.
+		if len(d.j.pending) == 0 {
+			d.j.off = 0
+			err := d.j.write(rs)
+			d.j.mu.Unlock()
+			return err
+		}
+		d.j.mu.Unlock()
+	}
+}
+
 // Pending returns up to limit queued memories, oldest first.
 func (d *DB) Pending(ctx context.Context, limit int) ([]memory.Memory, error) {
+	if d.j.waiting() > 0 {
+		// The journal's records first, in a transaction that need not
+		// be synced: the journal holds them until one is.
+		d.wmu.Lock()
+		err := d.queueTx(ctx, d.relaxedTx, nil)
+		d.wmu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+	}
 	rows, err := d.stmts.pending.QueryContext(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
@@ -143,7 +191,16 @@ func (d *DB) Done(ctx context.Context, ids ...string) error {
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	if err := d.deleteIDs(ctx, "queue", ids); err != nil {
+	err := d.queueTx(ctx, d.tx, func(tx *sql.Tx) error {
+		st := tx.StmtContext(ctx, d.stmts.dequeue)
+		for _, id := range ids {
+			if _, err := st.ExecContext(ctx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("queue done: %w", err)
 	}
 	return nil
@@ -151,9 +208,12 @@ func (d *DB) Done(ctx context.Context, ids ...string) error {
 
 // Len counts the queued memories.
 func (d *DB) Len(ctx context.Context) (int, error) {
+	// Under wmu: a record moves from the journal to the table under it.
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
 	var n int
 	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM queue`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("queue: %w", err)
 	}
-	return n, nil
+	return n + d.j.waiting(), nil
 }

@@ -1,0 +1,17 @@
+package embedded
+
+import (
+	"os"
+	"syscall"
+)
+
+// fdatasync writes f's data to the disk, and of its metadata only what
+// reading the data needs.
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// diskCopy copies what an open store has written to its files (the
+// database, its write-ahead log, the queue's journal), as a kill -9 would
+// leave them, into a new directory. files limits it to some of them.
+func diskCopy(t *testing.T, dir string, files ...string) string {
+	t.Helper()
+	if len(files) == 0 {
+		files = []string{FileName, FileName + "-wal", JournalName}
+	}
+	out := t.TempDir()
+	copyInto(t, dir, out, files...)
+	return out
+}
+
+func copyInto(t *testing.T, from, to string, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(from, f))
+		if os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(to, f), b, 0o600))
+	}
+}
+
+// openQuiet opens the store in dir once the snapshot its load writes in
+// the background is written: that snapshot syncs the queue first, moving
+// the journal's records into the table at a time of its own.
+func openQuiet(t *testing.T, dir string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), dir)
+	require.NoError(t, err)
+	db.bg.Wait()
+	return db
+}
+
+func turn(i int, text string) memory.Memory {
+	return memory.Memory{
+		ID: memory.NewID(), Namespace: "u", Type: memory.Raw, Time: time.Unix(int64(1_700_000_000+i), 0).UTC(),
+		Text: fmt.Sprintf("User: turn %d\nAssistant: %s", i, text),
+	}
+}
+
+func pendingIDs(t *testing.T, db *DB) []string {
+	t.Helper()
+	ms, err := db.Pending(context.Background(), 1<<20)
+	require.NoError(t, err)
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// A turn Enqueue acknowledged is in the journal only (nothing has read
+// the queue since): killed there, the next start puts it in the queue,
+// every field intact and in order.
+func TestJournalReplaysAcknowledgedTurns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	full := fullMemory(t)
+	a, b := turn(1, "first"), turn(2, "second")
+	require.NoError(t, db.Enqueue(ctx, full))
+	require.NoError(t, db.Enqueue(ctx, a, b))
+	require.Equal(t, 3, db.j.waiting(), "the turns must wait in the journal, not in the table")
+
+	after, err := Open(ctx, diskCopy(t, dir))
+	require.NoError(t, err)
+	defer after.Close()
+	got, err := after.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, full, got[0])
+	assert.Equal(t, []string{a.ID, b.ID}, []string{got[1].ID, got[2].ID})
+	n, err := after.Len(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+}
+
+// A turn taken off the queue in a synced transaction never comes back
+// from the journal, though its record is still there.
+func TestJournalNeverBringsBackADoneTurn(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	a, b := turn(1, "forgotten"), turn(2, "kept")
+	require.NoError(t, db.Enqueue(ctx, a, b))
+	require.NoError(t, db.Done(ctx, a.ID))
+	require.NoError(t, db.Upsert(ctx, turn(3, "a later write")))
+
+	after, err := Open(ctx, diskCopy(t, dir))
+	require.NoError(t, err)
+	defer after.Close()
+	assert.Equal(t, []string{b.ID}, pendingIDs(t, after))
+}
+
+// The table's file may lag the journal after a power cut (a settle's
+// transaction is not synced): the turns after the last synced mark come
+// back, those before it do not.
+func TestJournalReplaysWhatTheFileLost(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	a, b, c := turn(1, "done"), turn(2, "settled, not synced"), turn(3, "queued")
+	require.NoError(t, db.Enqueue(ctx, a))
+	require.NoError(t, db.Done(ctx, a.ID)) // synced
+	disk := diskCopy(t, dir, FileName, FileName+"-wal")
+	require.NoError(t, db.Enqueue(ctx, b))
+	_, err := db.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, db.Settle(ctx, []memory.Memory{b}, []string{b.ID}))
+	require.NoError(t, db.Enqueue(ctx, c))
+	copyInto(t, dir, disk, JournalName)
+
+	after, err := Open(ctx, disk)
+	require.NoError(t, err)
+	defer after.Close()
+	assert.Equal(t, []string{b.ID, c.ID}, pendingIDs(t, after))
+}
+
+// A journal cut or damaged anywhere in its last record gives back the
+// records before it, and the store opens.
+func TestJournalTornRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	ms := []memory.Memory{turn(1, "one"), turn(2, "two"), turn(3, "three")}
+	for _, m := range ms {
+		require.NoError(t, db.Enqueue(ctx, m))
+	}
+	disk := diskCopy(t, dir)
+	j, err := os.ReadFile(filepath.Join(disk, JournalName))
+	require.NoError(t, err)
+	recs := parseJournal(j)
+	require.Len(t, recs, 3)
+	start := 0
+	for _, r := range recs[:2] {
+		start += journalHeader + len(r.body)
+	}
+	end := start + journalHeader + len(recs[2].body)
+	want := []string{ms[0].ID, ms[1].ID}
+	for cut := start; cut < end; cut++ {
+		if cut-start >= journalHeader && (cut-start)%8 != 0 {
+			continue // every byte of the header, every eighth of the body
+		}
+		for _, how := range []string{"zeroed", "flipped"} {
+			torn := t.TempDir()
+			copyInto(t, disk, torn, FileName, FileName+"-wal")
+			b := append([]byte(nil), j...)
+			if how == "zeroed" {
+				clear(b[cut:end])
+			} else {
+				b[cut] ^= 0x10
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(torn, JournalName), b, 0o600))
+			after, err := Open(ctx, torn)
+			require.NoError(t, err, "%s at byte %d", how, cut-start)
+			assert.Equal(t, want, pendingIDs(t, after), "%s at byte %d", how, cut-start)
+			require.NoError(t, after.Close())
+		}
+	}
+	// A journal cut short (a file of an older size) reads the same.
+	torn := t.TempDir()
+	copyInto(t, disk, torn, FileName, FileName+"-wal")
+	require.NoError(t, os.WriteFile(filepath.Join(torn, JournalName), j[:start+5], 0o600))
+	after, err := Open(ctx, torn)
+	require.NoError(t, err)
+	defer after.Close()
+	assert.Equal(t, want, pendingIDs(t, after))
+}
+
+// The journal is written over from its start many times, by writers at
+// once; whenever it is killed, the queue is what was acknowledged less
+// what was done.
+func TestJournalWrapsAround(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a few dozen megabytes")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	big := strings.Repeat("a long answer ", 4000) // 56 KB: the journal wraps every 75 turns
+	var mu sync.Mutex
+	want := map[string]bool{}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				m := turn(w*1000+i, big)
+				if !assert.NoError(t, db.Enqueue(ctx, m)) {
+					return
+				}
+				mu.Lock()
+				want[m.ID] = true
+				mu.Unlock()
+				if i%3 == 0 {
+					assert.NoError(t, db.Done(ctx, m.ID))
+					mu.Lock()
+					delete(want, m.ID)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Greater(t, db.j.next, uint64(400))
+	after, err := Open(ctx, diskCopy(t, dir))
+	require.NoError(t, err)
+	defer after.Close()
+	got := map[string]bool{}
+	for _, id := range pendingIDs(t, after) {
+		got[id] = true
+	}
+	assert.Equal(t, want, got)
+}
+
+// A batch larger than the whole journal goes to the table directly.
+func TestJournalTooSmallForTheBatch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	small := turn(0, "first")
+	require.NoError(t, db.Enqueue(ctx, small))
+	var batch []memory.Memory
+	for i := range 5 {
+		batch = append(batch, turn(i+1, strings.Repeat("x", journalSize/4)))
+	}
+	require.NoError(t, db.Enqueue(ctx, batch...))
+	after, err := Open(ctx, diskCopy(t, dir))
+	require.NoError(t, err)
+	defer after.Close()
+	ids := pendingIDs(t, after)
+	require.Len(t, ids, 6)
+	assert.Equal(t, small.ID, ids[0])
+}
+
+// A clean stop leaves nothing in the journal to replay.
+func TestJournalEmptyAfterClose(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
+	require.NoError(t, err)
+	m := turn(1, "x")
+	require.NoError(t, db.Enqueue(ctx, m))
+	require.NoError(t, db.Close())
+	again, err := Open(ctx, dir)
+	require.NoError(t, err)
+	defer again.Close()
+	assert.Zero(t, again.j.waiting(), "nothing replayed")
+	assert.Equal(t, []string{m.ID}, pendingIDs(t, again))
+	// The records written from then on are numbered after the mark, so
+	// that they are replayed.
+	n := turn(2, "y")
+	require.NoError(t, again.Enqueue(ctx, n))
+	last, err := Open(ctx, diskCopy(t, dir))
+	require.NoError(t, err)
+	defer last.Close()
+	assert.Equal(t, []string{m.ID, n.ID}, pendingIDs(t, last))
+}
