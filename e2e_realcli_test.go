@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // realOllamaCLI is the ollama binary named by VERA_TEST_OLLAMA_BIN; the
@@ -31,16 +32,6 @@ func realOllamaCLI(t *testing.T) string {
 	require.NoError(t, err, "VERA_TEST_OLLAMA_BIN")
 	require.False(t, info.IsDir(), "VERA_TEST_OLLAMA_BIN is a directory: %s", bin)
 	return bin
-}
-
-// closedPortURL is an http URL on 127.0.0.1 where nothing listens.
-func closedPortURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	u := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return u
 }
 
 // ollamaCLI runs the ollama CLI against host (OLLAMA_HOST) with its own
@@ -95,7 +86,7 @@ func bodilessHeartbeat(t *testing.T, veraAddr string) string {
 // heartbeat fails that half, and the test no longer guards the fix).
 func TestRealCLIShowsWhyOllamaIsUnreachable(t *testing.T) {
 	bin := realOllamaCLI(t)
-	dead := closedPortURL(t)
+	dead := "http://" + ollamatest.DeadAddr(t)
 	p := runInProcess(t, "VERA_OLLAMA_URL="+dead)
 	before := bodilessHeartbeat(t, p.addr)
 

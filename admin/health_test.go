@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // newFakeOllama returns an Ollama that answers its version.
@@ -41,16 +41,6 @@ func startAdmin(t *testing.T, upstream string, configure func(*Server)) string {
 	srv := httptest.NewServer(handler(s))
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-// deadAddr returns an address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 // getHealth returns /healthz as raw text and decoded.
@@ -120,7 +110,7 @@ func TestHealthzEmbedderIsDownWithOllama(t *testing.T) {
 func TestHealthzHidesSecretsOfTheOllamaURL(t *testing.T) {
 	up := newFakeOllama(t)
 	host := strings.TrimPrefix(up.URL, "http://")
-	dead := deadAddr(t)
+	dead := ollamatest.DeadAddr(t)
 	memHealth := func(context.Context) (StoreHealth, EmbedderHealth) {
 		// The embedder's error quotes the URL it posted to.
 		return StoreHealth{OK: true, Backend: "embedded"}, EmbedderHealth{Model: "nomic-embed-text",
@@ -150,7 +140,7 @@ func TestProbeOllama(t *testing.T) {
 	}))
 	t.Cleanup(failing.Close)
 	up := newFakeOllama(t)
-	dead := deadAddr(t)
+	dead := ollamatest.DeadAddr(t)
 	tests := []struct {
 		name, base string
 		ok         bool

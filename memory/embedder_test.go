@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // embedAnswer is a fake Ollama whose /api/embed answers status and body.
@@ -49,10 +49,7 @@ func TestOllamaEmbedder(t *testing.T) {
 }
 
 func TestOllamaEmbedderFailuresAreUnavailable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	require.NoError(t, ln.Close())
+	dead := &url.URL{Scheme: "http", Host: ollamatest.DeadAddr(t)}
 
 	tests := []struct {
 		name   string

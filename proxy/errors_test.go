@@ -16,20 +16,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
-// deadAddr returns an address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 func TestUpstreamErrorHidesSecretsOfTheOllamaURL(t *testing.T) {
-	dead := deadAddr(t)
+	dead := ollamatest.DeadAddr(t)
 	base := startVera(t, "http://user:s3cret@"+dead+"?token=t0ken-secret", nil)
 	for _, path := range []string{"/api/chat", "/api/generate", "/v1/chat/completions"} {
 		t.Run(path, func(t *testing.T) {

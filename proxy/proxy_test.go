@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -334,11 +334,7 @@ func TestErrorRecordStartsOnAFreshLine(t *testing.T) {
 }
 
 func TestUpstreamDown(t *testing.T) {
-	// A port nothing listens on.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := "http://" + ln.Addr().String()
-	require.NoError(t, ln.Close())
+	dead := "http://" + ollamatest.DeadAddr(t)
 	base := startVera(t, dead, nil)
 
 	tests := []struct {
@@ -377,7 +373,7 @@ func TestUpstreamDown(t *testing.T) {
 	// not "something went wrong".
 	oc := api.NewClient(mustURL(t, base), http.DefaultClient)
 	require.NoError(t, oc.Heartbeat(context.Background()))
-	_, err = oc.List(context.Background())
+	_, err := oc.List(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ollama unreachable at "+dead)
 

@@ -301,10 +301,7 @@ func TestSecretsInTheOllamaURLStayHidden(t *testing.T) {
 		assert.Contains(t, out, "ok   ollama: "+shown+", version 0.12.3")
 		_ = code // the curator model is missing here; only what is shown matters
 
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		dead := ln.Addr().String()
-		ln.Close()
+		dead := ollamatest.DeadAddr(t)
 		code, out, _ = runVera(t, checkEnv(t, "http://user:s3cret@"+dead+"?api_key=k3y-secret"), "check")
 		assert.Equal(t, 1, code)
 		hidden(t, "vera check, Ollama down", out)

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,16 @@ func stdioCall(t *testing.T, s *sdk.ClientSession, tool string, args map[string]
 		b, _ := json.Marshal(res.StructuredContent)
 		require.NoError(t, json.Unmarshal(b, out))
 	}
+}
+
+// freeAddr is a loopback address nothing listens on now, for a vera
+// started later to listen on.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // `vera mcp` over stdio: with no vera running it works on the embedded

@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,15 +15,6 @@ import (
 	"github.com/vera-proxy/vera/memory/qdrant/qdranttest"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
-
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // cliMemory is a MEMORY as `vera memories ... --json` prints it.
 type cliMemory struct {
@@ -123,11 +113,11 @@ func memoriesRoundTrip(t *testing.T, env []string, via ...string) {
 func TestMemoriesCommandOnTheStore(t *testing.T) {
 	up := ollamatest.New(t)
 	t.Run("embedded", func(t *testing.T) {
-		memoriesRoundTrip(t, []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t)})
+		memoriesRoundTrip(t, []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + ollamatest.DeadAddr(t)})
 	})
 	t.Run("qdrant", func(t *testing.T) {
 		url := qdranttest.URL(t, os.Getenv("VERA_TEST_QDRANT_URL"))
-		memoriesRoundTrip(t, []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t),
+		memoriesRoundTrip(t, []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + ollamatest.DeadAddr(t),
 			"VERA_QDRANT_URL=" + url, fmt.Sprintf("VERA_QDRANT_COLLECTION=cli_%d", time.Now().UnixNano())})
 	})
 }
@@ -160,10 +150,10 @@ func TestMemoriesCommandThroughRunningVera(t *testing.T) {
 
 	// The default address is not where this vera listens, and its store
 	// is taken: the command says so rather than opening it twice.
-	code, _, stderr = runVera(t, append(env, "VERA_LISTEN="+freeAddr(t)), "memories", "list")
+	code, _, stderr = runVera(t, append(env, "VERA_LISTEN="+ollamatest.DeadAddr(t)), "memories", "list")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "--url")
-	code, _, stderr = runVera(t, env, "memories", "list", "--url", "http://"+freeAddr(t))
+	code, _, stderr = runVera(t, env, "memories", "list", "--url", "http://"+ollamatest.DeadAddr(t))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "no vera at")
 }
@@ -172,7 +162,7 @@ func TestMemoriesCommandThroughRunningVera(t *testing.T) {
 // the listed ones, then how many more, and the exit message counts all.
 func TestMemoriesImportReportsAtMost100BadLines(t *testing.T) {
 	up := ollamatest.New(t)
-	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + freeAddr(t)}
+	env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + t.TempDir(), "VERA_LISTEN=" + ollamatest.DeadAddr(t)}
 	file := filepath.Join(t.TempDir(), "bad.jsonl")
 	body := `{"namespace":"carol","type":"curated","text":"Carol likes tea."}` + "\n" + strings.Repeat("{oops\n", 150)
 	require.NoError(t, os.WriteFile(file, []byte(body), 0o644))
