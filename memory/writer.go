@@ -233,7 +233,7 @@ func (w *Writer) counted(batch []Memory) {
 }
 
 // commit moves recorded turns into the durable queue, batching whatever
-// has arrived together into one transaction (one fsync), and tells each
+// has arrived together into one write (one sync), and tells each
 // turn's Record when it is on disk.
 func (w *Writer) commit() {
 	defer w.done.Done()

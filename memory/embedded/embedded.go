@@ -183,13 +183,13 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
-	j, recs, err := openJournal(dir)
+	j, jfile, err := openJournal(dir)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
 	}
 	d.j = j
-	if err := d.replayJournal(ctx, recs); err != nil {
+	if err := d.replayJournal(ctx, jfile); err != nil {
 		j.f.Close()
 		db.Close()
 		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
@@ -219,7 +219,7 @@ func (d *DB) Close() error {
 	// The journal's records into the table, synced: a clean stop leaves
 	// nothing to replay.
 	d.wmu.Lock()
-	jerr := d.syncQueue(context.Background())
+	jerr := d.closeJournal(context.Background())
 	d.wmu.Unlock()
 	if jerr != nil {
 		jerr = fmt.Errorf("embedded store: the queue's journal: %w", jerr)
@@ -303,10 +303,11 @@ func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
 
 // Settle stores memories the writer took from the durable queue, and
 // takes done off the queue, in one transaction that is not waited onto
-// the disk (memory.Settler): the queue keeps the turns until a later
-// commit (the next turn's, any edit's) carries this one to the disk, and
-// if power fails first they are stored again from the queue. A chat's
-// commit then no longer waits behind the fsyncs of the turn before.
+// the disk (memory.Settler): the queue (its journal, or its table) keeps
+// the turns until a later synced commit (any edit's, a new round of the
+// journal's) carries this one to the disk, and if power fails first they
+// are stored again from the queue. A chat's commit then never waits
+// behind the fsyncs of the turn before.
 func (d *DB) Settle(ctx context.Context, ms []memory.Memory, done []string) error {
 	if len(ms) == 0 && len(done) == 0 {
 		return nil
@@ -459,19 +460,6 @@ func seqOf(row *sql.Row) (seq int64, ok bool, err error) {
 		return 0, false, nil
 	}
 	return seq, err == nil, err
-}
-
-// deleteIDs deletes rows of table by id in one transaction; the caller
-// holds wmu.
-func (d *DB) deleteIDs(ctx context.Context, table string, ids []string) error {
-	return d.tx(ctx, func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE id = ?`, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // relaxedTx is tx at synchronous NORMAL: the commit is in the

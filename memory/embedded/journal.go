@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,11 +29,20 @@ import (
 // transaction holds every record in it, so a record is in the journal,
 // or in the table on disk, or both.
 //
-// A record is its payload's length (4 bytes), a CRC-32C of what follows
-// (4), its sequence number (8), the time it was queued (8, nanoseconds),
-// then the payload: the queue row's body. Records follow each other with
-// sequence numbers one apart; a reader stops at the first one that is
-// torn, zero (the file's unused end) or out of sequence (an older round's).
+// Each round of the file (from its start to where it is written over
+// again) has an epoch, a random number the table's file keeps (meta
+// 'queue_journal_epoch'), written in the synced transaction that begins
+// the round; a record's checksum is seeded with it. A journal beside
+// another file than its own (a vera.db restored from a backup, or removed
+// to start over) or left from an older round is read as empty, so it
+// never brings back a turn that file no longer queues.
+//
+// A record is its payload's length (4 bytes), a CRC-32C of the epoch and
+// what follows (4), its sequence number (8), the time it was queued (8,
+// nanoseconds), then the payload: the queue row's body. Records follow
+// each other with sequence numbers one apart; a reader stops at the first
+// one that is torn, zero (the file's unused end), of another epoch or out
+// of sequence.
 
 // JournalName is the queue journal's file in the data directory.
 const JournalName = "vera.queue"
@@ -42,8 +52,10 @@ const (
 	// 2 KB between two syncs of the queue table.
 	journalSize   = 4 << 20
 	journalHeader = 24
-	// journalMark is the meta key of the last record the table holds.
-	journalMark = "queue_journal"
+	// journalMark is the meta key of the last record the table holds,
+	// journalEpoch that of the round's epoch.
+	journalMark  = "queue_journal"
+	journalEpoch = "queue_journal_epoch"
 )
 
 // journaled is one record: a queued memory on its way to the table.
@@ -59,16 +71,20 @@ type journal struct {
 	f *os.File
 
 	mu      sync.Mutex
+	epoch   uint64      // this round's, seeding every record's checksum
 	off     int64       // where the next record goes
+	dirty   int64       // the file is zero from here on
 	next    uint64      // the next record's sequence number
 	applied uint64      // the last record the table holds (in a transaction that may not be synced yet)
 	pending []journaled // synced to the journal, not yet in the table, in order
+	moving  int         // taken from pending, in a transaction not yet over (Len)
 	buf     []byte
 }
 
 // openJournal opens (creating it at its full size) the journal in dir and
-// returns it with the records it holds, oldest first.
-func openJournal(dir string) (*journal, []journaled, error) {
+// returns it with what it holds, to read (parseJournal) once its epoch is
+// known.
+func openJournal(dir string) (*journal, []byte, error) {
 	path := filepath.Join(dir, JournalName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -96,7 +112,11 @@ func openJournal(dir string) (*journal, []journaled, error) {
 			return nil, nil, err
 		}
 	}
-	return &journal{f: f}, parseJournal(b), nil
+	dirty := int64(len(b))
+	for dirty > 0 && b[dirty-1] == 0 {
+		dirty--
+	}
+	return &journal{f: f, dirty: dirty}, b, nil
 }
 
 // syncDir makes a new file's name durable.
@@ -112,8 +132,8 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// parseJournal reads the run of records at the start of b.
-func parseJournal(b []byte) []journaled {
+// parseJournal reads the run of records of epoch at the start of b.
+func parseJournal(b []byte, epoch uint64) []journaled {
 	var out []journaled
 	for off := 0; len(b)-off >= journalHeader; {
 		h := b[off : off+journalHeader]
@@ -122,7 +142,7 @@ func parseJournal(b []byte) []journaled {
 			break
 		}
 		rec := b[off+8 : off+journalHeader+n]
-		if crc32.Checksum(rec, castagnoli) != binary.LittleEndian.Uint32(h[4:]) {
+		if checksum(epoch, rec) != binary.LittleEndian.Uint32(h[4:]) {
 			break
 		}
 		seq := binary.LittleEndian.Uint64(h[8:])
@@ -136,15 +156,22 @@ func parseJournal(b []byte) []journaled {
 	return out
 }
 
-// appendRecord adds a record to buf.
-func appendRecord(buf []byte, r journaled) []byte {
+// checksum is a record's: of its epoch, then of rec.
+func checksum(epoch uint64, rec []byte) uint32 {
+	var e [8]byte
+	binary.LittleEndian.PutUint64(e[:], epoch)
+	return crc32.Update(crc32.Checksum(e[:], castagnoli), castagnoli, rec)
+}
+
+// appendRecord adds a record of epoch to buf.
+func appendRecord(buf []byte, epoch uint64, r journaled) []byte {
 	start := len(buf)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(r.body)))
 	buf = binary.LittleEndian.AppendUint32(buf, 0)
 	buf = binary.LittleEndian.AppendUint64(buf, r.seq)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(r.at))
 	buf = append(buf, r.body...)
-	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+8:], castagnoli))
+	binary.LittleEndian.PutUint32(buf[start+4:], checksum(epoch, buf[start+8:]))
 	return buf
 }
 
@@ -158,21 +185,24 @@ func (j *journal) write(rs []journaled) error {
 	buf := j.buf[:0]
 	for i := range rs {
 		rs[i].seq = j.next + uint64(i)
-		buf = appendRecord(buf, rs[i])
+		buf = appendRecord(buf, j.epoch, rs[i])
 	}
 	j.buf = buf
 	if j.off+int64(len(buf)) > journalSize {
 		return errJournalFull
 	}
+	// Numbers are never given twice, even to a write that failed (and
+	// is written over): a stale tail can never continue a sequence.
+	j.next += uint64(len(rs))
+	j.dirty = max(j.dirty, j.off+int64(len(buf)))
 	if _, err := j.f.WriteAt(buf, j.off); err != nil {
-		return err
+		return fmt.Errorf("writing the queue's journal: %w", err)
 	}
 	if err := fdatasync(j.f); err != nil {
 		// What was written is not known to be on disk: write over it.
-		return err
+		return fmt.Errorf("syncing the queue's journal: %w", err)
 	}
 	j.off += int64(len(buf))
-	j.next += uint64(len(rs))
 	j.pending = append(j.pending, rs...)
 	return nil
 }
@@ -186,53 +216,57 @@ func fits(rs []journaled) bool {
 	return n <= journalSize
 }
 
-// take hands the caller every pending record, to put in the table; give
-// them back with putBack when its transaction fails.
+// take hands the caller every pending record, to put in the table; moved
+// ends their move.
 func (j *journal) take() []journaled {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p := j.pending
 	j.pending = nil
+	j.moving += len(p)
 	return p
 }
 
-// putBack returns records a failed transaction did not put in the table.
-func (j *journal) putBack(p []journaled) {
-	if len(p) == 0 {
-		return
-	}
+// moved ends the move of p: in the table (ok), or back in pending.
+func (j *journal) moved(p []journaled, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.pending = append(p, j.pending...)
+	j.moving -= len(p)
+	if !ok {
+		j.pending = append(p, j.pending...)
+	} else if len(p) > 0 {
+		j.applied = p[len(p)-1].seq
+	}
 }
 
-// waiting counts the records not yet in the table.
+// waiting counts the records not yet in the table, and those on their
+// way there.
 func (j *journal) waiting() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return len(j.pending)
+	return len(j.pending) + j.moving
 }
 
-// drain puts the journal's pending records into the queue table within tx
-// and moves the mark past them, always writing the mark, so that a
-// transaction at FULL that drains makes the mark durable. It returns what
-// it took, for putBack when tx fails; the caller holds wmu.
+// drain puts the journal's pending records into the queue table within
+// tx (record) and returns them, for moved; the caller holds wmu.
 func (d *DB) drain(ctx context.Context, tx *sql.Tx) ([]journaled, error) {
 	p := d.j.take()
-	st := tx.StmtContext(ctx, d.stmts.enqueue)
-	for _, r := range p {
-		if _, err := st.ExecContext(ctx, r.id, r.at, string(r.body)); err != nil {
-			return p, err
-		}
+	return p, d.record(ctx, tx, p, d.j.appliedMark())
+}
+
+// record inserts p into the queue table within tx and moves the mark past
+// them (from applied), always writing the mark: a transaction that
+// writes nothing is not synced, nor would it carry the relaxed ones
+// before it to the disk.
+func (d *DB) record(ctx context.Context, tx *sql.Tx, p []journaled, applied uint64) error {
+	if err := d.insert(ctx, tx, p); err != nil {
+		return err
 	}
-	mark := d.j.appliedMark()
 	if len(p) > 0 {
-		mark = p[len(p)-1].seq
+		applied = p[len(p)-1].seq
 	}
-	if _, err := tx.StmtContext(ctx, d.stmts.mark).ExecContext(ctx, journalMark, strconv.FormatUint(mark, 10)); err != nil {
-		return p, err
-	}
-	return p, nil
+	_, err := tx.StmtContext(ctx, d.stmts.mark).ExecContext(ctx, journalMark, strconv.FormatUint(applied, 10))
+	return err
 }
 
 func (j *journal) appliedMark() uint64 {
@@ -255,16 +289,8 @@ func (d *DB) queueTx(ctx context.Context, txf func(context.Context, func(*sql.Tx
 		}
 		return nil
 	})
-	if err != nil {
-		d.j.putBack(took)
-		return err
-	}
-	if len(took) > 0 {
-		d.j.mu.Lock()
-		d.j.applied = took[len(took)-1].seq
-		d.j.mu.Unlock()
-	}
-	return nil
+	d.j.moved(took, err == nil)
+	return err
 }
 
 // syncQueue drains the journal in a transaction at FULL, which carries
@@ -274,20 +300,78 @@ func (d *DB) syncQueue(ctx context.Context) error {
 	return d.queueTx(ctx, d.tx, nil)
 }
 
-// replayJournal puts the journal's records after the table's mark into
-// the table, syncs it, and starts the journal over; at start, before
-// anything reads the queue.
-func (d *DB) replayJournal(ctx context.Context, recs []journaled) error {
-	var mark uint64
-	var s string
-	switch err := d.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, journalMark).Scan(&s); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return err
-	default:
-		if mark, err = strconv.ParseUint(s, 10, 64); err != nil {
-			return fmt.Errorf("the queue journal's mark %q: %w", s, err)
+// insert puts rs into the queue table within tx.
+func (d *DB) insert(ctx context.Context, tx *sql.Tx, rs []journaled) error {
+	st := tx.StmtContext(ctx, d.stmts.enqueue)
+	for _, r := range rs {
+		if _, err := st.ExecContext(ctx, r.id, r.at, string(r.body)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// newRound begins a round of the journal: in one transaction at FULL, it
+// drains it (the table then holds every record of the file, on disk) and
+// writes a new epoch, which the records from the file's start on are
+// written with. It holds j.mu throughout, so that no record is written
+// meanwhile with the old epoch and left out of the transaction; the
+// caller holds wmu, so no other drain is under way.
+func (d *DB) newRound(ctx context.Context) error {
+	epoch := rand.Uint64() | 1 // never 0, which no file holds
+	j := d.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p := j.pending
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		if err := d.record(ctx, tx, p, j.applied); err != nil {
+			return err
+		}
+		_, err := tx.StmtContext(ctx, d.stmts.mark).ExecContext(ctx, journalEpoch, strconv.FormatUint(epoch, 10))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(p) > 0 {
+		j.applied = p[len(p)-1].seq
+	}
+	j.pending = nil
+	j.epoch, j.off = epoch, 0
+	return nil
+}
+
+// metaUint reads a number kept in meta, 0 when it is not there.
+func (d *DB) metaUint(ctx context.Context, key string) (uint64, error) {
+	var s string
+	switch err := d.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&s); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is %q, not a number", key, s)
+	}
+	return n, nil
+}
+
+// replayJournal puts the records of the journal's file b after the
+// table's mark into the table, and begins a new round; at start, before
+// anything reads the queue.
+func (d *DB) replayJournal(ctx context.Context, b []byte) error {
+	mark, err := d.metaUint(ctx, journalMark)
+	if err != nil {
+		return err
+	}
+	epoch, err := d.metaUint(ctx, journalEpoch)
+	if err != nil {
+		return err
+	}
+	var recs []journaled
+	if epoch != 0 {
+		recs = parseJournal(b, epoch)
 	}
 	last := mark
 	for _, r := range recs {
@@ -301,7 +385,7 @@ func (d *DB) replayJournal(ctx context.Context, recs []journaled) error {
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal(r.body, &e); err != nil || e.ID == "" {
-			return fmt.Errorf("the queue journal's record %d names no memory", r.seq)
+			e.ID = fmt.Sprintf("journal-%d-%d", epoch, r.seq)
 		}
 		r.id = e.ID
 		d.j.pending = append(d.j.pending, r)
@@ -309,12 +393,30 @@ func (d *DB) replayJournal(ctx context.Context, recs []journaled) error {
 	d.j.applied, d.j.next = mark, last+1
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	// Always at FULL: the table's state read here may be in the page
-	// cache only (the last run was killed), and the journal is about to
-	// be written over.
+	// At FULL: the table's state read here may be in the page cache only
+	// (the last run was killed), and the journal is about to be written
+	// over.
+	return d.newRound(ctx)
+}
+
+// closeJournal moves the journal's records into the table, synced, and
+// clears the file (a clean stop leaves nothing to replay, and no text of
+// a turn forgotten since); the caller holds wmu.
+func (d *DB) closeJournal(ctx context.Context) error {
 	if err := d.syncQueue(ctx); err != nil {
 		return err
 	}
-	d.j.off = 0
+	j := d.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.dirty > 0 {
+		if _, err := j.f.WriteAt(make([]byte, j.dirty), 0); err != nil {
+			return fmt.Errorf("clearing the queue's journal: %w", err)
+		}
+		if err := fdatasync(j.f); err != nil {
+			return fmt.Errorf("clearing the queue's journal: %w", err)
+		}
+		j.dirty, j.off = 0, 0
+	}
 	return nil
 }

@@ -83,6 +83,9 @@ func TestJournalReplaysAcknowledgedTurns(t *testing.T) {
 	require.NoError(t, db.Enqueue(ctx, full))
 	require.NoError(t, db.Enqueue(ctx, a, b))
 	require.Equal(t, 3, db.j.waiting(), "the turns must wait in the journal, not in the table")
+	n, err := db.Len(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "Len counts the journal's turns")
 
 	after, err := Open(ctx, diskCopy(t, dir))
 	require.NoError(t, err)
@@ -92,7 +95,7 @@ func TestJournalReplaysAcknowledgedTurns(t *testing.T) {
 	require.Len(t, got, 3)
 	assert.Equal(t, full, got[0])
 	assert.Equal(t, []string{a.ID, b.ID}, []string{got[1].ID, got[2].ID})
-	n, err := after.Len(ctx)
+	n, err = after.Len(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 }
@@ -154,7 +157,7 @@ func TestJournalTornRecord(t *testing.T) {
 	disk := diskCopy(t, dir)
 	j, err := os.ReadFile(filepath.Join(disk, JournalName))
 	require.NoError(t, err)
-	recs := parseJournal(j)
+	recs := parseJournal(j, db.j.epoch)
 	require.Len(t, recs, 3)
 	start := 0
 	for _, r := range recs[:2] {
@@ -259,7 +262,88 @@ func TestJournalTooSmallForTheBatch(t *testing.T) {
 	assert.Equal(t, small.ID, ids[0])
 }
 
-// A clean stop leaves nothing in the journal to replay.
+// A start after a kill, then a second kill: the turns of both runs come
+// back (the second run numbers its records after the first's).
+func TestJournalKilledTwice(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openQuiet(t, dir)
+	defer db.Close()
+	a, b := turn(1, "a"), turn(2, "b")
+	require.NoError(t, db.Enqueue(ctx, a))
+	d2 := diskCopy(t, dir)
+	second := openQuiet(t, d2)
+	defer second.Close()
+	require.NoError(t, second.Enqueue(ctx, b))
+	third, err := Open(ctx, diskCopy(t, d2))
+	require.NoError(t, err)
+	defer third.Close()
+	assert.Equal(t, []string{a.ID, b.ID}, pendingIDs(t, third))
+}
+
+// A vera.db restored from a backup, or removed to start over, beside the
+// journal of later turns: the journal is another round's, and brings
+// back nothing that file no longer queues.
+func TestJournalOfAnotherFileIsIgnored(t *testing.T) {
+	ctx := context.Background()
+	t.Run("restored from a backup", func(t *testing.T) {
+		dir := t.TempDir()
+		db := openQuiet(t, dir)
+		require.NoError(t, db.Close())
+		backup := diskCopy(t, dir, FileName)
+		db = openQuiet(t, dir)
+		x := turn(1, "stored, then deleted")
+		require.NoError(t, db.Enqueue(ctx, x))
+		_, err := db.Pending(ctx, 10)
+		require.NoError(t, err)
+		require.NoError(t, db.Settle(ctx, []memory.Memory{x}, []string{x.ID}))
+		require.NoError(t, db.Delete(ctx, x.ID))
+		require.NoError(t, db.Enqueue(ctx, turn(2, "killed with this one queued")))
+		j := diskCopy(t, dir, JournalName) // as a kill -9 leaves it
+		require.NoError(t, db.Close())
+		_ = os.Remove(filepath.Join(dir, FileName+"-wal")) // none after a clean stop
+		copyInto(t, backup, dir, FileName)
+		copyInto(t, j, dir, JournalName)
+		after := openQuiet(t, dir)
+		defer after.Close()
+		assert.Empty(t, pendingIDs(t, after))
+	})
+	t.Run("removed", func(t *testing.T) {
+		dir := t.TempDir()
+		db := openQuiet(t, dir)
+		x := turn(1, "forget me")
+		require.NoError(t, db.Enqueue(ctx, x))
+		j := diskCopy(t, dir, JournalName)
+		require.NoError(t, db.Done(ctx, x.ID))
+		require.NoError(t, db.Close())
+		for _, f := range []string{FileName, FileName + "-wal", "vera.index"} {
+			_ = os.Remove(filepath.Join(dir, f))
+		}
+		copyInto(t, j, dir, JournalName)
+		after := openQuiet(t, dir)
+		defer after.Close()
+		assert.Empty(t, pendingIDs(t, after))
+	})
+}
+
+// A snapshot of the index syncs the queue first: the journal's turns are
+// in the table, with every change before them, before it is written.
+func TestSnapshotSyncsTheQueue(t *testing.T) {
+	ctx := context.Background()
+	db := openQuiet(t, t.TempDir())
+	defer db.Close()
+	require.NoError(t, db.Upsert(ctx, turn(1, "stored")))
+	require.NoError(t, db.Enqueue(ctx, turn(2, "queued")))
+	require.Equal(t, 1, db.j.waiting())
+	require.NoError(t, db.saveSnapshot(ctx))
+	assert.Zero(t, db.j.waiting())
+	mark, err := db.metaUint(ctx, journalMark)
+	require.NoError(t, err)
+	assert.Equal(t, db.j.next-1, mark)
+}
+
+// A clean stop leaves nothing in the journal to replay, nor the text of
+// any turn.
 func TestJournalEmptyAfterClose(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -268,6 +352,10 @@ func TestJournalEmptyAfterClose(t *testing.T) {
 	m := turn(1, "x")
 	require.NoError(t, db.Enqueue(ctx, m))
 	require.NoError(t, db.Close())
+	b, err := os.ReadFile(filepath.Join(dir, JournalName))
+	require.NoError(t, err)
+	assert.Len(t, b, journalSize)
+	assert.Equal(t, -1, strings.IndexFunc(string(b), func(r rune) bool { return r != 0 }), "the journal is cleared")
 	again, err := Open(ctx, dir)
 	require.NoError(t, err)
 	defer again.Close()

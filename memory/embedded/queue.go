@@ -124,31 +124,21 @@ func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
 	defer d.wmu.Unlock()
 	if !fits(rs) {
 		// Larger than the whole journal: into the table, at FULL.
-		return d.queueTx(ctx, d.tx, func(tx *sql.Tx) error {
-			st := tx.StmtContext(ctx, d.stmts.enqueue)
-			for _, r := range rs {
-				if _, err := st.ExecContext(ctx, r.id, r.at, string(r.body)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		return d.queueTx(ctx, d.tx, func(tx *sql.Tx) error { return d.insert(ctx, tx, rs) })
 	}
+	// A new round (the table holds every record in the file, on disk, and
+	// it is written from its start), again if other writers filled it
+	// meanwhile.
 	for {
-		if err := d.syncQueue(ctx); err != nil {
+		if err := d.newRound(ctx); err != nil {
 			return err
 		}
 		d.j.mu.Lock()
-		// Another Enqueue may have written meanwhile, where there was
-		// room: its records must reach the table before they are
-		// written over.
-		if len(d.j.pending) == 0 {
-			d.j.off = 0
-			err := d.j.write(rs)
-			d.j.mu.Unlock()
+		err := d.j.write(rs)
+		d.j.mu.Unlock()
+		if !errors.Is(err, errJournalFull) {
 			return err
 		}
-		d.j.mu.Unlock()
 	}
 }
 
@@ -208,9 +198,8 @@ func (d *DB) Done(ctx context.Context, ids ...string) error {
 
 // Len counts the queued memories.
 func (d *DB) Len(ctx context.Context) (int, error) {
-	// Under wmu: a record moves from the journal to the table under it.
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
+	// A record moving from the journal to the table meanwhile is counted
+	// twice at most, only in the moment its transaction commits.
 	var n int
 	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM queue`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("queue: %w", err)
