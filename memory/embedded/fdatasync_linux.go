@@ -15,3 +15,13 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// syncDir makes a new file's name in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -119,19 +119,6 @@ func openJournal(dir string) (*journal, []byte, error) {
 	return &journal{f: f, dirty: dirty}, b, nil
 }
 
-// syncDir makes a new file's name durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
-}
-
 // parseJournal reads the run of records of epoch at the start of b.
 func parseJournal(b []byte, epoch uint64) []journaled {
 	var out []journaled
