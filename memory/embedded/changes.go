@@ -85,7 +85,11 @@ func (d *DB) metaInt(ctx context.Context, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(v, 10, 64)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is %q, not a number", key, v)
+	}
+	return n, nil
 }
 
 // snapshotPath is the snapshot's file, beside the store's.

@@ -340,7 +340,7 @@ func (d *DB) upsert(ctx context.Context, ms []memory.Memory, done []string, tx f
 	}
 	seqs := make([]int64, len(ms))
 	var gen int64
-	err := d.queueTx(ctx, tx, func(tx *sql.Tx) error {
+	err := d.queueTx(ctx, tx, done, func(tx *sql.Tx) error {
 		for _, id := range done {
 			if _, err := tx.StmtContext(ctx, d.stmts.dequeue).ExecContext(ctx, id); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 )
@@ -21,9 +22,11 @@ import (
 // answer waits for it), and a SQLite commit at synchronous FULL costs two
 // to three times what its disk sync does. So Enqueue appends the turns to
 // a file of its own, JournalName, written in place over a file of fixed
-// size, and syncs it: one write and one fdatasync. The turns move into the
-// queue table later, before anything reads or changes the queue, in a
-// transaction that also records the last journal record the table holds
+// size, and syncs it: one write and one fdatasync. Pending reads them
+// where they are; they move into the queue table (but those the same
+// transaction takes off the queue: a settle's) before anything changes
+// the queue, in a transaction that also records the last journal record
+// the table holds
 // (meta 'queue_journal'). At start, the records after that mark go into
 // the table. The file is written from its start again only once a synced
 // transaction holds every record in it, so a record is in the journal,
@@ -71,13 +74,13 @@ type journal struct {
 	f *os.File
 
 	mu      sync.Mutex
-	epoch   uint64      // this round's, seeding every record's checksum
+	epoch   int64       // this round's, seeding every record's checksum
 	off     int64       // where the next record goes
 	dirty   int64       // the file is zero from here on
 	next    uint64      // the next record's sequence number
 	applied uint64      // the last record the table holds (in a transaction that may not be synced yet)
 	pending []journaled // synced to the journal, not yet in the table, in order
-	moving  int         // taken from pending, in a transaction not yet over (Len)
+	moving  []journaled // taken from pending, in a transaction not yet over
 	buf     []byte
 }
 
@@ -120,7 +123,7 @@ func openJournal(dir string) (*journal, []byte, error) {
 }
 
 // parseJournal reads the run of records of epoch at the start of b.
-func parseJournal(b []byte, epoch uint64) []journaled {
+func parseJournal(b []byte, epoch int64) []journaled {
 	var out []journaled
 	for off := 0; len(b)-off >= journalHeader; {
 		h := b[off : off+journalHeader]
@@ -144,14 +147,14 @@ func parseJournal(b []byte, epoch uint64) []journaled {
 }
 
 // checksum is a record's: of its epoch, then of rec.
-func checksum(epoch uint64, rec []byte) uint32 {
+func checksum(epoch int64, rec []byte) uint32 {
 	var e [8]byte
-	binary.LittleEndian.PutUint64(e[:], epoch)
+	binary.LittleEndian.PutUint64(e[:], uint64(epoch))
 	return crc32.Update(crc32.Checksum(e[:], castagnoli), castagnoli, rec)
 }
 
 // appendRecord adds a record of epoch to buf.
-func appendRecord(buf []byte, epoch uint64, r journaled) []byte {
+func appendRecord(buf []byte, epoch int64, r journaled) []byte {
 	start := len(buf)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(r.body)))
 	buf = binary.LittleEndian.AppendUint32(buf, 0)
@@ -209,8 +212,7 @@ func (j *journal) take() []journaled {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p := j.pending
-	j.pending = nil
-	j.moving += len(p)
+	j.pending, j.moving = nil, p
 	return p
 }
 
@@ -218,7 +220,7 @@ func (j *journal) take() []journaled {
 func (j *journal) moved(p []journaled, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.moving -= len(p)
+	j.moving = nil
 	if !ok {
 		j.pending = append(p, j.pending...)
 	} else if len(p) > 0 {
@@ -231,22 +233,35 @@ func (j *journal) moved(p []journaled, ok bool) {
 func (j *journal) waiting() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return len(j.pending) + j.moving
+	return len(j.pending) + len(j.moving)
+}
+
+// queued returns the records not yet in the table, and those on their way
+// there, oldest first.
+func (j *journal) queued() []journaled {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append(slices.Clip(j.moving), j.pending...)
 }
 
 // drain puts the journal's pending records into the queue table within
-// tx (record) and returns them, for moved; the caller holds wmu.
-func (d *DB) drain(ctx context.Context, tx *sql.Tx) ([]journaled, error) {
+// tx (record), but those of the ids done (the same transaction takes them
+// off the queue), and returns them, for moved; the caller holds wmu.
+func (d *DB) drain(ctx context.Context, tx *sql.Tx, done []string) ([]journaled, error) {
 	p := d.j.take()
-	return p, d.record(ctx, tx, p, d.j.appliedMark())
+	return p, d.record(ctx, tx, p, d.j.appliedMark(), done)
 }
 
-// record inserts p into the queue table within tx and moves the mark past
-// them (from applied), always writing the mark: a transaction that
-// writes nothing is not synced, nor would it carry the relaxed ones
-// before it to the disk.
-func (d *DB) record(ctx context.Context, tx *sql.Tx, p []journaled, applied uint64) error {
-	if err := d.insert(ctx, tx, p); err != nil {
+// record inserts p but the ids done into the queue table within tx and
+// moves the mark past them all (from applied), always writing the mark:
+// a transaction that writes nothing is not synced, nor would it carry the
+// relaxed ones before it to the disk.
+func (d *DB) record(ctx context.Context, tx *sql.Tx, p []journaled, applied uint64, done []string) error {
+	keep := p
+	if len(done) > 0 {
+		keep = slices.DeleteFunc(slices.Clone(p), func(r journaled) bool { return slices.Contains(done, r.id) })
+	}
+	if err := d.insert(ctx, tx, keep); err != nil {
 		return err
 	}
 	if len(p) > 0 {
@@ -263,12 +278,13 @@ func (j *journal) appliedMark() uint64 {
 }
 
 // queueTx runs fn in a transaction (tx or relaxedTx) that first drains the
-// journal into the table; the caller holds wmu.
-func (d *DB) queueTx(ctx context.Context, txf func(context.Context, func(*sql.Tx) error) error, fn func(*sql.Tx) error) error {
+// journal into the table, but the ids done, which fn takes off the queue;
+// the caller holds wmu.
+func (d *DB) queueTx(ctx context.Context, txf func(context.Context, func(*sql.Tx) error) error, done []string, fn func(*sql.Tx) error) error {
 	var took []journaled
 	err := txf(ctx, func(tx *sql.Tx) error {
 		var err error
-		if took, err = d.drain(ctx, tx); err != nil {
+		if took, err = d.drain(ctx, tx, done); err != nil {
 			return err
 		}
 		if fn != nil {
@@ -284,7 +300,7 @@ func (d *DB) queueTx(ctx context.Context, txf func(context.Context, func(*sql.Tx
 // every transaction before it to the disk (a settle's, at NORMAL, too);
 // the caller holds wmu.
 func (d *DB) syncQueue(ctx context.Context) error {
-	return d.queueTx(ctx, d.tx, nil)
+	return d.queueTx(ctx, d.tx, nil, nil)
 }
 
 // insert puts rs into the queue table within tx.
@@ -305,16 +321,16 @@ func (d *DB) insert(ctx context.Context, tx *sql.Tx, rs []journaled) error {
 // meanwhile with the old epoch and left out of the transaction; the
 // caller holds wmu, so no other drain is under way.
 func (d *DB) newRound(ctx context.Context) error {
-	epoch := rand.Uint64() | 1 // never 0, which no file holds
+	epoch := rand.Int64() | 1 // never 0, which no file holds
 	j := d.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p := j.pending
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		if err := d.record(ctx, tx, p, j.applied); err != nil {
+		if err := d.record(ctx, tx, p, j.applied, nil); err != nil {
 			return err
 		}
-		_, err := tx.StmtContext(ctx, d.stmts.mark).ExecContext(ctx, journalEpoch, strconv.FormatUint(epoch, 10))
+		_, err := tx.StmtContext(ctx, d.stmts.mark).ExecContext(ctx, journalEpoch, strconv.FormatInt(epoch, 10))
 		return err
 	})
 	if err != nil {
@@ -328,34 +344,19 @@ func (d *DB) newRound(ctx context.Context) error {
 	return nil
 }
 
-// metaUint reads a number kept in meta, 0 when it is not there.
-func (d *DB) metaUint(ctx context.Context, key string) (uint64, error) {
-	var s string
-	switch err := d.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&s); {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s is %q, not a number", key, s)
-	}
-	return n, nil
-}
-
 // replayJournal puts the records of the journal's file b after the
 // table's mark into the table, and begins a new round; at start, before
 // anything reads the queue.
 func (d *DB) replayJournal(ctx context.Context, b []byte) error {
-	mark, err := d.metaUint(ctx, journalMark)
+	m, err := d.metaInt(ctx, journalMark)
 	if err != nil {
 		return err
 	}
-	epoch, err := d.metaUint(ctx, journalEpoch)
+	epoch, err := d.metaInt(ctx, journalEpoch)
 	if err != nil {
 		return err
 	}
+	mark := uint64(m)
 	var recs []journaled
 	if epoch != 0 {
 		recs = parseJournal(b, epoch)

@@ -337,9 +337,9 @@ func TestSnapshotSyncsTheQueue(t *testing.T) {
 	require.Equal(t, 1, db.j.waiting())
 	require.NoError(t, db.saveSnapshot(ctx))
 	assert.Zero(t, db.j.waiting())
-	mark, err := db.metaUint(ctx, journalMark)
+	mark, err := db.metaInt(ctx, journalMark)
 	require.NoError(t, err)
-	assert.Equal(t, db.j.next-1, mark)
+	assert.Equal(t, int64(db.j.next-1), mark)
 }
 
 // A clean stop leaves nothing in the journal to replay, nor the text of
@@ -369,4 +369,57 @@ func TestJournalEmptyAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	defer last.Close()
 	assert.Equal(t, []string{m.ID, n.ID}, pendingIDs(t, last))
+}
+
+// The worker's path reads the journal's turns where they are, and stores
+// and takes them off in one transaction: they are never written into the
+// queue table. A turn queued again under its id is one entry, the later.
+func TestJournalTurnsSkipTheTable(t *testing.T) {
+	ctx := context.Background()
+	db := openQuiet(t, t.TempDir())
+	defer db.Close()
+	// Counts the rows written into the queue table (one connection: the
+	// temporary trigger stays on it).
+	_, err := db.db.ExecContext(ctx, `CREATE TEMP TABLE inserted (id TEXT);
+		CREATE TEMP TRIGGER count_inserts AFTER INSERT ON queue BEGIN INSERT INTO inserted VALUES (new.id); END`)
+	require.NoError(t, err)
+	inserted := func() int {
+		var n int
+		require.NoError(t, db.db.QueryRowContext(ctx, `SELECT count(*) FROM inserted`).Scan(&n))
+		return n
+	}
+
+	a, b := turn(1, "first"), turn(2, "second")
+	again := a
+	again.Text += " (again)"
+	require.NoError(t, db.Enqueue(ctx, a, b))
+	require.NoError(t, db.Enqueue(ctx, again))
+	got, err := db.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, []string{a.ID, b.ID}, []string{got[0].ID, got[1].ID})
+	assert.Equal(t, again.Text, got[0].Text)
+	assert.Equal(t, 3, db.j.waiting(), "Pending does not move them")
+	limited, err := db.Pending(ctx, 1)
+	require.NoError(t, err)
+	assert.Len(t, limited, 1)
+
+	require.NoError(t, db.Settle(ctx, got[:1], []string{a.ID}))
+	assert.Equal(t, 1, inserted(), "only the turn not settled went into the table")
+	assert.Equal(t, []string{b.ID}, pendingIDs(t, db))
+	require.NoError(t, db.Done(ctx, b.ID))
+	assert.Empty(t, pendingIDs(t, db))
+
+	// A turn in the table and queued again: one entry, the later text.
+	c := turn(3, "in the table")
+	require.NoError(t, db.Enqueue(ctx, c))
+	db.wmu.Lock()
+	require.NoError(t, db.syncQueue(ctx))
+	db.wmu.Unlock()
+	c.Text += ", then again"
+	require.NoError(t, db.Enqueue(ctx, c))
+	got, err = db.Pending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, c.Text, got[0].Text)
 }

@@ -124,7 +124,7 @@ func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
 	defer d.wmu.Unlock()
 	if !fits(rs) {
 		// Larger than the whole journal: into the table, at FULL.
-		return d.queueTx(ctx, d.tx, func(tx *sql.Tx) error { return d.insert(ctx, tx, rs) })
+		return d.queueTx(ctx, d.tx, nil, func(tx *sql.Tx) error { return d.insert(ctx, tx, rs) })
 	}
 	// A new round (the table holds every record in the file, on disk, and
 	// it is written from its start), again if other writers filled it
@@ -142,36 +142,52 @@ func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
 	}
 }
 
-// Pending returns up to limit queued memories, oldest first.
+// Pending returns up to limit queued memories, oldest first: the table's,
+// then the journal's, which it reads where they are (the worker's Settle
+// then stores them and takes them off in one transaction, never writing
+// them into the table).
 func (d *DB) Pending(ctx context.Context, limit int) ([]memory.Memory, error) {
-	if d.j.waiting() > 0 {
-		// The journal's records first, in a transaction that need not
-		// be synced: the journal holds them until one is.
-		d.wmu.Lock()
-		err := d.queueTx(ctx, d.relaxedTx, nil)
-		d.wmu.Unlock()
-		if err != nil {
-			return nil, fmt.Errorf("queue: %w", err)
-		}
-	}
+	// The journal's first: one that moves to the table meanwhile is then
+	// in both, and counted once, rather than in neither.
+	jq := d.j.queued()
 	rows, err := d.stmts.pending.QueryContext(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	defer rows.Close()
 	var out []memory.Memory
+	at := map[string]int{}
+	add := func(id string, body []byte) error {
+		m, err := decodeQueued(body)
+		if err != nil {
+			return fmt.Errorf("queue: corrupt entry %s: %w", id, err)
+		}
+		if i, ok := at[id]; ok {
+			out[i] = m // queued again under its id: in its place, as the table keeps it
+		} else if len(out) < limit {
+			at[id] = len(out)
+			out = append(out, m)
+		}
+		return nil
+	}
 	for rows.Next() {
 		var id, body string
 		if err := rows.Scan(&id, &body); err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
-		m, err := decodeQueued([]byte(body))
-		if err != nil {
-			return nil, fmt.Errorf("queue: corrupt entry %s: %w", id, err)
+		if err := add(id, []byte(body)); err != nil {
+			return nil, err
 		}
-		out = append(out, m)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	for _, r := range jq {
+		if err := add(r.id, r.body); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Done removes memories from the queue.
@@ -181,7 +197,7 @@ func (d *DB) Done(ctx context.Context, ids ...string) error {
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	err := d.queueTx(ctx, d.tx, func(tx *sql.Tx) error {
+	err := d.queueTx(ctx, d.tx, ids, func(tx *sql.Tx) error {
 		st := tx.StmtContext(ctx, d.stmts.dequeue)
 		for _, id := range ids {
 			if _, err := st.ExecContext(ctx, id); err != nil {
