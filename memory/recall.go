@@ -165,20 +165,21 @@ func (b *Builder) neighbours(ctx context.Context, hits []Hit) [][]Hit {
 	return context
 }
 
-// defaultContextHitsPer1000: see Builder.ContextHits. contextWindow is
-// how far apart in time two turns of one exchange can be.
-const (
-	defaultContextHitsPer1000 = 3
-	contextWindow             = 30 * time.Minute
-)
+// defaultContextHitsPer1000: see Builder.ContextHits.
+const defaultContextHitsPer1000 = 3
+
+// ExchangeWindow is how far apart in time two turns of one exchange can
+// be: the builder's context of a hit, and a turn's neighbours in a
+// store's share of their scores (Query.Around).
+const ExchangeWindow = 30 * time.Minute
 
 // around returns the raw turns just before and just after h in its
-// namespace, within contextWindow: the context of a hit.
+// namespace, within ExchangeWindow: the context of a hit.
 func (b *Builder) around(ctx context.Context, h Memory) []Hit {
 	f := Filter{Namespace: h.Namespace, Types: []Type{Raw}}
 	var out []Hit
 	before := f
-	before.Since, before.Until = h.Time.Add(-contextWindow), h.Time
+	before.Since, before.Until = h.Time.Add(-ExchangeWindow), h.Time
 	// Two: a store that keeps time in microseconds (Qdrant) rounds until
 	// up, and finds h itself.
 	if prev, err := b.store.Latest(ctx, before, 2); err == nil {
@@ -191,7 +192,7 @@ func (b *Builder) around(ctx context.Context, h Memory) []Hit {
 	}
 	if e, ok := b.store.(Earliest); ok {
 		after := f
-		after.Since, after.Until = h.Time.Add(time.Microsecond), h.Time.Add(contextWindow)
+		after.Since, after.Until = h.Time.Add(time.Microsecond), h.Time.Add(ExchangeWindow)
 		if next, err := e.Earliest(ctx, after, 1); err == nil && len(next) > 0 && next[0].ID != h.ID {
 			out = append(out, Hit{Memory: next[0]})
 		}
@@ -199,7 +200,7 @@ func (b *Builder) around(ctx context.Context, h Memory) []Hit {
 	}
 	// Newest first: the turn right after h is the last of a window that
 	// holds few enough of them; the narrow window first.
-	for _, w := range []time.Duration{2 * time.Minute, contextWindow} {
+	for _, w := range []time.Duration{2 * time.Minute, ExchangeWindow} {
 		after := f
 		after.Since, after.Until = h.Time.Add(time.Microsecond), h.Time.Add(w)
 		next, err := b.store.Latest(ctx, after, aroundLimit)

@@ -3,7 +3,6 @@ package embedded
 import (
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -11,16 +10,12 @@ import (
 // A question's words are often split across two turns of a conversation:
 // one asks, the next answers. Query.Around lets a raw turn's lexical
 // score take in a share of its neighbours' (the raw turns just before
-// and after it in its namespace, within neighbourWindow): a turn next to
-// a strong match rises, and two halves of one exchange of ideas rise
-// together. Only the lexical side does this, and only over its exact
+// and after it in its namespace, within memory.ExchangeWindow): a turn
+// next to a strong match rises, and two halves of one exchange of ideas
+// rise together. Only the lexical side does this, and only over its exact
 // BM25 ranking's best and their neighbours: a turn that neither ranks
 // nor neighbours one is not lifted (the exhaustive ranking with the
 // share would have to score every turn's neighbours).
-
-// neighbourWindow is how far apart in time two turns of one conversation
-// can be (as the builder's context of a hit).
-const neighbourWindow = 30 * time.Minute
 
 // around re-ranks top, the lexical ranking of q's terms (best first):
 // every raw turn in it, and every neighbour of one, scores its own BM25
@@ -89,7 +84,7 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 }
 
 // neighboursOf returns the live raw turns passing sf just before and
-// after raw slot s in time, within neighbourWindow (none for a slot of
+// after raw slot s in time, within memory.ExchangeWindow (none for a slot of
 // another type).
 func (ix *index) neighboursOf(s int32, sf *slotFilter) []int32 {
 	raw := typeBit(memory.Raw)
@@ -97,7 +92,7 @@ func (ix *index) neighboursOf(s int32, sf *slotFilter) []int32 {
 		return nil
 	}
 	i := ix.timePos(s)
-	ts, win := ix.meta[s].ts, int64(neighbourWindow)
+	ts, win := ix.meta[s].ts, int64(memory.ExchangeWindow)
 	var out []int32
 	for k := i - 1; k >= 0; k-- {
 		x := ix.slotAt(k)
