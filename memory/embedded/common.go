@@ -1,5 +1,12 @@
 package embedded
 
+import (
+	"cmp"
+	"math"
+	"runtime"
+	"slices"
+)
+
 // The commonest terms keep their frequencies twice: in their postings,
 // and in an array of one byte a slot. A search that looks such a term up
 // for a few documents (a question's common word, for the memories its
@@ -18,9 +25,10 @@ package embedded
 // the tests).
 var commonMin = 4096
 
-// championCount is how many champions a common term keeps: more than a
-// search asks for.
-const championCount = 256
+// championCount is how many champions a common term keeps: many more
+// than a search asks for, so that their floor comes close to the
+// ranking's own.
+const championCount = 1024
 
 const (
 	// commonShare: a term in at least 1/commonShare of the slots is
@@ -34,23 +42,43 @@ const (
 
 // promote gives term id its array, from its postings, once it is common.
 func (ix *index) promote(id int32) {
+	if _, ok := ix.common[id]; ok || !ix.isCommon(id) {
+		return
+	}
+	ix.setCommon(id, ix.commonOf(id))
+}
+
+// isCommon says whether term id is common.
+func (ix *index) isCommon(id int32) bool {
+	n := int(ix.post[id].n)
+	return len(ix.meta) >= commonMin && n*commonShare >= len(ix.meta) && n > 0
+}
+
+// commonParts is what a common term keeps besides its postings.
+type commonParts struct {
+	arr       []uint8
+	champions *topK
+	strongest *strongest
+}
+
+// commonOf makes term id's parts, from its postings; it changes nothing.
+func (ix *index) commonOf(id int32) commonParts {
 	p := &ix.post[id]
-	if len(ix.meta) < commonMin || int(p.n)*commonShare < len(ix.meta) || p.n == 0 {
-		return
-	}
-	if _, ok := ix.common[id]; ok {
-		return
-	}
 	arr := make([]uint8, p.blocks[len(p.blocks)-1].last+1)
 	champs, bm := topK{k: championCount}, ix.bm25()
 	p.each(func(s int32, tf uint32) {
 		arr[s] = uint8(min(tf, tfSaturated))
 		champs.offer(scored{slot: s, score: bm.score(1, tf, ix.lenOf(s))})
 	})
+	return commonParts{arr: arr, champions: &champs, strongest: ix.strongestOf(arr, bm)}
+}
+
+// setCommon keeps term id's parts.
+func (ix *index) setCommon(id int32, c commonParts) {
 	if ix.common == nil {
-		ix.common, ix.champions = map[int32][]uint8{}, map[int32]*topK{}
+		ix.common, ix.champions, ix.strongest = map[int32][]uint8{}, map[int32]*topK{}, map[int32]*strongest{}
 	}
-	ix.common[id], ix.champions[id] = arr, &champs
+	ix.common[id], ix.champions[id], ix.strongest[id] = c.arr, c.champions, c.strongest
 }
 
 // bm25 is BM25's scoring for the index as it is now.
@@ -80,16 +108,30 @@ func (ix *index) noteCommon(id int32, s int32, tf uint32) {
 	for int32(len(arr)) < s {
 		arr = append(arr, 0)
 	}
-	ix.common[id] = append(arr, uint8(min(tf, tfSaturated)))
+	f := uint8(min(tf, tfSaturated))
+	ix.common[id] = append(arr, f)
 	ix.champions[id].offer(scored{slot: s, score: ix.bm25().score(1, tf, ix.adding)})
+	ix.noteStrongest(id, s, f)
 }
 
-// commonAll gives every common term its array again (after a load or a
-// compaction).
+// commonAll gives every common term its parts again (after a load or a
+// compaction), on every core.
 func (ix *index) commonAll() {
-	ix.common, ix.champions = nil, nil
+	ix.common, ix.champions, ix.strongest = nil, nil, nil
+	var ids []int32
 	for id := range ix.post {
-		ix.promote(int32(id))
+		if ix.isCommon(int32(id)) {
+			ids = append(ids, int32(id))
+		}
+	}
+	parts := make([]commonParts, len(ids))
+	spread(len(ids), 1, runtime.GOMAXPROCS(0), nil, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			parts[i] = ix.commonOf(ids[i])
+		}
+	})
+	for i, id := range ids {
+		ix.setCommon(id, parts[i])
 	}
 }
 
@@ -110,4 +152,178 @@ func tfIn(common []uint8, c *cursor, slot int32) uint32 {
 		return c.tf
 	}
 	return 0
+}
+
+// A common term also keeps its strongest slots by cell, so that a
+// question led by it finds its candidates without reading every slot's
+// frequency. A slot's cell is its frequency (32 and up share a row) and
+// its length's class (4 lengths a class, from 1024 on one class). For
+// BM25's length weight c1, a slot of frequency tf and length l gives the
+// term more than least exactly when its key tf/(c0+c1·l) is above
+// least/(scale-least); a cell's key, at its class's shortest length, is
+// the most any of its slots has. The cells are ordered by key, strongest
+// first, and the term holds the slots of the first cells, up to a
+// quarter of its slots, cell by cell: a question takes the cells whose
+// key can pass, a prefix.
+//
+// The keys are made with the c1 of their build; the average length, and
+// so c1, changes with every write. A slot's key at c1 is at most its key
+// at the build's c1 divided by min(1, c1/c1 built), so the question's
+// bound is lowered by that factor: the cells taken always hold every slot
+// that can pass. Slots added since the build are kept apart (tail) when
+// their cell is held; a long tail builds the cells again.
+
+const (
+	strongRows  = 32 // frequencies 1 to 31 have a row each; 32 and up the last
+	strongWidth = 4  // lengths in a class
+	strongLens  = 1024 / strongWidth
+	strongCells = strongRows * strongLens
+	// strongShare: a term holds at least 1/strongShare of its slots.
+	strongShare = 4
+)
+
+// strongest is a common term's strongest slots by cell.
+type strongest struct {
+	c1    float64   // BM25's c1 when the cells were ordered
+	keys  []float64 // keys[i]: the key of the i-th strongest cell (held cells, and the next)
+	ends  []int32   // ends[i]: where the i-th held cell's slots end in slots
+	slots []int32   // the held cells' slots, strongest cell first
+	rank  []uint16  // rank[cell]: its place in the order (strongCells: no slot)
+	// tail holds the slots added since the build whose cell is held, in
+	// slot order, with their cell's rank.
+	tail []rankedSlot
+}
+
+type rankedSlot struct {
+	slot int32
+	rank uint16
+}
+
+// cellOf is the cell of a slot of frequency f (a byte of the term's
+// array) and length l.
+func cellOf(f uint8, l float32) int {
+	return (int(min(f, strongRows))-1)*strongLens + min(int(l), 1023)/strongWidth
+}
+
+// cellKey is a cell's key for BM25 bm: its slots' most, at the class's
+// shortest length; the last row's slots pass whatever the bound.
+func cellKey(cell int, bm bm25) float64 {
+	row, class := cell/strongLens, cell%strongLens
+	if row == strongRows-1 {
+		return math.Inf(1)
+	}
+	return float64(row+1) / (bm.c0 + bm.c1*float64(class*strongWidth))
+}
+
+// strongestOf orders the cells of a common term of frequencies arr by
+// key for BM25 bm and holds the slots of the strongest.
+func (ix *index) strongestOf(arr []uint8, bm bm25) *strongest {
+	st := &strongest{c1: bm.c1, rank: make([]uint16, strongCells)}
+	count := make([]int32, strongCells)
+	total := 0
+	for s, f := range arr {
+		if f != 0 {
+			count[cellOf(f, ix.lenOf(int32(s)))]++
+			total++
+		}
+	}
+	var order []int
+	for c, n := range count {
+		if n > 0 {
+			order = append(order, c)
+		}
+	}
+	keys := make([]float64, strongCells)
+	for _, c := range order {
+		keys[c] = cellKey(c, bm)
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(keys[b], keys[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for c := range st.rank {
+		st.rank[c] = strongCells
+	}
+	held, n := 0, int32(0)
+	for held < len(order) && int(n)*strongShare < total {
+		n += count[order[held]]
+		st.ends = append(st.ends, n)
+		held++
+	}
+	for i, c := range order {
+		st.rank[c] = uint16(i)
+		if i <= held {
+			st.keys = append(st.keys, keys[c])
+		}
+	}
+	// Each held cell's slots, in slot order: next[i] is where the next
+	// slot of the i-th cell goes.
+	st.slots = make([]int32, n)
+	next := make([]int32, held)
+	for i := 1; i < held; i++ {
+		next[i] = st.ends[i-1]
+	}
+	for s, f := range arr {
+		if f == 0 {
+			continue
+		}
+		if r := int(st.rank[cellOf(f, ix.lenOf(int32(s)))]); r < held {
+			st.slots[next[r]] = int32(s)
+			next[r]++
+		}
+	}
+	return st
+}
+
+// noteStrongest adds slot s, the newest, of frequency f, to term id's
+// cells, building them again once the slots kept apart are many.
+func (ix *index) noteStrongest(id, s int32, f uint8) {
+	st := ix.strongest[id]
+	if st == nil {
+		return
+	}
+	if r := st.rank[cellOf(f, ix.adding)]; int(r) < len(st.ends) {
+		st.tail = append(st.tail, rankedSlot{slot: s, rank: r})
+	} else if r == strongCells {
+		// A cell that had no slot at the build: its place is unknown.
+		st.tail = append(st.tail, rankedSlot{slot: s, rank: strongCells})
+	}
+	if len(st.tail) > max(1024, len(st.slots)/8) {
+		ix.strongest[id] = ix.strongestOf(ix.common[id], ix.bm25())
+	}
+}
+
+// mark sets in marked the bit of every slot that can give the term, of
+// weight scale, more than least for BM25 bm (and some that cannot), and
+// says whether it could: false when the held cells may not hold them all
+// (the caller reads every slot's frequency instead).
+func (st *strongest) mark(marked []uint64, scale, least float64, bm bm25) bool {
+	if !(least > 0) || scale <= least {
+		return false
+	}
+	// A hair low, against rounding: the same margin as needFor's, and
+	// then some.
+	bound := least / (scale - least) * (1 - 2e-6) * min(1, bm.c1/st.c1)
+	taken := 0
+	for taken < len(st.ends) && st.keys[taken] >= bound {
+		taken++
+	}
+	if taken == len(st.ends) && taken < len(st.keys) && st.keys[taken] >= bound {
+		return false // a cell not held can pass
+	}
+	end := int32(0)
+	if taken > 0 {
+		end = st.ends[taken-1]
+	}
+	for _, s := range st.slots[:end] {
+		marked[s>>6] |= 1 << (s & 63)
+	}
+	for _, t := range st.tail {
+		if int(t.rank) < taken || t.rank == strongCells {
+			marked[t.slot>>6] |= 1 << (t.slot & 63)
+		}
+	}
+	return true
 }

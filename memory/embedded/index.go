@@ -54,6 +54,8 @@ type index struct {
 	common map[int32][]uint8
 	// champions are the common terms' champions (common.go).
 	champions map[int32]*topK
+	// strongest are the common terms' strongest slots (common.go).
+	strongest map[int32]*strongest
 	// adding is the length of the slot being added, until lens has it.
 	adding float32
 	total  int64 // sum of live doc lengths, in terms
@@ -69,9 +71,10 @@ type index struct {
 	kinds [8][]int32
 	// pruned counts the blocks of postings lexical skipped, unread the
 	// candidates it dismissed without reading their length, and floors
-	// the dense rankings that started from their champions' floor (for
-	// tests).
-	pruned, unread, floors atomic.Int64
+	// the dense rankings that started from their champions' floor, and
+	// marked those that took their candidates from the strongest cells
+	// (for tests).
+	pruned, unread, floors, marked atomic.Int64
 	// removals counts the changes that drop or renumber slots (a
 	// removal, an upsert of an indexed row, a compaction): a lexical
 	// ranking made at one count holds at that count for the slots it saw.

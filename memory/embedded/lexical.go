@@ -3,6 +3,7 @@ package embedded
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -300,6 +301,13 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, pi
 	if q.floor = q.championsFloor(); len(terms) > 0 && q.rest[1]*slack <= q.floor {
 		q.need = q.needFor(q.floor - q.rest[1])
 		ix.floors.Add(1)
+		if st := ix.strongest[terms[0].id]; st != nil {
+			marked := make([]uint64, (len(ix.meta)+63)/64)
+			if st.mark(marked, terms[0].scale, q.floor-q.rest[1], bm) {
+				q.marked = marked
+				ix.marked.Add(1)
+			}
+		}
 	}
 	spread(len(ix.meta), piece, workers, j, func(w, lo, hi int) { q.rank(&(*parts)[w], int32(lo), int32(hi)) })
 	top := topK{k: limit}
@@ -329,6 +337,9 @@ type denseQuery struct {
 	// reach the floor: the least frequency by length (needFor); nil when
 	// a slot without the term could.
 	need []uint8
+	// marked has the bit of every slot the first term's strongest cells
+	// hold that could pass need (nil: every slot is read).
+	marked []uint64
 }
 
 // championsFloor scores the champions of the strongest term, if it is
@@ -491,7 +502,8 @@ func (q *denseQuery) addCommon(common []uint8, c *cursor, t queryTerm, acc *[win
 
 // firstCommon adds the first term, common, into acc for the slots of [w,
 // end) whose frequency reaches q.need for their length, and returns them
-// (from slot w) appended to cand.
+// (from slot w) appended to cand. It reads the slots marked, if any, else
+// every slot's frequency.
 func (q *denseQuery) firstCommon(common []uint8, c *cursor, acc *[window]float64, w, end int32, cand []int32) []int32 {
 	if int(w) >= len(common) {
 		return cand
@@ -499,16 +511,36 @@ func (q *denseQuery) firstCommon(common []uint8, c *cursor, acc *[window]float64
 	t, need := q.terms[0], q.need
 	arr := common[w:min(end, int32(len(common)))]
 	lens := q.ix.lens[w : w+int32(len(arr))]
-	for o, f := range arr {
+	take := func(o int32) {
+		f := arr[o]
 		if f < need[min(int(lens[o]), len(need)-1)] {
-			continue
+			return
 		}
 		u := uint32(f)
 		if f == tfSaturated {
-			u = tfIn(nil, c, w+int32(o))
+			u = tfIn(nil, c, w+o)
 		}
 		acc[o] += q.bm.score(t.scale, u, lens[o])
-		cand = append(cand, int32(o))
+		cand = append(cand, o)
+	}
+	if q.marked == nil {
+		for o := range int32(len(arr)) {
+			take(o)
+		}
+		return cand
+	}
+	n := w + int32(len(arr))
+	for base := w &^ 63; base < n; base += 64 {
+		word := q.marked[base>>6]
+		if base < w {
+			word &= ^uint64(0) << (w - base)
+		}
+		if n-base < 64 {
+			word &= 1<<(n-base) - 1
+		}
+		for ; word != 0; word &= word - 1 {
+			take(base + int32(bits.TrailingZeros64(word)) - w)
+		}
 	}
 	return cand
 }

@@ -1,0 +1,137 @@
+package embedded
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
+)
+
+// A common term's strongest cells mark every slot that can give it more
+// than a bound, whatever was added since they were built: memories
+// longer and shorter than the average (BM25's c1 moves both ways), slots
+// in held cells and in cells no slot had, and enough of them to build
+// the cells again. When mark declines, a slot outside the held cells can
+// pass.
+func TestStrongestMarkEveryPassingSlot(t *testing.T) {
+	defer func(m int) { commonMin = m }(commonMin)
+	commonMin = 64
+	rng := rand.New(rand.NewPCG(7, 7))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	doc := func(i, words, heavy int) memory.Memory {
+		ws := make([]string, words)
+		for w := range ws {
+			ws[w] = fmt.Sprintf("w%d", rng.IntN(40))
+		}
+		for range heavy {
+			ws = append(ws, "w0")
+		}
+		return memory.Memory{ID: fmt.Sprint(i), Namespace: "s", Type: memory.Raw, Text: strings.Join(ws, " "), Time: start.Add(time.Duration(i) * time.Second)}
+	}
+	ix := newIndex()
+	seq := int64(0)
+	add := func(words, heavy int) {
+		seq++
+		m := doc(int(seq), words, heavy)
+		ix.add(seq, &m, nil)
+	}
+	for range 3000 {
+		add(5+rng.IntN(60), rng.IntN(4))
+	}
+	id := ix.terms["w0"]
+	built := ix.strongest[id]
+	require.NotNil(t, built, "w0 is common")
+	marks, declines := 0, 0
+	check := func(phase string) {
+		st, arr, bm := ix.strongest[id], ix.common[id], ix.bm25()
+		var gives []float64 // what each slot gives a term of weight 1, most first
+		for s, f := range arr {
+			if f != 0 {
+				gives = append(gives, bm.score(1, uint32(f), ix.lens[s]))
+			}
+		}
+		slices.SortFunc(gives, func(a, b float64) int { return cmp.Compare(b, a) })
+		for q := range 300 {
+			// Bounds that a fifth of the slots or fewer pass, and some
+			// that half of them pass.
+			scale, share := 0.1+rng.Float64()*3, 5
+			if q%10 == 0 {
+				share = 2
+			}
+			least := scale * gives[rng.IntN(len(gives)/share)]
+			marked := make([]uint64, (len(ix.meta)+63)/64)
+			if !st.mark(marked, scale, least, bm) {
+				// Declined: some slot the held cells do not hold passes.
+				declines++
+				continue
+			}
+			marks++
+			for s, f := range arr {
+				if f != 0 && bm.score(scale, uint32(f), ix.lens[s]) > least {
+					require.NotZero(t, marked[s>>6]&(1<<(s&63)), "%s: slot %d (tf %d, length %v) passes %v but is not marked", phase, s, f, ix.lens[s], least)
+				}
+			}
+		}
+	}
+	check("built")
+	for range 800 { // longer memories: the average length grows, c1 falls
+		add(100+rng.IntN(200), rng.IntN(40))
+	}
+	assert.Same(t, built, ix.strongest[id], "not built again yet")
+	assert.NotEmpty(t, built.tail, "slots added since the build are kept apart")
+	check("longer")
+	for range 800 { // short memories, many of w0: c1 rises
+		add(1+rng.IntN(3), 1+rng.IntN(30))
+	}
+	check("shorter")
+	for range 6000 {
+		add(5+rng.IntN(60), rng.IntN(6))
+	}
+	assert.NotSame(t, built, ix.strongest[id], "a long tail builds the cells again")
+	check("rebuilt")
+	t.Log(marks, declines)
+	assert.Greater(t, marks, 600, "most bounds are marked")
+	assert.Positive(t, declines, "a low bound needs cells not held")
+}
+
+// The candidates marked are those of a scan: a dense ranking led by a
+// common term takes them from its strongest cells, and ranks the same.
+func TestDenseMarkedRanksAsTheScan(t *testing.T) {
+	defer func(m int) { commonMin = m }(commonMin)
+	commonMin = 64
+	rng := rand.New(rand.NewPCG(3, 3))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ix := newIndex()
+	for i := range 5000 {
+		ws := make([]string, 10+rng.IntN(80))
+		for w := range ws {
+			ws[w] = fmt.Sprintf("w%d", rng.IntN(6))
+		}
+		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "d", Type: memory.Raw, Text: strings.Join(ws, " "), Time: start.Add(time.Duration(i) * time.Second)}
+		ix.add(int64(i+1), &m, nil)
+	}
+	f := memory.Filter{Namespace: "d"}
+	for q := range 50 {
+		text := fmt.Sprintf("w%d w%d w%d", rng.IntN(6), rng.IntN(6), rng.IntN(6))
+		terms, bm, limit := ix.queryTerms(text), ix.bm25(), 1+rng.IntN(80)
+		before := ix.marked.Load()
+		got := ix.denseIn(&f, terms, bm, limit, 4096, 1+q%3, nil)
+		if ix.marked.Load() == before {
+			continue
+		}
+		strongest := ix.strongest
+		ix.strongest = nil
+		want := ix.denseIn(&f, terms, bm, limit, 4096, 1+q%3, nil)
+		ix.strongest = strongest
+		require.Equal(t, want, got, "query %q limit %d", text, limit)
+	}
+	assert.Positive(t, ix.marked.Load(), "the strongest cells lead some rankings")
+}
