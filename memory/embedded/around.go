@@ -26,54 +26,60 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 		return top
 	}
 	sf := compile(&q.Filter)
-	own := make(map[int32]float64, 4*len(top))
-	for _, t := range top {
-		own[t.slot] = t.score
-	}
-	nbs := make(map[int32][]int32, 3*len(top))
-	neighbours := func(s int32) []int32 {
-		n, ok := nbs[s]
-		if !ok {
-			n = ix.neighboursOf(s, &sf)
-			nbs[s] = n
-		}
-		return n
-	}
-	// The candidates: the ranked turns and their neighbours; the scores
-	// needed: theirs and their neighbours', scored together.
+	// The candidates: the ranked turns and their neighbours, by slot,
+	// each with its own neighbours.
 	cand := make([]int32, 0, 3*len(top))
-	var unscored []int32
-	need := func(x int32) bool {
-		if _, ok := own[x]; ok {
-			return false
-		}
-		own[x] = 0
-		unscored = append(unscored, x)
-		return true
-	}
 	for _, t := range top {
 		cand = append(cand, t.slot)
-	}
-	for _, t := range top {
-		for _, x := range neighbours(t.slot) {
-			if need(x) {
+		for _, x := range ix.neighboursOf(t.slot, &sf) {
+			if x >= 0 {
 				cand = append(cand, x)
 			}
 		}
 	}
-	for _, s := range cand[len(top):] {
-		for _, x := range neighbours(s) {
-			need(x)
+	slices.Sort(cand)
+	cand = slices.Compact(cand)
+	nbs := make([][2]int32, len(cand))
+	// The scores needed: the candidates' and their neighbours'. The
+	// ranked turns have theirs; the others are scored together.
+	need := slices.Clone(cand)
+	for i, s := range cand {
+		nbs[i] = ix.neighboursOf(s, &sf)
+		for _, x := range nbs[i] {
+			if x >= 0 {
+				need = append(need, x)
+			}
 		}
 	}
-	for i, score := range ix.scoresOf(terms, ix.bm25(), unscored) {
-		own[unscored[i]] = score
+	slices.Sort(need)
+	need = slices.Compact(need)
+	ranked := slices.Clone(top)
+	slices.SortFunc(ranked, func(a, b scored) int { return int(a.slot - b.slot) })
+	own := make([]float64, len(need))
+	var unscored []int32
+	var at []int // unscored[k] is need[at[k]]
+	for i, s := range need {
+		if j, ok := slices.BinarySearchFunc(ranked, s, func(r scored, s int32) int { return int(r.slot - s) }); ok {
+			own[i] = ranked[j].score
+		} else {
+			unscored = append(unscored, s)
+			at = append(at, i)
+		}
+	}
+	for k, score := range ix.scoresOf(terms, ix.bm25(), unscored) {
+		own[at[k]] = score
+	}
+	ownOf := func(s int32) float64 {
+		i, _ := slices.BinarySearch(need, s)
+		return own[i]
 	}
 	out := make([]scored, 0, len(cand))
-	for _, s := range cand {
-		v := own[s]
-		for _, x := range neighbours(s) {
-			v += q.Around * own[x]
+	for i, s := range cand {
+		v := ownOf(s)
+		for _, x := range nbs[i] {
+			if x >= 0 {
+				v += q.Around * ownOf(x)
+			}
 		}
 		if v > 0 {
 			out = append(out, scored{slot: s, score: v})
@@ -84,16 +90,16 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 }
 
 // neighboursOf returns the live raw turns passing sf just before and
-// after raw slot s in time, within memory.ExchangeWindow (none for a slot of
-// another type).
-func (ix *index) neighboursOf(s int32, sf *slotFilter) []int32 {
+// after raw slot s in time, within memory.ExchangeWindow (-1 for none,
+// and both for a slot of another type).
+func (ix *index) neighboursOf(s int32, sf *slotFilter) [2]int32 {
+	out := [2]int32{-1, -1}
 	raw := typeBit(memory.Raw)
 	if ix.meta[s].typ != raw {
-		return nil
+		return out
 	}
 	i := ix.timePos(s)
 	ts, win := ix.meta[s].ts, int64(memory.ExchangeWindow)
-	var out []int32
 	for k := i - 1; k >= 0; k-- {
 		x := ix.slotAt(k)
 		if ts-ix.meta[x].ts > win {
@@ -101,7 +107,7 @@ func (ix *index) neighboursOf(s int32, sf *slotFilter) []int32 {
 		}
 		if ix.meta[x].typ == raw {
 			if sf.ok(&ix.meta[x]) {
-				out = append(out, x)
+				out[0] = x
 			}
 			break
 		}
@@ -113,7 +119,7 @@ func (ix *index) neighboursOf(s int32, sf *slotFilter) []int32 {
 		}
 		if ix.meta[x].typ == raw {
 			if sf.ok(&ix.meta[x]) {
-				out = append(out, x)
+				out[1] = x
 			}
 			break
 		}

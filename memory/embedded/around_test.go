@@ -1,8 +1,10 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -152,4 +154,110 @@ func TestAroundInTimeOrder(t *testing.T) {
 	assert.NotContains(t, got, "far", "31 minutes after its neighbour")
 	assert.Equal(t, own["note"], got["note"], "a curated memory takes in nothing")
 	assert.NotContains(t, got, "after note", "nor lends")
+}
+
+// The share re-ranks as a plain walk of the time order says, on random
+// stores: times in and out of order, every type, removed turns, filters,
+// turns without a neighbour within the window.
+func TestAroundAsTheTimeOrderSays(t *testing.T) {
+	for store := range 4 {
+		rng := rand.New(rand.NewPCG(uint64(store), 5))
+		ix := newIndex()
+		n := 300 + rng.IntN(500)
+		tfs := make([]map[string]float64, n)
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for i := range n {
+			ws := make([]string, 2+rng.IntN(20))
+			for w := range ws {
+				ws[w] = fmt.Sprintf("w%d", rng.IntN(30))
+			}
+			at = at.Add(time.Duration(rng.IntN(40)) * time.Minute)
+			ts := at
+			if store%2 == 1 && rng.IntN(5) == 0 {
+				ts = at.Add(-time.Duration(rng.IntN(300)) * time.Minute) // out of order
+			}
+			typ := memory.Raw
+			if rng.IntN(6) == 0 {
+				typ = memory.Curated
+			}
+			m := memory.Memory{ID: fmt.Sprint(i), Namespace: "a", Type: typ, Text: strings.Join(ws, " "), Time: ts}
+			tfs[i] = termCounts(m.Text)
+			ix.add(int64(i+1), &m, nil)
+		}
+		for range n / 20 {
+			ix.remove(int64(1 + rng.IntN(n)))
+		}
+		// The time order, walked plainly: slots by time, equal times by slot.
+		order := make([]int32, len(ix.meta))
+		for s := range order {
+			order[s] = int32(s)
+		}
+		slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(ix.meta[a].ts, ix.meta[b].ts) })
+		pos := make([]int, len(order))
+		for i, s := range order {
+			pos[s] = i
+		}
+		raw := typeBit(memory.Raw)
+		for q := range 60 {
+			f := memory.Filter{Namespace: "a"}
+			if q%3 == 0 {
+				f.Types = []memory.Type{memory.Raw}
+			}
+			sf := compile(&f)
+			text := fmt.Sprintf("w%d w%d", rng.IntN(30), rng.IntN(30))
+			share, limit := 0.1+rng.Float64(), 1+rng.IntN(40)
+			top := ix.rankTerms(&f, ix.queryTerms(text), limit, nil)
+			score := map[int32]float64{}
+			for _, h := range bruteLexical(ix, tfs, &f, text, len(ix.meta)) {
+				score[h.slot] = h.score
+			}
+			neighbours := func(s int32) []int32 {
+				var out []int32
+				if ix.meta[s].typ != raw {
+					return nil
+				}
+				for _, step := range []int{-1, 1} {
+					for i := pos[s] + step; i >= 0 && i < len(order); i += step {
+						x := order[i]
+						if d := ix.meta[x].ts - ix.meta[s].ts; d > int64(memory.ExchangeWindow) || -d > int64(memory.ExchangeWindow) {
+							break
+						}
+						if ix.meta[x].typ == raw {
+							if sf.ok(&ix.meta[x]) {
+								out = append(out, x)
+							}
+							break
+						}
+					}
+				}
+				return out
+			}
+			cand := map[int32]bool{}
+			for _, h := range top {
+				cand[h.slot] = true
+				for _, x := range neighbours(h.slot) {
+					cand[x] = true
+				}
+			}
+			var want []scored
+			for s := range cand {
+				v := score[s]
+				for _, x := range neighbours(s) {
+					v += share * score[x]
+				}
+				if v > 0 {
+					want = append(want, scored{slot: s, score: v})
+				}
+			}
+			slices.SortFunc(want, bestFirst)
+			want = want[:min(len(want), limit)]
+			got := ix.around(&memory.Query{Filter: f, Text: text, Around: share}, ix.queryTerms(text), top, limit)
+			require.Len(t, got, len(want), "store %d query %q", store, text)
+			for i := range want {
+				require.InDelta(t, want[i].score, got[i].score, 1e-9, "store %d query %q rank %d", store, text, i)
+				require.Equal(t, want[i].slot, got[i].slot, "store %d query %q rank %d", store, text, i)
+			}
+		}
+		assert.Equal(t, store%2 == 1, ix.unordered, "store %d", store)
+	}
 }
