@@ -273,3 +273,47 @@ func BenchmarkEnqueue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCommonWords: the lexical side of a question made of the
+// corpus's four commonest words (the harness's worst case) at the
+// harness's depth: back to back (warm), after 3 ms asleep or spinning
+// (as between two chats), and with the caches cleared first by writing
+// 48 MiB (cold).
+//
+//	go test -run '^$' -bench CommonWords -benchtime 300x ./memory/embedded/
+func BenchmarkCommonWords(b *testing.B) {
+	var spill []byte
+	before := map[string]func(){
+		"warm":   func() {},
+		"asleep": func() { time.Sleep(3 * time.Millisecond) },
+		"spinning": func() {
+			for t := time.Now(); time.Since(t) < 3*time.Millisecond; {
+			}
+		},
+		"cold": func() {
+			if spill == nil {
+				spill = make([]byte, 48<<20)
+			}
+			for i := 0; i < len(spill); i += 64 {
+				spill[i]++
+			}
+		},
+	}
+	for _, n := range storetest.Sizes(10_000, 100_000) {
+		for _, mode := range []string{"warm", "asleep", "spinning", "cold"} {
+			b.Run(fmt.Sprintf("%dk/%s", n/1000, mode), func(b *testing.B) {
+				db, _ := benchDB(b, n)
+				ix := db.ns["bench"]
+				q := memory.Query{Filter: memory.Filter{Namespace: "bench"}, Text: "w0 w68717 wd0e2e w45302", Limit: 47}
+				for b.Loop() {
+					b.StopTimer()
+					before[mode]()
+					b.StartTimer()
+					if len(ix.lexicalSide(&q, nil)) == 0 {
+						b.Fatal("no memory holds the commonest words")
+					}
+				}
+			})
+		}
+	}
+}
