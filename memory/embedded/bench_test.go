@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,17 @@ var (
 	benchDBs = map[int]*DB{}
 	benchMs  = map[int][]memory.Memory{}
 )
+
+// TestMain removes the benchmarks' stores once the run ends, so that
+// repeated runs do not fill the disk.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, db := range benchDBs {
+		db.Close()
+		os.RemoveAll(filepath.Dir(db.Path()))
+	}
+	os.Exit(code)
+}
 
 // benchDB returns a store holding n memories, built once per size.
 func benchDB(b *testing.B, n int) (*DB, []memory.Memory) {
@@ -314,6 +326,34 @@ func BenchmarkCommonWords(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkShare: the lexical side with the neighbours' share (the
+// builder's default, 0.3) and without, for a question of common words
+// and one led by a rarer word, each after 3 ms asleep (as between two
+// chats: the share's look-ups come from memory).
+//
+//	go test -run '^$' -bench Share -benchtime 300x ./memory/embedded/
+func BenchmarkShare(b *testing.B) {
+	for _, n := range storetest.Sizes(10_000, 100_000) {
+		for name, text := range map[string]string{"common": "w0 w68717 wd0e2e w45302", "rarer": "what about w1a2f3 w68717 and w45302"} {
+			for _, share := range []float64{0, 0.3} {
+				b.Run(fmt.Sprintf("%dk/%s/share=%v", n/1000, name, share), func(b *testing.B) {
+					db, _ := benchDB(b, n)
+					ix := db.ns["bench"]
+					q := memory.Query{Filter: memory.Filter{Namespace: "bench"}, Text: text, Limit: 47, Around: share}
+					for b.Loop() {
+						b.StopTimer()
+						time.Sleep(3 * time.Millisecond)
+						b.StartTimer()
+						if len(ix.lexicalSide(&q, nil)) == 0 {
+							b.Fatal("no memory holds the question's words")
+						}
+					}
+				})
+			}
 		}
 	}
 }
