@@ -111,8 +111,9 @@ type Query struct {
 	// Around, above 0, lets a raw turn's lexical score take in this share
 	// of its neighbours' (the raw turns just before and after it, within
 	// half an hour): the embedded store re-ranks its lexical side's best
-	// and their neighbours so (a turn that neither ranks nor neighbours
-	// one is not lifted); Qdrant ignores it.
+	// and their neighbours so, each taking in its neighbours among them
+	// (a turn that neither ranks nor neighbours one is not lifted, nor
+	// lends); Qdrant ignores it.
 	Around float64
 }
 

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 
@@ -22,9 +23,10 @@ import (
 // chat reads cold; it changed no figure of vera eval locomo --cv.
 
 // around re-ranks top, the lexical ranking of q's terms (best first):
-// every raw turn in it, and every neighbour of one passing q's filter,
-// scores its own BM25 plus q.Around times that of each of its neighbours
-// among them; the best limit, equal scores keeping the lower slot.
+// every memory in it, and every neighbour of a raw turn in it passing
+// q's filter, scores its own BM25 plus q.Around times that of each of
+// its neighbours among them (a memory of another type has none); the
+// best limit, equal scores keeping the lower slot.
 func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit int) []scored {
 	if len(top) == 0 || ix.live == 0 {
 		return top
@@ -53,14 +55,13 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 		}
 	}
 	// The ranked turns have their scores; the others are scored together.
-	need := cand
 	ranked := slices.Clone(top)
-	slices.SortFunc(ranked, func(a, b scored) int { return int(a.slot - b.slot) })
-	own := make([]float64, len(need))
+	slices.SortFunc(ranked, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
+	own := make([]float64, len(cand))
 	var unscored []int32
-	var at []int // unscored[k] is need[at[k]]
-	for i, s := range need {
-		if j, ok := slices.BinarySearchFunc(ranked, s, func(r scored, s int32) int { return int(r.slot - s) }); ok {
+	var at []int // unscored[k] is cand[at[k]]
+	for i, s := range cand {
+		if j, ok := slices.BinarySearchFunc(ranked, s, func(r scored, s int32) int { return cmp.Compare(r.slot, s) }); ok {
 			own[i] = ranked[j].score
 		} else {
 			unscored = append(unscored, s)
@@ -71,12 +72,12 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 		own[at[k]] = score
 	}
 	ownOf := func(s int32) float64 {
-		i, _ := slices.BinarySearch(need, s)
+		i, _ := slices.BinarySearch(cand, s)
 		return own[i]
 	}
 	out := make([]scored, 0, len(cand))
 	for i, s := range cand {
-		v := ownOf(s)
+		v := own[i]
 		for _, x := range nbs[i] {
 			if x >= 0 {
 				v += q.Around * ownOf(x)

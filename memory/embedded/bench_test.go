@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,13 +22,20 @@ var (
 	benchMs  = map[int][]memory.Memory{}
 )
 
-// TestMain removes the benchmarks' stores once the run ends, so that
-// repeated runs do not fill the disk.
+// stores are the benchmarks' store directories, removed once the run
+// ends (TestMain), so that repeated runs do not fill the disk.
+var stores []string
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, db := range benchDBs {
 		db.Close()
-		os.RemoveAll(filepath.Dir(db.Path()))
+	}
+	for _, db := range shortChatDBs {
+		db.Close()
+	}
+	for _, dir := range stores {
+		os.RemoveAll(dir)
 	}
 	os.Exit(code)
 }
@@ -45,6 +51,7 @@ func benchDB(b *testing.B, n int) (*DB, []memory.Memory) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	stores = append(stores, dir)
 	db, err := Open(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)
@@ -130,6 +137,7 @@ func shortChatDB(b *testing.B, n int, counted bool) (*DB, []memory.Memory) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	stores = append(stores, dir)
 	db, err := Open(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)

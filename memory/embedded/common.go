@@ -157,7 +157,7 @@ func tfIn(common []uint8, c *cursor, slot int32) uint32 {
 // A common term also keeps its strongest slots by cell, so that a
 // question led by it finds its candidates without reading every slot's
 // frequency. A slot's cell is its frequency (32 and up share a row) and
-// its length's class (4 lengths a class, from 1024 on one class). For
+// its length's class (4 lengths a class, from 1020 on one class). For
 // BM25's length weight c1, a slot of frequency tf and length l gives the
 // term more than least exactly when its key tf/(c0+c1·l) is above
 // least/(scale-least); a cell's key, at its class's shortest length, is
@@ -171,7 +171,8 @@ func tfIn(common []uint8, c *cursor, slot int32) uint32 {
 // at the build's c1 divided by min(1, c1/c1 built), so the question's
 // bound is lowered by that factor: the cells taken always hold every slot
 // that can pass. Slots added since the build are kept apart (tail) when
-// their cell is held; a long tail builds the cells again.
+// their cell is held or had no slot at the build (its place is unknown:
+// always marked); a long tail builds the cells again.
 
 const (
 	strongRows  = 32 // frequencies 1 to 31 have a row each; 32 and up the last
@@ -189,7 +190,8 @@ type strongest struct {
 	ends  []int32   // ends[i]: where the i-th held cell's slots end in slots
 	slots []int32   // the held cells' slots, strongest cell first
 	rank  []uint16  // rank[cell]: its place in the order (strongCells: no slot)
-	// tail holds the slots added since the build whose cell is held, in
+	// tail holds the slots added since the build whose cell is held or
+	// had no slot then (rank strongCells), in
 	// slot order, with their cell's rank.
 	tail []rankedSlot
 }

@@ -60,13 +60,25 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 		}
 		slices.SortFunc(gives, func(a, b float64) int { return cmp.Compare(b, a) })
 		for q := range 300 {
-			// Bounds that a fifth of the slots or fewer pass, and some
-			// that half of them pass.
-			scale, share := 0.1+rng.Float64()*3, 5
-			if q%10 == 0 {
-				share = 2
+			// Bounds that a fifth of the slots or fewer pass, bounds that
+			// are exactly what a strong slot gives (the scan's rounding
+			// is then all that lets it pass), and some that half of the
+			// slots pass.
+			scale := 0.1 + rng.Float64()*3
+			var least float64
+			switch q % 10 {
+			case 0:
+				least = scale * gives[rng.IntN(len(gives)/2)]
+			case 1, 2, 3, 4:
+				for {
+					if s := rng.IntN(len(arr)); arr[s] != 0 && bm.score(1, uint32(arr[s]), ix.lens[s]) >= gives[len(gives)/5] {
+						least = bm.score(scale, uint32(arr[s]), ix.lens[s])
+						break
+					}
+				}
+			default:
+				least = scale * gives[rng.IntN(len(gives)/5)]
 			}
-			least := scale * gives[rng.IntN(len(gives)/share)]
 			marked := make([]uint64, (len(ix.meta)+63)/64)
 			if !st.mark(marked, scale, least, bm) {
 				// Declined: some slot the held cells do not hold passes.
@@ -74,8 +86,10 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 				continue
 			}
 			marks++
+			// The scan's own test, which the marks must cover.
+			need := (&denseQuery{terms: []queryTerm{{scale: scale}}, bm: bm}).needFor(least)
 			for s, f := range arr {
-				if f != 0 && bm.score(scale, uint32(f), ix.lens[s]) > least {
+				if f != 0 && f >= need[min(int(ix.lens[s]), len(need)-1)] {
 					require.NotZero(t, marked[s>>6]&(1<<(s&63)), "%s: slot %d (tf %d, length %v) passes %v but is not marked", phase, s, f, ix.lens[s], least)
 				}
 			}
@@ -97,6 +111,8 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 	}
 	assert.NotSame(t, built, ix.strongest[id], "a long tail builds the cells again")
 	check("rebuilt")
+	ix.commonAll() // as a load builds them: no drift, no tail
+	check("loaded")
 	t.Log(marks, declines)
 	assert.Greater(t, marks, 600, "most bounds are marked")
 	assert.Positive(t, declines, "a low bound needs cells not held")
