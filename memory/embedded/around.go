@@ -32,12 +32,16 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 		return top
 	}
 	sf := compile(&q.Filter)
-	// The candidates: the ranked turns and their neighbours, by slot,
-	// each with its own neighbours.
-	cand := make([]int32, 0, 3*len(top))
-	for _, t := range top {
+	// The ranked turns by slot, with their neighbours.
+	ranked := slices.Clone(top)
+	slices.SortFunc(ranked, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
+	rnbs := make([][2]int32, len(ranked))
+	// The candidates: the ranked turns and their neighbours, by slot.
+	cand := make([]int32, 0, 3*len(ranked))
+	for j, t := range ranked {
+		rnbs[j] = ix.neighboursOf(t.slot, &sf)
 		cand = append(cand, t.slot)
-		for _, x := range ix.neighboursOf(t.slot, &sf) {
+		for _, x := range rnbs[j] {
 			if x >= 0 {
 				cand = append(cand, x)
 			}
@@ -45,27 +49,24 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 	}
 	slices.Sort(cand)
 	cand = slices.Compact(cand)
+	// Each candidate's neighbours among the candidates, and its score:
+	// the ranked turns have theirs; the others are scored together.
 	nbs := make([][2]int32, len(cand))
-	for i, s := range cand {
-		nbs[i] = ix.neighboursOf(s, &sf)
-		for k, x := range nbs[i] {
-			if _, ok := slices.BinarySearch(cand, x); x >= 0 && !ok {
-				nbs[i][k] = -1 // not a candidate
-			}
-		}
-	}
-	// The ranked turns have their scores; the others are scored together.
-	ranked := slices.Clone(top)
-	slices.SortFunc(ranked, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
 	own := make([]float64, len(cand))
 	var unscored []int32
 	var at []int // unscored[k] is cand[at[k]]
 	for i, s := range cand {
 		if j, ok := slices.BinarySearchFunc(ranked, s, func(r scored, s int32) int { return cmp.Compare(r.slot, s) }); ok {
-			own[i] = ranked[j].score
+			nbs[i], own[i] = rnbs[j], ranked[j].score
 		} else {
+			nbs[i] = ix.neighboursOf(s, &sf)
 			unscored = append(unscored, s)
 			at = append(at, i)
+		}
+		for k, x := range nbs[i] {
+			if _, ok := slices.BinarySearch(cand, x); x >= 0 && !ok {
+				nbs[i][k] = -1 // not a candidate
+			}
 		}
 	}
 	for k, score := range ix.scoresOf(terms, ix.bm25(), unscored) {

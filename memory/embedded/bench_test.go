@@ -322,17 +322,7 @@ func BenchmarkCommonWords(b *testing.B) {
 	for _, n := range storetest.Sizes(10_000, 100_000) {
 		for _, mode := range []string{"warm", "asleep", "spinning", "cold"} {
 			b.Run(fmt.Sprintf("%dk/%s", n/1000, mode), func(b *testing.B) {
-				db, _ := benchDB(b, n)
-				ix := db.ns["bench"]
-				q := memory.Query{Filter: memory.Filter{Namespace: "bench"}, Text: "w0 w68717 wd0e2e w45302", Limit: 47}
-				for b.Loop() {
-					b.StopTimer()
-					before[mode]()
-					b.StartTimer()
-					if len(ix.lexicalSide(&q, nil)) == 0 {
-						b.Fatal("no memory holds the commonest words")
-					}
-				}
+				benchLexical(b, n, "w0 w68717 wd0e2e w45302", 0, before[mode])
 			})
 		}
 	}
@@ -349,19 +339,26 @@ func BenchmarkShare(b *testing.B) {
 		for name, text := range map[string]string{"common": "w0 w68717 wd0e2e w45302", "rarer": "what about w1a2f3 w68717 and w45302"} {
 			for _, share := range []float64{0, 0.3} {
 				b.Run(fmt.Sprintf("%dk/%s/share=%v", n/1000, name, share), func(b *testing.B) {
-					db, _ := benchDB(b, n)
-					ix := db.ns["bench"]
-					q := memory.Query{Filter: memory.Filter{Namespace: "bench"}, Text: text, Limit: 47, Around: share}
-					for b.Loop() {
-						b.StopTimer()
-						time.Sleep(3 * time.Millisecond)
-						b.StartTimer()
-						if len(ix.lexicalSide(&q, nil)) == 0 {
-							b.Fatal("no memory holds the question's words")
-						}
-					}
+					benchLexical(b, n, text, share, func() { time.Sleep(3 * time.Millisecond) })
 				})
 			}
+		}
+	}
+}
+
+// benchLexical times the lexical side of text (the harness's depth, 47,
+// and the neighbours' share around) on the store of n memories, before
+// each search calling before, untimed.
+func benchLexical(b *testing.B, n int, text string, around float64, before func()) {
+	db, _ := benchDB(b, n)
+	ix := db.ns["bench"]
+	q := memory.Query{Filter: memory.Filter{Namespace: "bench"}, Text: text, Limit: 47, Around: around}
+	for b.Loop() {
+		b.StopTimer()
+		before()
+		b.StartTimer()
+		if len(ix.lexicalSide(&q, nil)) == 0 {
+			b.Fatal("no memory holds the question's words")
 		}
 	}
 }

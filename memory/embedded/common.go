@@ -286,24 +286,23 @@ func (ix *index) noteStrongest(id, s int32, f uint8) {
 	if st == nil {
 		return
 	}
-	if r := st.rank[cellOf(f, ix.adding)]; int(r) < len(st.ends) {
+	// A cell held, or one that had no slot at the build (its place is
+	// unknown).
+	if r := st.rank[cellOf(f, ix.adding)]; int(r) < len(st.ends) || r == strongCells {
 		st.tail = append(st.tail, rankedSlot{slot: s, rank: r})
-	} else if r == strongCells {
-		// A cell that had no slot at the build: its place is unknown.
-		st.tail = append(st.tail, rankedSlot{slot: s, rank: strongCells})
 	}
 	if len(st.tail) > max(1024, len(st.slots)/8) {
 		ix.strongest[id] = ix.strongestOf(ix.common[id], ix.bm25())
 	}
 }
 
-// mark sets in marked the bit of every slot that can give the term, of
-// weight scale, more than least for BM25 bm (and some that cannot), and
-// says whether it could: false when the held cells may not hold them all
-// (the caller reads every slot's frequency instead).
-func (st *strongest) mark(marked []uint64, scale, least float64, bm bm25) bool {
+// mark returns a bitmap of n slots with the bit of every slot that can
+// give the term, of weight scale, more than least for BM25 bm (and some
+// that cannot); nil when the held cells may not hold them all (the
+// caller reads every slot's frequency instead).
+func (st *strongest) mark(n int, scale, least float64, bm bm25) []uint64 {
 	if !(least > 0) || scale <= least {
-		return false
+		return nil
 	}
 	// A hair low, against rounding: the same margin as needFor's, and
 	// then some.
@@ -313,8 +312,9 @@ func (st *strongest) mark(marked []uint64, scale, least float64, bm bm25) bool {
 		taken++
 	}
 	if taken == len(st.ends) && taken < len(st.keys) && st.keys[taken] >= bound {
-		return false // a cell not held can pass
+		return nil // a cell not held can pass
 	}
+	marked := make([]uint64, (n+63)/64)
 	end := int32(0)
 	if taken > 0 {
 		end = st.ends[taken-1]
@@ -327,5 +327,5 @@ func (st *strongest) mark(marked []uint64, scale, least float64, bm bm25) bool {
 			marked[t.slot>>6] |= 1 << (t.slot & 63)
 		}
 	}
-	return true
+	return marked
 }

@@ -79,8 +79,8 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 			default:
 				least = scale * gives[rng.IntN(len(gives)/5)]
 			}
-			marked := make([]uint64, (len(ix.meta)+63)/64)
-			if !st.mark(marked, scale, least, bm) {
+			marked := st.mark(len(ix.meta), scale, least, bm)
+			if marked == nil {
 				// Declined: some slot the held cells do not hold passes.
 				declines++
 				continue

@@ -302,9 +302,7 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, pi
 		q.need = q.needFor(q.floor - q.rest[1])
 		ix.floors.Add(1)
 		if st := ix.strongest[terms[0].id]; st != nil {
-			marked := make([]uint64, (len(ix.meta)+63)/64)
-			if st.mark(marked, terms[0].scale, q.floor-q.rest[1], bm) {
-				q.marked = marked
+			if q.marked = st.mark(len(ix.meta), terms[0].scale, q.floor-q.rest[1], bm); q.marked != nil {
 				ix.marked.Add(1)
 			}
 		}
