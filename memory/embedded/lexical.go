@@ -41,9 +41,11 @@ type termCursor struct {
 // while its score plus the bounds of the blocks left could still beat
 // theta. A question of common words so reads few of their postings. A
 // candidate is first bounded by its frequencies and its blocks' shortest
-// lengths, and its own length (a cache miss in a large namespace) is read
-// only when that bound could beat theta. The ranking is exact: the same
-// as scoring every document (ties keep the lower slot).
+// lengths, the non-essential terms' looked up too, and its own length (a
+// cache miss in a large namespace) is read only when that bound could
+// beat theta. When one term is rare, theta starts at the floor its own
+// documents give (rarestFloor). The ranking is exact: the same as
+// scoring every document (ties keep the lower slot).
 //
 // With j, a ranking on several cores leaves one worker to whoever joins
 // (joinPoint).
@@ -69,6 +71,41 @@ func (ix *index) rankTerms(f *memory.Filter, terms []queryTerm, limit int, j *jo
 	}
 	return ix.maxScore(f, terms, bm, limit)
 }
+
+// rarestFloor is where maxScore's theta starts: just under the limit-th
+// best score the rarest term alone gives the documents passing sf that
+// hold it, when it is rare (a few times limit); else -Inf. That many
+// documents score at least as much in all, so none below can enter; a
+// candidate of the commoner terms alone is then bounded from the start,
+// not once the walk has found limit better ones.
+func (ix *index) rarestFloor(cs []termCursor, sf *slotFilter, bm bm25, limit int) float64 {
+	var r *termCursor
+	for i := range cs {
+		if r == nil || cs[i].p.n < r.p.n {
+			r = &cs[i]
+		}
+	}
+	if len(cs) < 2 || r == nil || int(r.p.n) < limit || int(r.p.n) > limit*rarestFloorAt {
+		return math.Inf(-1)
+	}
+	top := topK{k: limit}
+	c := cursor{p: r.p}
+	for c.start(); c.slot != endSlot; c.next() {
+		if s := c.slot; sf.ok(&ix.meta[s]) {
+			top.offer(scored{slot: s, score: bm.score(r.scale, c.tf, ix.lens[s])})
+		}
+	}
+	if len(top.h) < limit {
+		return math.Inf(-1)
+	}
+	// Strictly under: a document scoring the floor itself may still
+	// enter, on a lower slot.
+	return top.h[0].score * (1 - 1e-9)
+}
+
+// rarestFloorAt: the rarest term gives maxScore a floor when it holds at
+// most this many times the limit's documents; each is a length read.
+const rarestFloorAt = 16
 
 // slack: bounds are compared with scores a hair high, against rounding.
 const slack = 1 + 1e-9
@@ -118,14 +155,19 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 		prefix[i+1] = prefix[i] + cs[i].ub
 	}
 	contrib := make([]float64, len(terms))
+	tfs := make([]uint32, len(terms)) // by place in cs
 	sf := compile(f)
 	meta, lens := ix.meta, ix.lens
 	top := topK{k: limit}
-	// A document enters the results only with a score above theta (the
-	// limit-th best so far once there are limit of them). Bounds are
-	// compared a hair high, against rounding.
-	theta := math.Inf(-1)
+	// A document enters the results only with a score above theta: the
+	// limit-th best so far once there are limit of them, and from the
+	// start at least the rarest term's floor. Bounds are compared a hair
+	// high, against rounding.
+	theta := ix.rarestFloor(cs, &sf, bm, limit)
 	essential := 0 // cs[essential:] are walked; cs[:essential] looked up
+	for essential < len(cs) && prefix[essential+1]*slack <= theta {
+		essential++
+	}
 	// The window: up to the end of the first block, among the essential
 	// terms' blocks around the candidate, and what any document in it can
 	// get at most (as of theta then): those blocks' bounds, and the other
@@ -165,7 +207,8 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				continue
 			}
 		}
-		if len(top.h) == top.k {
+		looked := false // the non-essential terms' frequencies at d are in tfs
+		if theta > math.Inf(-1) {
 			// What d could get at most, without its length (a cache
 			// miss away in a large namespace): the essential terms'
 			// frequencies at d, each with its block's shortest
@@ -178,6 +221,25 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 					ub += bm.score(c.scale, c.tf, c.p.blocks[c.blk].minLen)
 				}
 			}
+			// Then each other term, strongest first, in place of its
+			// whole bound: its frequency at d with its block's
+			// shortest length (nothing when d lacks it). A candidate
+			// of one middling word needs another word to pass, and
+			// most lack it.
+			for i := essential - 1; i >= 0 && ub*slack > theta; i-- {
+				c := &cs[i]
+				ub -= c.ub
+				b := c.blockOf(d)
+				tfs[i] = 0
+				if b == len(c.p.blocks) {
+					continue
+				}
+				if blk := &c.p.blocks[b]; (ub+bound(c.scale, blk.maxTF, blk.minLen))*slack > theta {
+					if tfs[i] = tfIn(c.common, &c.cursor, d); tfs[i] > 0 {
+						ub += bm.score(c.scale, tfs[i], blk.minLen)
+					}
+				}
+			}
 			if ub*slack <= theta {
 				for i := essential; i < len(cs); i++ {
 					if c := &cs[i]; c.slot == d {
@@ -187,6 +249,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				unread++
 				continue
 			}
+			looked = true
 		}
 		// The filter is asked only of a document that could enter: its
 		// meta is a cache miss away.
@@ -199,9 +262,17 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				c.next()
 			}
 		}
+		if looked {
+			for i := range essential {
+				if tf := tfs[i]; tf > 0 {
+					contrib[cs[i].order] = bm.score(cs[i].scale, tf, ln)
+					score += contrib[cs[i].order]
+				}
+			}
+		}
 		// The non-essential terms, strongest first, while they can
 		// still lift the document above theta.
-		for i := essential - 1; i >= 0; i-- {
+		for i := essential - 1; i >= 0 && !looked; i-- {
 			if (score+prefix[i+1])*slack <= theta {
 				break
 			}
@@ -221,7 +292,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				score += contrib[c.order]
 			}
 		}
-		if (score*slack > theta || len(top.h) < top.k) && sf.ok(&meta[d]) {
+		if score*slack > theta && sf.ok(&meta[d]) {
 			// The sum again in the query's order, as exhaustive scoring
 			// adds: the ranking does not depend on which terms were
 			// looked up.
