@@ -310,12 +310,14 @@ func (w *Writer) commitBatch(batch []pending) {
 		backoff = w.next(backoff)
 		time.Sleep(backoff)
 	}
-	for _, p := range batch {
-		close(p.done)
-	}
+	// The worker is woken first: a goroutine readied later runs first on
+	// this core, and the answers held for these turns are what waits.
 	select {
 	case w.kick <- struct{}{}:
 	default:
+	}
+	for _, p := range batch {
+		close(p.done)
 	}
 }
 
