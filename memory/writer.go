@@ -310,8 +310,9 @@ func (w *Writer) commitBatch(batch []pending) {
 		backoff = w.next(backoff)
 		time.Sleep(backoff)
 	}
-	// The worker is woken first: a goroutine readied later runs first on
-	// this core, and the answers held for these turns are what waits.
+	// The worker is woken first: the goroutine readied last runs next on
+	// this core, and that should be a held answer (the batch's last), not
+	// the worker, which embeds and stores the turns.
 	select {
 	case w.kick <- struct{}{}:
 	default:

@@ -261,7 +261,7 @@ func BenchmarkUpsert(b *testing.B) {
 // BenchmarkEnqueue: one finished turn (2 KB) committed to the durable
 // queue, which the end of every answer with memory waits for: back to
 // back, and after 3 ms asleep (as between two chats: on this project's
-// machine, a disk's flush after a pause takes two to three times one
+// machine, a disk's flush after a pause takes four to five times one
 // right after another). The queue is emptied, as the writer does,
 // outside the timed part.
 //

@@ -207,7 +207,6 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				continue
 			}
 		}
-		looked := false // the non-essential terms' frequencies at d are in tfs
 		if theta > math.Inf(-1) {
 			// What d could get at most, without its length (a cache
 			// miss away in a large namespace): the essential terms'
@@ -249,7 +248,6 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				unread++
 				continue
 			}
-			looked = true
 		}
 		// The filter is asked only of a document that could enter: its
 		// meta is a cache miss away.
@@ -262,34 +260,12 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 				c.next()
 			}
 		}
-		if looked {
-			for i := range essential {
-				if tf := tfs[i]; tf > 0 {
-					contrib[cs[i].order] = bm.score(cs[i].scale, tf, ln)
-					score += contrib[cs[i].order]
-				}
-			}
-		}
-		// The non-essential terms, strongest first, while they can
-		// still lift the document above theta.
-		for i := essential - 1; i >= 0 && !looked; i-- {
-			if (score+prefix[i+1])*slack <= theta {
-				break
-			}
-			c := &cs[i]
-			b := c.blockOf(d)
-			if b == len(c.p.blocks) {
-				continue
-			}
-			if blk := &c.p.blocks[b]; (score+prefix[i]+bound(c.scale, blk.maxTF, blk.minLen))*slack <= theta {
-				// Not even this term's block and the weaker terms
-				// together can lift it: it stays out.
-				score = math.Inf(-1)
-				break
-			}
-			if tf := tfIn(c.common, &c.cursor, d); tf > 0 {
-				contrib[c.order] = bm.score(c.scale, tf, ln)
-				score += contrib[c.order]
+		// The non-essential terms' frequencies at d were looked up for
+		// its bound (there are some only once theta is above -Inf).
+		for i := range essential {
+			if tf := tfs[i]; tf > 0 {
+				contrib[cs[i].order] = bm.score(cs[i].scale, tf, ln)
+				score += contrib[cs[i].order]
 			}
 		}
 		if score*slack > theta && sf.ok(&meta[d]) {
