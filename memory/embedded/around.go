@@ -49,47 +49,62 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 	}
 	slices.Sort(cand)
 	cand = slices.Compact(cand)
-	// Each candidate's neighbours among the candidates, and its score:
-	// the ranked turns have theirs; the others are scored together.
+	// place is x's index in cand, or -1. A neighbour of cand[i] is
+	// usually next to it there (slots are in time order, but for turns
+	// stored late), so those places are tried first.
+	place := func(x int32, i int) int32 {
+		if x < 0 {
+			return -1
+		}
+		if i > 0 && cand[i-1] == x {
+			return int32(i - 1)
+		}
+		if i+1 < len(cand) && cand[i+1] == x {
+			return int32(i + 1)
+		}
+		if k, ok := slices.BinarySearch(cand, x); ok {
+			return int32(k)
+		}
+		return -1
+	}
+	// Each candidate's neighbours among the candidates (their places),
+	// and its score: the ranked turns have theirs (walked alongside, both
+	// by slot); the others are scored together.
 	nbs := make([][2]int32, len(cand))
 	own := make([]float64, len(cand))
 	var unscored []int32
 	var at []int // unscored[k] is cand[at[k]]
+	j := 0
 	for i, s := range cand {
-		if j, ok := slices.BinarySearchFunc(ranked, s, func(r scored, s int32) int { return cmp.Compare(r.slot, s) }); ok {
-			nbs[i], own[i] = rnbs[j], ranked[j].score
+		for j < len(ranked) && ranked[j].slot < s {
+			j++
+		}
+		var n [2]int32
+		if j < len(ranked) && ranked[j].slot == s {
+			n, own[i] = rnbs[j], ranked[j].score
 		} else {
-			nbs[i] = ix.neighboursOf(s, &sf)
+			n = ix.neighboursOf(s, &sf)
 			unscored = append(unscored, s)
 			at = append(at, i)
 		}
-		for k, x := range nbs[i] {
-			if _, ok := slices.BinarySearch(cand, x); x >= 0 && !ok {
-				nbs[i][k] = -1 // not a candidate
-			}
-		}
+		nbs[i] = [2]int32{place(n[0], i), place(n[1], i)}
 	}
 	for k, score := range ix.scoresOf(terms, ix.bm25(), unscored) {
 		own[at[k]] = score
 	}
-	ownOf := func(s int32) float64 {
-		i, _ := slices.BinarySearch(cand, s)
-		return own[i]
-	}
-	out := make([]scored, 0, len(cand))
+	best := topK{k: limit}
 	for i, s := range cand {
 		v := own[i]
 		for _, x := range nbs[i] {
 			if x >= 0 {
-				v += q.Around * ownOf(x)
+				v += q.Around * own[x]
 			}
 		}
 		if v > 0 {
-			out = append(out, scored{slot: s, score: v})
+			best.offer(scored{slot: s, score: v})
 		}
 	}
-	slices.SortFunc(out, bestFirst)
-	return out[:min(len(out), limit)]
+	return best.best()
 }
 
 // neighboursOf returns the live raw turns passing sf just before and
