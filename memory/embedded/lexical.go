@@ -79,13 +79,16 @@ func (ix *index) rankTerms(f *memory.Filter, terms []queryTerm, limit int, j *jo
 // candidate of the commoner terms alone is then bounded from the start,
 // not once the walk has found limit better ones.
 func (ix *index) rarestFloor(cs []termCursor, sf *slotFilter, bm bm25, limit int) float64 {
-	var r *termCursor
+	if len(cs) < 2 {
+		return math.Inf(-1)
+	}
+	r := &cs[0]
 	for i := range cs {
-		if r == nil || cs[i].p.n < r.p.n {
+		if cs[i].p.n < r.p.n {
 			r = &cs[i]
 		}
 	}
-	if len(cs) < 2 || r == nil || int(r.p.n) < limit || int(r.p.n) > limit*rarestFloorAt {
+	if int(r.p.n) < limit || int(r.p.n) > limit*rarestFloorAt {
 		return math.Inf(-1)
 	}
 	top := topK{k: limit}
