@@ -49,13 +49,14 @@ func TestQuickRun(t *testing.T) {
 	}
 	require.Len(t, r.Streaming, 3)
 	assert.Positive(t, r.Streaming[2].TTFBP50)
-	require.Len(t, r.Memory, 7, "the five dialects and the common-words question on the embedded store, /api/chat on Qdrant")
+	require.Len(t, r.Memory, 8, "the five dialects, the common words and the unknown words on the embedded store, /api/chat on Qdrant")
 	for i, d := range dialects {
 		assert.Equal(t, "embedded", r.Memory[i].Backend)
 		assert.Equal(t, d.route, r.Memory[i].Dialect)
 	}
 	assert.Equal(t, commonWords, r.Memory[5].Dialect)
-	assert.Contains(t, r.Memory[6].Backend, "qdrant")
+	assert.Equal(t, unknownWords, r.Memory[6].Dialect)
+	assert.Contains(t, r.Memory[7].Backend, "qdrant")
 	for _, m := range r.Memory {
 		assert.Positive(t, m.OnP50, m.Backend)
 		assert.Positive(t, m.RawMB, m.Backend)

@@ -69,6 +69,17 @@ var dialects = []struct{ route, body string }{
 // common words only: the lexical index's worst case.
 const commonWords = "/api/chat, common words only"
 
+// unknownWords labels the row whose question has no word the store
+// holds: its lexical side finds no term and costs nothing, so the row is
+// what every other part of memory costs (the embedding, the vector side,
+// reading and packing the hits, the commit). The vector side still
+// recalls memories for it.
+const unknownWords = "/api/chat, no word the store holds"
+
+// unknownQuestion is that question: the seeded words are all "w" and
+// hexadecimal digits.
+const unknownQuestion = "what about zebras, quartz, nimbus and ferrules?"
+
 // vocab is the vocabulary of the seeded memories: 20,000 made-up words
 // drawn Zipf-like (s = 1.1), as in the in-process benchmarks
 // (storetest.TextCorpus), so that a few words are in most memories and
@@ -271,7 +282,8 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		for _, dl := range dialects {
 			routes = append(routes, route{dl.route, dl.route, fmt.Sprintf(dl.body, sd.question)})
 		}
-		routes = append(routes, route{commonWords, dialects[0].route, fmt.Sprintf(dialects[0].body, sd.common)})
+		routes = append(routes, route{commonWords, dialects[0].route, fmt.Sprintf(dialects[0].body, sd.common)},
+			route{unknownWords, dialects[0].route, fmt.Sprintf(dialects[0].body, unknownQuestion)})
 		if qdrantURL != "" {
 			routes = routes[:1]
 		}
