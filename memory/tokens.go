@@ -19,7 +19,8 @@ const cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{
 // downloaded at run time, and no package-level loader is installed. It is
 // safe for concurrent use.
 type Tokenizer struct {
-	enc *tiktoken.Tiktoken
+	enc   *tiktoken.Tiktoken
+	ranks map[string]int // cl100k_base's tokens
 
 	seed maphash.Seed
 	mu   sync.Mutex
@@ -68,7 +69,7 @@ func NewTokenizer() (*Tokenizer, error) {
 	enc := tiktoken.NewTiktoken(bpe, &tiktoken.Encoding{
 		Name: "cl100k_base", PatStr: cl100kPattern, MergeableRanks: ranks, SpecialTokens: special,
 	}, set)
-	return &Tokenizer{enc: enc, seed: maphash.MakeSeed()}, nil
+	return &Tokenizer{enc: enc, ranks: ranks, seed: maphash.MakeSeed()}, nil
 }
 
 // Count returns the number of tokens in s. Special-token text such as
@@ -90,10 +91,20 @@ func (t *Tokenizer) countFixed(s string) int {
 }
 
 func (t *Tokenizer) count(s string) int {
-	if s == "" {
-		return 0
+	if !utf8.ValidString(s) {
+		return len(t.enc.EncodeOrdinary(s))
 	}
-	return len(t.enc.EncodeOrdinary(s))
+	n := 0
+	for s != "" {
+		p := s[:nextPiece(s)]
+		if _, ok := t.ranks[p]; ok {
+			n++
+		} else {
+			n += bpeCount(p, t.ranks)
+		}
+		s = s[len(p):]
+	}
+	return n
 }
 
 // chunkBytes is how much text is encoded at a time by the bounded
