@@ -477,3 +477,97 @@ func TestSnapshotDamagedLengthsAllocateNothing(t *testing.T) {
 	reads := uint64(3 * (len(good) - snapHeader))
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, reads*(uint64(len(good))*8+2<<20))
 }
+
+// The vector scan's byte per slot says what meta says through every
+// change (memories added with a vector and without, a vector set later,
+// removals, a compaction, a snapshot, the vectors dropped), and the scan
+// finds a memory by its own vector exactly while it is live with one,
+// and only for a filter of its type and time.
+func TestVectorScanFollowsMeta(t *testing.T) {
+	ix := newIndex()
+	rng := rand.New(rand.NewPCG(5, 6))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	newVec := func() []float32 {
+		v := make([]float32, 64)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return normalize(v)
+	}
+	vecs := map[int64][]float32{} // by seq: the vector last given
+	check := func(ix *index, when string) {
+		t.Helper()
+		require.Len(t, ix.scan, len(ix.meta), when)
+		for s := range ix.meta {
+			require.Equal(t, scanByte(&ix.meta[s]), ix.scan[s], "%s: slot %d", when, s)
+		}
+		if ix.nvec < exactBelow {
+			return
+		}
+		for seq := int64(1); seq <= 6000; seq += 37 {
+			v, ok := vecs[seq]
+			if !ok {
+				continue
+			}
+			got := ix.vector(&memory.Filter{Namespace: "c"}, v, 0.99, 1)
+			s, live := ix.bySeq[seq]
+			if live && ix.meta[s].vec {
+				require.Len(t, got, 1, "%s: seq %d", when, seq)
+				assert.Equal(t, s, got[0].slot, "%s: seq %d", when, seq)
+				// Not for a filter of another type, nor of a time after it.
+				other := memory.Raw
+				if ix.meta[s].typ == typeBit(memory.Raw) {
+					other = memory.Curated
+				}
+				assert.Empty(t, ix.vector(&memory.Filter{Namespace: "c", Types: []memory.Type{other}}, v, 0.99, 1), "%s: seq %d", when, seq)
+				later := time.Unix(0, ix.meta[s].ts).Add(time.Second)
+				assert.Empty(t, ix.vector(&memory.Filter{Namespace: "c", Since: later}, v, 0.99, 1), "%s: seq %d", when, seq)
+			} else {
+				assert.Empty(t, got, "%s: seq %d, removed or without a vector", when, seq)
+			}
+		}
+	}
+	for seq := int64(1); seq <= 6000; seq++ {
+		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "c", Type: memory.Raw, Text: fmt.Sprintf("w%d", seq), Time: start.Add(time.Duration(seq) * time.Second)}
+		if seq%5 == 0 {
+			m.Type = memory.Curated
+		}
+		var v []float32
+		if rng.IntN(10) < 6 {
+			v = newVec()
+			vecs[seq] = v
+		}
+		ix.add(seq, &m, v)
+	}
+	check(ix, "added")
+	for seq := int64(1); seq <= 6000; seq += 3 {
+		if _, ok := vecs[seq]; !ok {
+			vecs[seq] = newVec()
+			ix.setVector(seq, vecs[seq])
+		}
+	}
+	require.GreaterOrEqual(t, ix.nvec, exactBelow)
+	check(ix, "vectors set later")
+	for range 700 {
+		ix.remove(int64(1 + rng.IntN(6000)))
+	}
+	require.Len(t, ix.meta, 6000, "not compacted yet")
+	check(ix, "removed")
+	for seq := int64(1); len(ix.meta) == 6000 && seq <= 6000; seq += 2 {
+		ix.remove(seq)
+	}
+	require.Less(t, len(ix.meta), 6000, "compacted")
+	check(ix, "compacted")
+	path := filepath.Join(t.TempDir(), SnapshotName)
+	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
+	ns, _, err := readSnapshot(path, "0123456789abcdef")
+	require.NoError(t, err)
+	check(ns["c"], "read from a snapshot")
+	ix.dropVectors()
+	check(ix, "vectors dropped")
+	for seq := int64(2); seq <= 6000; seq += 4 {
+		vecs[seq] = newVec()
+		ix.setVector(seq, vecs[seq])
+	}
+	check(ix, "set again")
+}

@@ -271,6 +271,7 @@ func readIndex(r *snapReader) (string, *index) {
 		}
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
 	}
+	ix.listScan()
 	ix.listKinds()
 	ix.bySeq = make(map[int64]int32, min(max(ix.live, 0), len(ix.seqs)))
 	for s, seq := range ix.seqs {
