@@ -406,11 +406,7 @@ func TestCommonArraysMatchPostings(t *testing.T) {
 	require.Less(t, len(ix.meta), slots, "compacted")
 	add(100)
 	check(ix, "after removals and a compaction")
-	path := filepath.Join(t.TempDir(), SnapshotName)
-	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
-	ns, _, err := readSnapshot(path, "0123456789abcdef")
-	require.NoError(t, err)
-	check(ns["c"], "read from a snapshot")
+	check(throughSnapshot(t, ix), "read from a snapshot")
 }
 
 // A snapshot with any byte of its postings changed is refused, and never
@@ -558,11 +554,7 @@ func TestVectorScanFollowsMeta(t *testing.T) {
 	}
 	require.Less(t, len(ix.meta), 6000, "compacted")
 	check(ix, "compacted")
-	path := filepath.Join(t.TempDir(), SnapshotName)
-	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
-	ns, _, err := readSnapshot(path, "0123456789abcdef")
-	require.NoError(t, err)
-	check(ns["c"], "read from a snapshot")
+	check(throughSnapshot(t, ix), "read from a snapshot")
 	ix.dropVectors()
 	check(ix, "vectors dropped")
 	for seq := int64(2); seq <= 6000; seq += 4 {
@@ -570,4 +562,15 @@ func TestVectorScanFollowsMeta(t *testing.T) {
 		ix.setVector(seq, vecs[seq])
 	}
 	check(ix, "set again")
+}
+
+// throughSnapshot writes ix, as namespace "c", to a snapshot and reads
+// it back.
+func throughSnapshot(t *testing.T, ix *index) *index {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), SnapshotName)
+	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
+	ns, _, err := readSnapshot(path, "0123456789abcdef")
+	require.NoError(t, err)
+	return ns["c"]
 }
