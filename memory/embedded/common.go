@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 )
 
 // The commonest terms keep their frequencies twice: in their postings,
@@ -57,26 +58,108 @@ func (ix *index) isCommon(id int32) bool {
 // commonParts is what a common term keeps besides its postings.
 type commonParts struct {
 	arr       []uint8
-	champions *topK
+	champions *champions
 	strongest *strongest
+}
+
+// champions are a common term's champions, with what a search's floor
+// reads of them kept (kept): the champions are the same for every
+// question the term leads, and reading their lengths and the other
+// terms' frequencies, each a slot of its own, costs a cache miss a
+// champion and a term on a chat that comes cold.
+type champions struct {
+	topK
+	mu   sync.Mutex // searches share the index
+	kept *championsKept
+}
+
+// championsKept is what a search read of its champions: their slots in
+// slot order, their lengths, and the frequency in each of every term
+// asked with them so far. A champion that comes (and so one that goes)
+// drops it all; slots are not renumbered but by a compaction, which makes
+// every term's champions anew; lengths and frequencies never change for
+// a slot. Whether a champion is still live and passes a search's filter
+// is read from meta, at the search.
+type championsKept struct {
+	slots []int32
+	lens  []float32
+	tfs   map[int32][]uint32 // term id → frequency in each of slots
+}
+
+// keptTerms bounds the terms a champions' kept frequencies hold; all
+// are dropped past it.
+const keptTerms = 64
+
+// offer offers the slot being added, and drops what was kept if it came
+// in.
+func (c *champions) offer(s scored) {
+	if c.topK.offer(s) {
+		c.mu.Lock()
+		c.kept = nil
+		c.mu.Unlock()
+	}
+}
+
+// scores returns the champions' slots and their BM25 scores for terms
+// (each sum in the terms' order, as scoresOf adds), from what is kept,
+// keeping what it had to read.
+func (c *champions) scores(ix *index, terms []queryTerm, bm bm25) ([]int32, []float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.kept
+	if k == nil {
+		k = &championsKept{tfs: map[int32][]uint32{}}
+		for _, h := range c.h {
+			k.slots = append(k.slots, h.slot)
+		}
+		slices.Sort(k.slots)
+		k.lens = make([]float32, len(k.slots))
+		for i, s := range k.slots {
+			k.lens[i] = ix.lens[s]
+		}
+		c.kept = k
+	}
+	sums := make([]float64, len(k.slots))
+	for _, t := range terms {
+		tfs, ok := k.tfs[t.id]
+		if !ok {
+			if len(k.tfs) >= keptTerms {
+				clear(k.tfs)
+			}
+			tfs = make([]uint32, len(k.slots))
+			cur := cursor{p: &ix.post[t.id]}
+			cur.start()
+			common := ix.common[t.id]
+			for i, s := range k.slots {
+				tfs[i] = tfIn(common, &cur, s)
+			}
+			k.tfs[t.id] = tfs
+		}
+		for i, tf := range tfs {
+			if tf > 0 {
+				sums[i] += bm.score(t.scale, tf, k.lens[i])
+			}
+		}
+	}
+	return k.slots, sums
 }
 
 // commonOf makes term id's parts, from its postings; it changes nothing.
 func (ix *index) commonOf(id int32) commonParts {
 	p := &ix.post[id]
 	arr := make([]uint8, p.blocks[len(p.blocks)-1].last+1)
-	champs, bm := topK{k: championCount}, ix.bm25()
+	champs, bm := &champions{topK: topK{k: championCount}}, ix.bm25()
 	p.each(func(s int32, tf uint32) {
 		arr[s] = uint8(min(tf, tfSaturated))
 		champs.offer(scored{slot: s, score: bm.score(1, tf, ix.lenOf(s))})
 	})
-	return commonParts{arr: arr, champions: &champs, strongest: ix.strongestOf(arr, bm)}
+	return commonParts{arr: arr, champions: champs, strongest: ix.strongestOf(arr, bm)}
 }
 
 // setCommon keeps term id's parts.
 func (ix *index) setCommon(id int32, c commonParts) {
 	if ix.common == nil {
-		ix.common, ix.champions, ix.strongest = map[int32][]uint8{}, map[int32]*topK{}, map[int32]*strongest{}
+		ix.common, ix.champions, ix.strongest = map[int32][]uint8{}, map[int32]*champions{}, map[int32]*strongest{}
 	}
 	ix.common[id], ix.champions[id], ix.strongest[id] = c.arr, c.champions, c.strongest
 }

@@ -151,3 +151,81 @@ func TestDenseMarkedRanksAsTheScan(t *testing.T) {
 	}
 	assert.Positive(t, ix.marked.Load(), "the strongest cells lead some rankings")
 }
+
+// A common term's champions score as scoresOf scores them, from what
+// they keep: their frequencies of other terms (common or not) are read
+// once and kept until a champion comes; memories added that do not
+// become champions, and removals, keep them; a compaction makes the
+// champions anew.
+func TestChampionsKeepWhatTheyRead(t *testing.T) {
+	defer func(m int) { commonMin = m }(commonMin)
+	commonMin = 64
+	ix, seq := newIndex(), int64(0)
+	add := func(text string) {
+		seq++
+		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "s", Type: memory.Raw, Text: text, Time: time.Unix(seq, 0)}
+		ix.add(seq, &m, nil)
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	words := func(n int) string {
+		ws := make([]string, n)
+		for i := range ws {
+			ws[i] = fmt.Sprintf("w%d", min(rng.IntN(60), rng.IntN(60)))
+		}
+		return strings.Join(ws, " ")
+	}
+	for range 3000 {
+		add(words(5 + rng.IntN(40)))
+	}
+	lead := ix.terms["w25"]
+	champs := ix.champions[lead]
+	require.NotNil(t, champs)
+	check := func(phase string, text string) {
+		t.Helper()
+		terms := ix.queryTerms(text)
+		require.Equal(t, lead, terms[0].id, "%s: w25 leads %q", phase, text)
+		slots, scores := ix.champions[lead].scores(ix, terms, ix.bm25())
+		fresh := slices.Clone(slots)
+		want := ix.scoresOf(terms, ix.bm25(), fresh)
+		require.Equal(t, fresh, slots, phase)
+		require.Equal(t, want, scores, "%s: %q", phase, text)
+		var live []int32
+		for _, h := range ix.champions[lead].h {
+			live = append(live, h.slot)
+		}
+		slices.Sort(live)
+		require.Equal(t, live, slots, "%s: the champions now", phase)
+	}
+	// w25 is the rarest word of each question (in about two memories of
+	// five: common), so it leads.
+	questions := []string{"w25 w1 w2", "w25 w3 w10", "w25 w1 w20 w7"}
+	for _, q := range questions {
+		check("first asked", q)
+	}
+	kept := champs.kept
+	require.NotNil(t, kept)
+	assert.Len(t, kept.tfs, 7, "every term asked, once")
+	check("asked again", questions[0])
+	assert.Same(t, kept, champs.kept, "nothing read again")
+
+	// A memory that is no champion keeps them; one that is drops them.
+	add("w1 w2 w3 " + words(60))
+	assert.Same(t, kept, champs.kept, "a long memory without w25 is no champion")
+	for _, s := range []int32{champs.h[0].slot, champs.h[5].slot} {
+		ix.remove(ix.seqs[s])
+	}
+	check("after removals", questions[1])
+	assert.Same(t, kept, champs.kept, "a removed champion is left to the filter")
+	add("w25 w25 w25 w25 w25 w1")
+	assert.Nil(t, champs.kept, "a champion came")
+	for _, q := range questions {
+		check("after a champion came", q)
+	}
+	for range 1500 {
+		ix.remove(int64(1 + rng.IntN(int(seq))))
+	}
+	require.NotSame(t, champs, ix.champions[lead], "compacted: champions anew")
+	for _, q := range questions {
+		check("after a compaction", q)
+	}
+}

@@ -57,7 +57,7 @@ type index struct {
 	// (common.go).
 	common map[int32][]uint8
 	// champions are the common terms' champions (common.go).
-	champions map[int32]*topK
+	champions map[int32]*champions
 	// strongest are the common terms' strongest slots (common.go).
 	strongest map[int32]*strongest
 	// adding is the length of the slot being added, until lens has it.

@@ -403,15 +403,15 @@ func (q *denseQuery) championsFloor() float64 {
 	if champs == nil || len(champs.h) < q.limit {
 		return math.Inf(-1)
 	}
-	slots := make([]int32, 0, len(champs.h))
-	for _, c := range champs.h {
-		if q.sf.ok(&ix.meta[c.slot]) {
-			slots = append(slots, c.slot)
-		}
-	}
+	// Only a champion whose score can enter is checked against the
+	// filter (its meta read).
+	slots, scores := champs.scores(ix, q.terms, q.bm)
 	top := topK{k: q.limit}
-	for i, score := range ix.scoresOf(q.terms, q.bm, slots) {
-		top.offer(scored{slot: slots[i], score: score})
+	for i, score := range scores {
+		c := scored{slot: slots[i], score: score}
+		if (len(top.h) < top.k || worse(top.h[0], c)) && q.sf.ok(&ix.meta[c.slot]) {
+			top.offer(c)
+		}
 	}
 	if len(top.h) < q.limit {
 		return math.Inf(-1)
