@@ -86,8 +86,8 @@ type championsKept struct {
 	tfs   map[int32][]uint32 // term id → frequency in each of slots
 }
 
-// keptTerms bounds the terms a champions' kept frequencies hold; all
-// are dropped past it.
+// keptTerms bounds the terms a champions' kept frequencies hold: past
+// it, a term's are read for the search and not kept.
 const keptTerms = 64
 
 // offer offers the slot being added, and drops what was kept if it came
@@ -102,10 +102,10 @@ func (c *champions) offer(s scored) {
 
 // scores returns the champions' slots and their BM25 scores for terms
 // (each sum in the terms' order, as scoresOf adds), from what is kept,
-// keeping what it had to read.
+// keeping what it had to read. The lock is held only to find and keep:
+// what is kept never changes once there.
 func (c *champions) scores(ix *index, terms []queryTerm, bm bm25) ([]int32, []float64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	k := c.kept
 	if k == nil {
 		k = &championsKept{tfs: map[int32][]uint32{}}
@@ -119,25 +119,34 @@ func (c *champions) scores(ix *index, terms []queryTerm, bm bm25) ([]int32, []fl
 		}
 		c.kept = k
 	}
-	sums := make([]float64, len(k.slots))
-	for _, t := range terms {
-		tfs, ok := k.tfs[t.id]
-		if !ok {
-			if len(k.tfs) >= keptTerms {
-				clear(k.tfs)
-			}
-			tfs = make([]uint32, len(k.slots))
-			cur := cursor{p: &ix.post[t.id]}
-			cur.start()
-			common := ix.common[t.id]
-			for i, s := range k.slots {
-				tfs[i] = tfIn(common, &cur, s)
-			}
+	cols := make([][]uint32, len(terms))
+	for i, t := range terms {
+		cols[i] = k.tfs[t.id]
+	}
+	c.mu.Unlock()
+	for i, t := range terms {
+		if cols[i] != nil {
+			continue
+		}
+		tfs := make([]uint32, len(k.slots))
+		cur := cursor{p: &ix.post[t.id]}
+		cur.start()
+		common := ix.common[t.id]
+		for j, s := range k.slots {
+			tfs[j] = tfIn(common, &cur, s)
+		}
+		cols[i] = tfs
+		c.mu.Lock()
+		if c.kept == k && len(k.tfs) < keptTerms {
 			k.tfs[t.id] = tfs
 		}
-		for i, tf := range tfs {
+		c.mu.Unlock()
+	}
+	sums := make([]float64, len(k.slots))
+	for i, t := range terms {
+		for j, tf := range cols[i] {
 			if tf > 0 {
-				sums[i] += bm.score(t.scale, tf, k.lens[i])
+				sums[j] += bm.score(t.scale, tf, k.lens[j])
 			}
 		}
 	}

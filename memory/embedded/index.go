@@ -194,7 +194,7 @@ func newIndex() *index {
 func newIndexFor(n int) *index {
 	room := n + n/4 + 64
 	return &index{bySeq: make(map[int64]int32, room), terms: map[string]int32{},
-		seqs: make([]int64, 0, room), meta: make([]slotMeta, 0, room), lens: make([]float32, 0, room), room: n + n/16 + 64}
+		seqs: make([]int64, 0, room), meta: make([]slotMeta, 0, room), scan: make([]uint8, 0, room), lens: make([]float32, 0, room), room: n + n/16 + 64}
 }
 
 // add indexes m as row seq of the file (replacing what seq held). vec is
@@ -399,7 +399,7 @@ func (ix *index) compact() {
 		ix.byTime = bt
 	}
 	ix.meta, ix.lens, ix.seqs, ix.vecs, ix.signs = meta, lens, seqs, vecs, signs
-	ix.scan = nil
+	ix.scan = make([]uint8, 0, cap(meta))
 	ix.listScan()
 	ix.listKinds()
 	ix.commonAll()
