@@ -169,7 +169,7 @@ func (ix *index) scoresOf(terms []queryTerm, bm bm25, slots []int32) []float64 {
 	slices.Sort(slots)
 	sums := make([]float64, len(slots))
 	for _, t := range terms {
-		c := cursor{p: &ix.post[t.id]}
+		c := ix.cursorOf(t.id)
 		c.start()
 		common := ix.common[t.id]
 		for i, s := range slots {

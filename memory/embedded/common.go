@@ -41,12 +41,64 @@ const (
 	tfSaturated = 255
 )
 
-// promote gives term id its array, from its postings, once it is common.
+// promote gives term id its array, from its postings, once it is common
+// (its bits go).
 func (ix *index) promote(id int32) {
 	if _, ok := ix.common[id]; ok || !ix.isCommon(id) {
 		return
 	}
 	ix.setCommon(id, ix.commonOf(id))
+	delete(ix.present, id)
+}
+
+// A term in fewer slots than a common one but still many (a sixteenth)
+// keeps a bit a slot: looked up for a document (a question's middling
+// word, for the memories its rarer words found, or for the neighbours of
+// the ranked turns), most documents lack it, and the bit says so where
+// the postings would be decoded up to the document, a block of 64 at a
+// time. A bit costs an eighth of a common term's byte.
+
+// midShare: a term in at least 1/midShare of the slots, and not common,
+// keeps its bits.
+const midShare = 16
+
+// isMid says whether term id keeps bits.
+func (ix *index) isMid(id int32) bool {
+	n := int(ix.post[id].n)
+	return len(ix.meta) >= commonMin && n*midShare >= len(ix.meta) && n > 0 && !ix.isCommon(id)
+}
+
+// presentOf makes term id's bits, from its postings.
+func (ix *index) presentOf(id int32) []uint64 {
+	p := &ix.post[id]
+	bits := make([]uint64, p.blocks[len(p.blocks)-1].last/64+1)
+	p.each(func(s int32, _ uint32) { bits[s>>6] |= 1 << (uint(s) & 63) })
+	return bits
+}
+
+// notePresent records that term id, not common, is in slot s, the
+// newest: in its bits if it has them, and gives it them if it has come
+// to need them.
+func (ix *index) notePresent(id, s int32) {
+	if bits, ok := ix.present[id]; ok {
+		for len(bits) <= int(s>>6) {
+			bits = append(bits, 0)
+		}
+		bits[s>>6] |= 1 << (uint(s) & 63)
+		ix.present[id] = bits
+		return
+	}
+	if ix.isMid(id) {
+		if ix.present == nil {
+			ix.present = map[int32][]uint64{}
+		}
+		ix.present[id] = ix.presentOf(id)
+	}
+}
+
+// cursorOf is a cursor on term id's postings, with its bits if any.
+func (ix *index) cursorOf(id int32) cursor {
+	return cursor{p: &ix.post[id], present: ix.present[id]}
 }
 
 // isCommon says whether term id is common.
@@ -129,7 +181,7 @@ func (c *champions) scores(ix *index, terms []queryTerm, bm bm25) ([]int32, []fl
 			continue
 		}
 		tfs := make([]uint32, len(k.slots))
-		cur := cursor{p: &ix.post[t.id]}
+		cur := ix.cursorOf(t.id)
 		cur.start()
 		common := ix.common[t.id]
 		for j, s := range k.slots {
@@ -194,7 +246,9 @@ func (ix *index) lenOf(s int32) float32 {
 func (ix *index) noteCommon(id int32, s int32, tf uint32) {
 	arr, ok := ix.common[id]
 	if !ok {
-		ix.promote(id)
+		if ix.promote(id); ix.common[id] == nil {
+			ix.notePresent(id, s)
+		}
 		return
 	}
 	for int32(len(arr)) < s {
@@ -209,28 +263,42 @@ func (ix *index) noteCommon(id int32, s int32, tf uint32) {
 // commonAll gives every common term its parts again (after a load or a
 // compaction), on every core.
 func (ix *index) commonAll() {
-	ix.common, ix.champions, ix.strongest = nil, nil, nil
-	var ids []int32
+	ix.common, ix.champions, ix.strongest, ix.present = nil, nil, nil, nil
+	var ids, mids []int32
 	for id := range ix.post {
-		if ix.isCommon(int32(id)) {
+		switch {
+		case ix.isCommon(int32(id)):
 			ids = append(ids, int32(id))
+		case ix.isMid(int32(id)):
+			mids = append(mids, int32(id))
 		}
 	}
 	parts := make([]commonParts, len(ids))
-	spread(len(ids), 1, runtime.GOMAXPROCS(0), nil, func(_, lo, hi int) {
+	bits := make([][]uint64, len(mids))
+	spread(len(ids)+len(mids), 1, runtime.GOMAXPROCS(0), nil, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			parts[i] = ix.commonOf(ids[i])
+			if i < len(ids) {
+				parts[i] = ix.commonOf(ids[i])
+			} else {
+				bits[i-len(ids)] = ix.presentOf(mids[i-len(ids)])
+			}
 		}
 	})
 	for i, id := range ids {
 		ix.setCommon(id, parts[i])
 	}
+	if len(mids) > 0 {
+		ix.present = make(map[int32][]uint64, len(mids))
+	}
+	for i, id := range mids {
+		ix.present[id] = bits[i]
+	}
 }
 
 // tfIn returns the frequency of a term in slot, 0 when it is not there:
 // from the term's array when it has one (common, else nil), else from
-// its postings through c. Slots must not go down between calls with the
-// same c.
+// its postings through c, unless c's bits say the slot lacks it. Slots
+// must not go down between calls with the same c.
 func tfIn(common []uint8, c *cursor, slot int32) uint32 {
 	if common != nil {
 		if int(slot) >= len(common) {
@@ -239,6 +307,9 @@ func tfIn(common []uint8, c *cursor, slot int32) uint32 {
 		if v := common[slot]; v < tfSaturated {
 			return uint32(v)
 		}
+	}
+	if c.lacks(slot) {
+		return 0
 	}
 	if c.seek(slot); c.slot == slot {
 		return c.tf

@@ -60,6 +60,9 @@ type index struct {
 	champions map[int32]*champions
 	// strongest are the common terms' strongest slots (common.go).
 	strongest map[int32]*strongest
+	// present holds a bit a slot for the terms in at least 1/midShare
+	// of the slots but not common (common.go).
+	present map[int32][]uint64
 	// adding is the length of the slot being added, until lens has it.
 	adding float32
 	total  int64 // sum of live doc lengths, in terms

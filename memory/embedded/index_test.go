@@ -394,6 +394,29 @@ func TestCommonArraysMatchPostings(t *testing.T) {
 		}
 		alpha := ix.terms["alpha"]
 		assert.Contains(t, ix.common, alpha, when)
+		// A term in a sixteenth of the slots without an array (one
+		// that was common keeps it) has its bits, and they say where
+		// its postings are.
+		mids := 0
+		for id := range ix.post {
+			id := int32(id)
+			_, ok := ix.present[id]
+			if _, common := ix.common[id]; ix.isMid(id) && !common {
+				require.True(t, ok, "%s: term %d has bits", when, id)
+			}
+			if !ok {
+				continue
+			}
+			mids++
+			require.NotContains(t, ix.common, id, when)
+			in := map[int32]bool{}
+			ix.post[id].each(func(s int32, _ uint32) { in[s] = true })
+			c := ix.cursorOf(id)
+			for s := range int32(len(ix.meta)) {
+				require.Equal(t, !in[s], c.lacks(s), "%s: term %d slot %d", when, id, s)
+			}
+		}
+		assert.Positive(t, mids, when)
 	}
 	add(20) // too few slots: no arrays yet
 	assert.Empty(t, ix.common)

@@ -141,7 +141,7 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 	cs := make([]termCursor, len(terms))
 	for i, t := range terms {
 		p := &ix.post[t.id]
-		cs[i] = termCursor{cursor: cursor{p: p}, scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i, common: ix.common[t.id]}
+		cs[i] = termCursor{cursor: ix.cursorOf(t.id), scale: t.scale, ub: bound(t.scale, p.maxTF, p.minLen), order: i, common: ix.common[t.id]}
 		cs[i].start()
 	}
 	slices.SortStableFunc(cs, func(a, b termCursor) int {
@@ -231,8 +231,11 @@ func (ix *index) maxScore(f *memory.Filter, terms []queryTerm, bm bm25, limit in
 			for i := essential - 1; i >= 0 && ub*slack > theta; i-- {
 				c := &cs[i]
 				ub -= c.ub
-				b := c.blockOf(d)
 				tfs[i] = 0
+				if c.lacks(d) {
+					continue
+				}
+				b := c.blockOf(d)
 				if b == len(c.p.blocks) {
 					continue
 				}
@@ -439,7 +442,7 @@ func (q *denseQuery) rank(part *densePart, lo, hi int32) {
 		part.cs = slices.Grow(part.cs[:0], len(q.terms))[:len(q.terms)]
 		part.many = slices.Grow(part.many[:0], len(q.terms))[:len(q.terms)]
 		for i, t := range q.terms {
-			part.cs[i] = cursor{p: &ix.post[t.id]}
+			part.cs[i] = ix.cursorOf(t.id)
 			part.cs[i].start()
 			part.many[i] = false
 		}

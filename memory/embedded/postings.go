@@ -90,6 +90,15 @@ type cursor struct {
 	// grow, so the next look starts there even when the cursor stayed
 	// behind (a term looked up for few documents).
 	shallow int
+	// present is the term's bit a slot (index.present), if it has one: a
+	// slot without the term is known so without decoding a posting.
+	present []uint64
+}
+
+// lacks says whether the term is known not to be in slot: its bit is
+// clear.
+func (c *cursor) lacks(slot int32) bool {
+	return c.present != nil && (int(slot>>6) >= len(c.present) || c.present[slot>>6]&(1<<(uint(slot)&63)) == 0)
 }
 
 // start puts c on the first posting.
