@@ -78,9 +78,15 @@ func (ix *index) presentOf(id int32) []uint64 {
 
 // notePresent records that term id, not common, is in slot s, the
 // newest: in its bits if it has them, and gives it them if it has come
-// to need them.
+// to need them. A term the namespace has outgrown (in less than half of
+// 1/midShare of the slots: half, so that a term at the line is not built
+// again and again) gives them up.
 func (ix *index) notePresent(id, s int32) {
 	if bits, ok := ix.present[id]; ok {
+		if int(ix.post[id].n)*midShare*2 < len(ix.meta) {
+			delete(ix.present, id)
+			return
+		}
 		for len(bits) <= int(s>>6) {
 			bits = append(bits, 0)
 		}

@@ -229,3 +229,39 @@ func TestChampionsKeepWhatTheyRead(t *testing.T) {
 		check("after a compaction", q)
 	}
 }
+
+// A middling word keeps its bits while it stays one, and gives them up
+// once the namespace outgrows it (half its share), its look-ups then
+// read from its postings as before.
+func TestMiddlingWordsOutgrown(t *testing.T) {
+	defer func(m int) { commonMin = m }(commonMin)
+	commonMin = 64
+	ix, seq := newIndex(), int64(0)
+	add := func(text string) {
+		seq++
+		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "s", Type: memory.Raw, Text: text, Time: time.Unix(seq, 0)}
+		ix.add(seq, &m, nil)
+	}
+	for i := range 400 {
+		add(fmt.Sprintf("w%d w%d", i%3, i)) // w0, w1, w2: a third each
+		if i%10 == 0 {
+			add("mid")
+		}
+	}
+	mid := ix.terms["mid"]
+	require.Contains(t, ix.present, mid, "in 40 of 440 memories: a middling word")
+	for i := range 2000 {
+		add(fmt.Sprintf("w%d x%d", i%3, i))
+	}
+	add("mid")
+	assert.NotContains(t, ix.present, mid, "in 41 of 2,441: outgrown")
+	c := ix.cursorOf(mid)
+	c.start()
+	found := 0
+	for s := range int32(len(ix.meta)) {
+		if tfIn(nil, &c, s) > 0 {
+			found++
+		}
+	}
+	assert.Equal(t, 41, found, "still found through its postings")
+}

@@ -98,7 +98,7 @@ type cursor struct {
 // lacks says whether the term is known not to be in slot: its bit is
 // clear.
 func (c *cursor) lacks(slot int32) bool {
-	return c.present != nil && (int(slot>>6) >= len(c.present) || c.present[slot>>6]&(1<<(uint(slot)&63)) == 0)
+	return c.present != nil && (slot < 0 || int(slot>>6) >= len(c.present) || c.present[slot>>6]&(1<<(uint(slot)&63)) == 0)
 }
 
 // start puts c on the first posting.
