@@ -158,14 +158,7 @@ func TestDenseMarkedRanksAsTheScan(t *testing.T) {
 // become champions, and removals, keep them; a compaction makes the
 // champions anew.
 func TestChampionsKeepWhatTheyRead(t *testing.T) {
-	defer func(m int) { commonMin = m }(commonMin)
-	commonMin = 64
-	ix, seq := newIndex(), int64(0)
-	add := func(text string) {
-		seq++
-		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "s", Type: memory.Raw, Text: text, Time: time.Unix(seq, 0)}
-		ix.add(seq, &m, nil)
-	}
+	ix, add := smallIndex(t)
 	rng := rand.New(rand.NewPCG(9, 9))
 	words := func(n int) string {
 		ws := make([]string, n)
@@ -222,7 +215,7 @@ func TestChampionsKeepWhatTheyRead(t *testing.T) {
 		check("after a champion came", q)
 	}
 	for range 1500 {
-		ix.remove(int64(1 + rng.IntN(int(seq))))
+		ix.remove(int64(1 + rng.IntN(len(ix.seqs))))
 	}
 	require.NotSame(t, champs, ix.champions[lead], "compacted: champions anew")
 	for _, q := range questions {
@@ -234,14 +227,7 @@ func TestChampionsKeepWhatTheyRead(t *testing.T) {
 // once the namespace outgrows it (half its share), its look-ups then
 // read from its postings as before.
 func TestMiddlingWordsOutgrown(t *testing.T) {
-	defer func(m int) { commonMin = m }(commonMin)
-	commonMin = 64
-	ix, seq := newIndex(), int64(0)
-	add := func(text string) {
-		seq++
-		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "s", Type: memory.Raw, Text: text, Time: time.Unix(seq, 0)}
-		ix.add(seq, &m, nil)
-	}
+	ix, add := smallIndex(t)
 	for i := range 400 {
 		add(fmt.Sprintf("w%d w%d", i%3, i)) // w0, w1, w2: a third each
 		if i%10 == 0 {
@@ -264,4 +250,18 @@ func TestMiddlingWordsOutgrown(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 41, found, "still found through its postings")
+}
+
+// smallIndex is an index that keeps arrays and bits from 64 slots on,
+// and a function adding a raw turn of text as its next row.
+func smallIndex(t *testing.T) (*index, func(text string)) {
+	old := commonMin
+	commonMin = 64
+	t.Cleanup(func() { commonMin = old })
+	ix, seq := newIndex(), int64(0)
+	return ix, func(text string) {
+		seq++
+		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "s", Type: memory.Raw, Text: text, Time: time.Unix(seq, 0)}
+		ix.add(seq, &m, nil)
+	}
 }
