@@ -69,10 +69,11 @@ var dialects = []struct{ route, body string }{
 // common words only: the lexical index's worst case.
 const commonWords = "/api/chat, common words only"
 
-// unknownWords labels the row whose question has no word the store
-// holds: its lexical side finds no term and costs nothing, so the row is
-// what every other part of memory costs (the embedding, the vector side,
-// reading and packing the hits, the commit). The vector side still
+// unknownWords labels the row whose question has no word of the seeded
+// memories (only the turns the harness stores as it asks hold them, a
+// few hundred): its lexical side has next to nothing to rank, so the row
+// is what every other part of memory costs (the embedding, the vector
+// side, reading and packing the hits, the commit). The vector side still
 // recalls memories for it.
 const unknownWords = "/api/chat, no word the store holds"
 

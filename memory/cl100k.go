@@ -35,14 +35,13 @@ func nextPiece(s string) int {
 	// A contraction.
 	if r0 == '\'' && len(s) > 1 {
 		r1, w1 := decodeRune(s[1:])
-		switch unicode.ToLower(r1) {
+		switch l1 := unicode.ToLower(r1); l1 {
 		case 's', 't', 'm', 'd':
 			return 1 + w1
-		case 'r', 'v', 'l':
+		case 'r', 'v', 'l': // 're, 've, 'll
 			if len(s) > 1+w1 {
 				r2, w2 := decodeRune(s[1+w1:])
-				l1, l2 := unicode.ToLower(r1), unicode.ToLower(r2)
-				if l1 == 'r' && l2 == 'e' || l1 == 'v' && l2 == 'e' || l1 == 'l' && l2 == 'l' {
+				if l2 := unicode.ToLower(r2); l2 == 'e' && l1 != 'l' || l2 == 'l' && l1 == 'l' {
 					return 1 + w1 + w2
 				}
 			}

@@ -169,14 +169,24 @@ func (ix *index) scoresOf(terms []queryTerm, bm bm25, slots []int32) []float64 {
 	slices.Sort(slots)
 	sums := make([]float64, len(slots))
 	for _, t := range terms {
-		c := ix.cursorOf(t.id)
-		c.start()
-		common := ix.common[t.id]
-		for i, s := range slots {
-			if tf := tfIn(common, &c, s); tf > 0 {
-				sums[i] += bm.score(t.scale, tf, ix.lens[s])
+		for i, tf := range ix.freqsAt(t.id, slots) {
+			if tf > 0 {
+				sums[i] += bm.score(t.scale, tf, ix.lens[slots[i]])
 			}
 		}
 	}
 	return sums
+}
+
+// freqsAt returns term id's frequency in each of slots (in slot order),
+// its postings read once, forwards.
+func (ix *index) freqsAt(id int32, slots []int32) []uint32 {
+	tfs := make([]uint32, len(slots))
+	c := ix.cursorOf(id)
+	c.start()
+	common := ix.common[id]
+	for i, s := range slots {
+		tfs[i] = tfIn(common, &c, s)
+	}
+	return tfs
 }

@@ -186,13 +186,7 @@ func (c *champions) scores(ix *index, terms []queryTerm, bm bm25) ([]int32, []fl
 		if cols[i] != nil {
 			continue
 		}
-		tfs := make([]uint32, len(k.slots))
-		cur := ix.cursorOf(t.id)
-		cur.start()
-		common := ix.common[t.id]
-		for j, s := range k.slots {
-			tfs[j] = tfIn(common, &cur, s)
-		}
+		tfs := ix.freqsAt(t.id, k.slots)
 		cols[i] = tfs
 		c.mu.Lock()
 		if c.kept == k && len(k.tfs) < keptTerms {
