@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -460,4 +462,94 @@ func TestBuilderAround(t *testing.T) {
 		require.NotEmpty(t, got)
 		assert.Equal(t, want, got[0].Around, "Builder.Around %v", around)
 	}
+}
+
+// plainStore is a store seen only through memory.Store: the builder looks
+// a hit's context up itself.
+type plainStore struct{ memory.Store }
+
+// The embedded store gives a hit's context with the search (Contextual):
+// the same turns as the builder's own lookups, on turns at every kind of
+// gap (within a microsecond, at the window's edges, beyond it), with
+// curated memories between them and turns deleted.
+func TestContextualStoreGivesTheBuildersContext(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	t.Cleanup(func() { db.Close() })
+	tok, err := memory.NewTokenizer()
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(7, 29))
+	words := strings.Fields("bike arm film garden river piano dog letter train storm bread lamp")
+	gaps := []time.Duration{500, time.Microsecond, time.Second, 90 * time.Second, 10 * time.Minute,
+		memory.ExchangeWindow - 1, memory.ExchangeWindow, memory.ExchangeWindow + 1, 2 * time.Hour}
+	var ms []memory.Memory
+	at := day
+	for i := range 300 {
+		at = at.Add(gaps[rng.IntN(len(gaps))])
+		typ := memory.Raw
+		if rng.IntN(6) == 0 {
+			typ = memory.Curated
+		}
+		u := fmt.Sprintf("turn %d: %s and %s?", i, words[rng.IntN(len(words))], words[rng.IntN(len(words))])
+		text := memory.FormatExchange(u, "About the "+words[rng.IntN(len(words))]+".")
+		v, _ := memory.HashEmbedder{}.Embed(context.Background(), []string{text})
+		ms = append(ms, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: typ, Text: text, Time: at, Tokens: tok.Count(text), Vector: v[0]})
+	}
+	require.NoError(t, db.Upsert(context.Background(), ms...))
+	for _, m := range ms {
+		if rng.IntN(8) == 0 {
+			require.NoError(t, db.Delete(context.Background(), m.ID))
+		}
+	}
+	budgets := []int{500, 1500, 4000}
+	seen := 0
+	// Lexical only, and hybrid: the fusion's equal scores are ordered by
+	// time, as the builder orders them.
+	for _, emb := range []memory.Embedder{nil, memory.HashEmbedder{}} {
+		for _, w := range words {
+			for _, budget := range budgets {
+				req := memory.Request{Namespace: "a", SemanticOnly: true, Messages: msgs("user", "what about the "+w+"?")}
+				b, plain := memory.NewBuilder(db, emb, tok), memory.NewBuilder(plainStore{db}, emb, tok)
+				b.SemanticBudget, plain.SemanticBudget = budget, budget
+				got, want := b.Recall(context.Background(), req), plain.Recall(context.Background(), req)
+				require.NoError(t, got.Err)
+				require.NoError(t, want.Err)
+				assert.Equal(t, want.System, got.System, "%q at %d tokens, embedder %v", w, budget, emb)
+				assert.Equal(t, want.IDs(), got.IDs(), "%q at %d tokens, embedder %v", w, budget, emb)
+				seen += len(got.Semantic)
+			}
+		}
+	}
+	assert.Greater(t, seen, 200, "the questions recalled turns")
+	// Every hit's context, asked of the store directly, in BestFirst's
+	// order.
+	ctx := context.Background()
+	var ties int
+	for _, w := range words {
+		// The two sides disagree: a memory one ranks r-th alone scores
+		// as one the other ranks r-th alone.
+		v, _ := memory.HashEmbedder{}.Embed(ctx, []string{"a lamp by the river"})
+		q := memory.Query{Filter: memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw, memory.Curated}},
+			Text: w, Vector: v[0], Limit: 60, Context: 60}
+		hits, err := db.Search(ctx, q)
+		require.NoError(t, err)
+		assert.True(t, slices.IsSortedFunc(hits, memory.BestFirst), "%q: hits in the builder's order", w)
+		for i, h := range hits {
+			if i > 0 && hits[i-1].Score == h.Score {
+				ties++
+			}
+			var want []memory.Memory
+			if h.Type == memory.Raw {
+				f := memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw}}
+				f.Since, f.Until = h.Time.Add(-memory.ExchangeWindow), h.Time
+				prev, err := db.Latest(ctx, f, 1)
+				require.NoError(t, err)
+				f.Since, f.Until = h.Time.Add(time.Microsecond), h.Time.Add(memory.ExchangeWindow)
+				next, err := db.Earliest(ctx, f, 1)
+				require.NoError(t, err)
+				want = append(append(want, prev...), next...)
+			}
+			assert.Equal(t, want, h.Context, "%q: hit %d's context", w, i)
+		}
+	}
+	assert.Greater(t, ties, 10, "equal fused scores, ordered by time")
 }

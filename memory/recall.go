@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -22,6 +21,11 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Threshold: thr,
 		Text: lexical, Limit: min(200, c.SemanticBudget/40+10), Around: b.aroundShare(),
 	}
+	n := b.contextHits(c.SemanticBudget)
+	_, contextual := b.store.(Contextual)
+	if contextual {
+		q.Context = n
+	}
 	var hits []Hit
 	var err error
 	if ahead, ok := b.store.(SearchAhead); ok && b.embedder != nil {
@@ -38,12 +42,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	}
 	// Recency breaks ties: of two memories that match as well, the newer
 	// is likelier true now.
-	slices.SortStableFunc(hits, func(x, y Hit) int {
-		if c := cmp.Compare(y.Score, x.Score); c != 0 {
-			return c
-		}
-		return y.Time.Compare(x.Time)
-	})
+	slices.SortStableFunc(hits, BestFirst)
 	intro := b.fixed(semanticIntro) + 2
 	left := c.SemanticBudget - intro
 	// Every date header has the same shape, and so the same count. The
@@ -86,7 +85,17 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		c.SemanticTokens += n
 		c.Semantic = append(c.Semantic, h)
 	}
-	context := b.neighbours(ctx, hits[:min(b.contextHits(c.SemanticBudget), len(hits))])
+	var context [][]Hit
+	if contextual {
+		context = make([][]Hit, min(n, len(hits)))
+		for i := range context {
+			for _, m := range hits[i].Context {
+				context[i] = append(context[i], Hit{Memory: m})
+			}
+		}
+	} else {
+		context = b.neighbours(ctx, hits[:min(n, len(hits))])
+	}
 	for i, h := range hits {
 		take(h)
 		if i < len(context) {

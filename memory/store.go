@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -115,6 +116,10 @@ type Query struct {
 	// (a turn that neither ranks nor neighbours one is not lifted, nor
 	// lends); Qdrant ignores it.
 	Around float64
+	// Context, above 0, asks a Contextual store for the turns around the
+	// first Context hits (in BestFirst's order) that are raw turns, in
+	// their Hit.Context; other stores ignore it.
+	Context int
 }
 
 // Hit is a search result. Score is the fused rank score (higher is better);
@@ -126,6 +131,19 @@ type Hit struct {
 	Score   float64
 	Cosine  float64
 	Lexical float64
+	// Context, with Query.Context, holds the raw turns of the namespace
+	// just before and just after this one (a raw turn) in time, within
+	// ExchangeWindow, oldest first.
+	Context []Memory
+}
+
+// BestFirst orders hits as the builder ranks them: by score, and of two
+// that score alike, the newer first (likelier true now).
+func BestFirst(x, y Hit) int {
+	if c := cmp.Compare(y.Score, x.Score); c != 0 {
+		return c
+	}
+	return y.Time.Compare(x.Time)
 }
 
 // Store keeps memories. Both backends (embedded and Qdrant) implement it and
@@ -201,6 +219,14 @@ type SearchAhead interface {
 	// returns what finishes the search once the question's vector is
 	// known (nil: lexical only), as Search would with that vector.
 	SearchAhead(ctx context.Context, q Query) func(vector []float32) ([]Hit, error)
+}
+
+// Contextual is a store whose Search fills Hit.Context for Query.Context's
+// hits, as the builder's own lookups of them would (in one read, rather
+// than two a hit), and returns its hits in BestFirst's order.
+type Contextual interface {
+	// FillsContext marks the store; it does nothing.
+	FillsContext()
 }
 
 // Earliest is a store that finds the oldest memories matching a filter as

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -107,9 +108,12 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 	return best.best()
 }
 
-// neighboursOf returns the live raw turns passing sf just before and
-// after raw slot s in time, within memory.ExchangeWindow (-1 for none,
-// and both for a slot of another type).
+// neighboursOf returns the live raw turns just before and just after raw
+// slot s in time, within memory.ExchangeWindow, as memory.Builder looks a
+// hit's context up (Latest and Earliest): the newest in [t-window, t) and
+// the oldest in [t+1µs, t+window), t being s's time. A neighbour that
+// fails sf (nil: none) is -1, as is a missing one, and both for a slot of
+// another type.
 func (ix *index) neighboursOf(s int32, sf *slotFilter) [2]int32 {
 	out := [2]int32{-1, -1}
 	raw := typeBit(memory.Raw)
@@ -120,26 +124,27 @@ func (ix *index) neighboursOf(s int32, sf *slotFilter) [2]int32 {
 	ts, win := ix.meta[s].ts, int64(memory.ExchangeWindow)
 	for k := i - 1; k >= 0; k-- {
 		x := ix.slotAt(k)
-		if ts-ix.meta[x].ts > win {
+		if ix.meta[x].ts < ts-win {
 			break
 		}
-		if ix.meta[x].typ == raw {
-			if sf.ok(&ix.meta[x]) {
-				out[0] = x
-			}
+		if ix.meta[x].typ == raw && ix.meta[x].ts < ts {
+			out[0] = x
 			break
 		}
 	}
 	for k := i + 1; k < len(ix.meta); k++ {
 		x := ix.slotAt(k)
-		if ix.meta[x].ts-ts > win {
+		if ix.meta[x].ts >= ts+win {
 			break
 		}
-		if ix.meta[x].typ == raw {
-			if sf.ok(&ix.meta[x]) {
-				out[1] = x
-			}
+		if ix.meta[x].typ == raw && ix.meta[x].ts >= ts+int64(time.Microsecond) {
+			out[1] = x
 			break
+		}
+	}
+	for k, x := range out {
+		if x >= 0 && sf != nil && !sf.ok(&ix.meta[x]) {
+			out[k] = -1
 		}
 	}
 	return out

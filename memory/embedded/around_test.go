@@ -149,10 +149,11 @@ func TestAroundInTimeOrder(t *testing.T) {
 	require.Contains(t, got, "between")
 	require.Positive(t, own["weak"])
 	assert.Equal(t, 0+own["strongest"], got["between"])
-	// "strongest" lends to "between" and to "same time" (written after
-	// it at the same time), and takes in nothing (neither holds the word).
+	// "strongest" lends to "between", and takes in nothing ("between"
+	// does not hold the word). "same time", written after it at the same
+	// time, is not a turn after it (as the builder's context of a hit).
 	assert.Equal(t, own["strongest"], got["strongest"])
-	assert.Equal(t, own["strongest"], got["same time"])
+	assert.NotContains(t, got, "same time")
 	assert.NotContains(t, got, "far", "31 minutes after its neighbour")
 	assert.Equal(t, own["note"], got["note"], "a curated memory takes in nothing")
 	assert.NotContains(t, got, "after note", "nor lends")
@@ -220,18 +221,23 @@ func TestAroundAsTheTimeOrderSays(t *testing.T) {
 				if ix.meta[s].typ != raw {
 					return nil
 				}
-				for _, step := range []int{-1, 1} {
-					for i := pos[s] + step; i >= 0 && i < len(order); i += step {
-						x := order[i]
-						if d := ix.meta[x].ts - ix.meta[s].ts; d > int64(memory.ExchangeWindow) || -d > int64(memory.ExchangeWindow) {
-							break
+				// The newest raw turn in [t-window, t), the oldest in
+				// [t+1µs, t+window).
+				ts, win := ix.meta[s].ts, int64(memory.ExchangeWindow)
+				for i := pos[s] - 1; i >= 0 && ix.meta[order[i]].ts >= ts-win; i-- {
+					if x := order[i]; ix.meta[x].typ == raw && ix.meta[x].ts < ts {
+						if sf.ok(&ix.meta[x]) {
+							out = append(out, x)
 						}
-						if ix.meta[x].typ == raw {
-							if sf.ok(&ix.meta[x]) {
-								out = append(out, x)
-							}
-							break
+						break
+					}
+				}
+				for i := pos[s] + 1; i < len(order) && ix.meta[order[i]].ts < ts+win; i++ {
+					if x := order[i]; ix.meta[x].typ == raw && ix.meta[x].ts >= ts+int64(time.Microsecond) {
+						if sf.ok(&ix.meta[x]) {
+							out = append(out, x)
 						}
+						break
 					}
 				}
 				return out

@@ -1,10 +1,12 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/vera-proxy/vera/memory"
@@ -124,9 +126,31 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 	} else {
 		found = ix.search(&q, qvec)
 	}
-	seqs := make([]int64, len(found))
+	// In the builder's order (memory.BestFirst): a memory's time is its
+	// slot's.
+	slices.SortStableFunc(found, func(a, b hit) int {
+		if c := cmp.Compare(b.rrf, a.rrf); c != 0 {
+			return c
+		}
+		return cmp.Compare(ix.meta[b.slot].ts, ix.meta[a.slot].ts)
+	})
+	seqs := make([]int64, len(found), len(found)+2*min(q.Context, len(found)))
 	for i, h := range found {
 		seqs[i] = ix.seqs[h.slot]
+	}
+	// The context of the first q.Context hits: their neighbours, read
+	// with the hits.
+	around := make([][2]int64, min(q.Context, len(found)))
+	if len(around) > 0 {
+		for i := range around {
+			for k, x := range ix.neighboursOf(found[i].slot, nil) {
+				around[i][k] = -1
+				if x >= 0 {
+					around[i][k] = ix.seqs[x]
+					seqs = append(seqs, ix.seqs[x])
+				}
+			}
+		}
 	}
 	d.mu.RUnlock()
 	ms, err := d.rows(ctx, &q.Filter, seqs)
@@ -135,12 +159,28 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 	}
 	hits := make([]memory.Hit, 0, len(found))
 	for i, h := range found {
-		if m, ok := ms[seqs[i]]; ok {
-			hits = append(hits, memory.Hit{Memory: m, Score: h.rrf, Cosine: h.cos, Lexical: h.bm25})
+		m, ok := ms[seqs[i]]
+		if !ok {
+			continue
 		}
+		hit := memory.Hit{Memory: m, Score: h.rrf, Cosine: h.cos, Lexical: h.bm25}
+		if i < len(around) {
+			for _, seq := range around[i] {
+				if n, ok := ms[seq]; ok && seq >= 0 {
+					hit.Context = append(hit.Context, n)
+				}
+			}
+		}
+		hits = append(hits, hit)
 	}
 	return hits, nil
 }
+
+var _ memory.Contextual = (*DB)(nil)
+
+// FillsContext implements memory.Contextual: the index knows each turn's
+// neighbours in time, and search reads them with the hits.
+func (d *DB) FillsContext() {}
 
 // Latest returns the newest memories matching f, newest first (equal
 // times: the later written first). The in-memory index finds them, as a
