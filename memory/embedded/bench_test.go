@@ -95,6 +95,22 @@ func BenchmarkInject(b *testing.B) {
 	}
 }
 
+// BenchmarkInjectLexical: BenchmarkInject without an embedding model,
+// with the neighbours' share (the default, 0.3) and without (-1).
+//
+//	go test -run '^$' -bench InjectLexical -benchtime 300x ./memory/embedded/
+func BenchmarkInjectLexical(b *testing.B) {
+	for _, n := range storetest.Sizes(10_000, 100_000) {
+		for _, around := range []float64{0, -1} {
+			name := map[float64]string{0: "share", -1: "none"}[around]
+			b.Run(fmt.Sprintf("%dk/%s", n/1000, name), func(b *testing.B) {
+				db, ms := benchDB(b, n)
+				storetest.BenchInjectLexical(b, db, ms, around)
+			})
+		}
+	}
+}
+
 // BenchmarkShortChat: the context build of one short chat at 10k and 100k
 // stored turns, with their token counts stored ("counted", as the queue
 // now keeps them) and without ("uncounted", as every turn written through

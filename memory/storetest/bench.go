@@ -159,12 +159,27 @@ func (f *fixedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, e
 // layer, semantic search and fill, recent layer, dedup, window fitting) on
 // a realistic request, embedding excluded.
 func BenchInject(b *testing.B, s memory.Store, ms []memory.Memory) {
+	benchInject(b, s, ms, true, 0)
+}
+
+// BenchInjectLexical is BenchInject without an embedding model (recall
+// is lexical only), with the neighbours' share around (Builder.Around:
+// 0 its default, below 0 none).
+func BenchInjectLexical(b *testing.B, s memory.Store, ms []memory.Memory, around float64) {
+	benchInject(b, s, ms, false, around)
+}
+
+func benchInject(b *testing.B, s memory.Store, ms []memory.Memory, embed bool, around float64) {
 	tok, err := memory.NewTokenizer()
 	if err != nil {
 		b.Fatal(err)
 	}
 	emb := &fixedEmbedder{}
 	bl := memory.NewBuilder(s, emb, tok)
+	if !embed {
+		bl = memory.NewBuilder(s, nil, tok)
+	}
+	bl.Around = around
 	bl.SystemPrompt = func() string { return "You are a helpful assistant who remembers the user." }
 	rng := rand.New(rand.NewPCG(2, 2))
 	lat := make([]time.Duration, 0, b.N)
