@@ -306,6 +306,7 @@ func readRaw[T any](r *snapReader, n int) []T {
 		return nil
 	}
 	s := make([]T, n)
+	hugePages(raw(s))
 	if _, err := io.ReadFull(r.r, raw(s)); err != nil {
 		r.err = err
 	}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package embedded
+
+// hugePages does nothing where the system has no transparent huge pages
+// to ask for.
+func hugePages([]byte) {}
