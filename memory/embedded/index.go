@@ -248,10 +248,10 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 		ix.nvec++
 	}
 	ts := m.Time.UnixNano()
-	ix.meta = append(ix.meta, slotMeta{ts: ts, typ: typeBit(m.Type), vec: hasVec, noTokens: m.Tokens <= 0})
-	ix.scan = append(ix.scan, scanByte(&ix.meta[s]))
-	ix.lens = append(ix.lens, n)
-	ix.seqs = append(ix.seqs, seq)
+	ix.meta = append(grow(ix.meta, 1), slotMeta{ts: ts, typ: typeBit(m.Type), vec: hasVec, noTokens: m.Tokens <= 0})
+	ix.scan = append(grow(ix.scan, 1), scanByte(&ix.meta[s]))
+	ix.lens = append(grow(ix.lens, 1), n)
+	ix.seqs = append(grow(ix.seqs, 1), seq)
 	ix.bySeq[seq] = s
 	if t := typeBit(m.Type); t != 0 && t != typeBit(memory.Raw) {
 		k := bits.TrailingZeros8(t)
@@ -259,6 +259,7 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 	}
 	ix.inTime(s, ts)
 	if ix.dim > 0 {
+		ix.vecs, ix.signs = grow(ix.vecs, ix.dim), grow(ix.signs, ix.words)
 		if hasVec {
 			ix.vecs = append(ix.vecs, vec...)
 			ix.signs = append(ix.signs, signBits(vec, ix.words)...)
@@ -267,6 +268,21 @@ func (ix *index) addTerms(seq int64, m *memory.Memory, vec []float32, terms []st
 			ix.signs = append(ix.signs, make([]uint64, ix.words)...)
 		}
 	}
+}
+
+// grow returns s with room for n more values: where it has none, a new
+// array with a quarter more (as append would grow it), s copied in, huge
+// pages asked for first. A slot's arrays grow so: on a large store they
+// hold tens of megabytes, and the first touch of each 4 KiB page of a new
+// one, under the index's lock, would hold every search up (hugePages).
+func grow[T any](s []T, n int) []T {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	t := make([]T, len(s), len(s)+max(len(s)/4, n, 256))
+	hugePages(raw(t[:cap(t)]))
+	copy(t, s)
+	return t
 }
 
 // inTime places the new slot s, of time ts, in time order.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -603,4 +604,82 @@ func throughSnapshot(t *testing.T, ix *index) *index {
 	ns, _, err := readSnapshot(path, "0123456789abcdef")
 	require.NoError(t, err)
 	return ns["c"]
+}
+
+// An index read from a snapshot takes its next slots and postings in the
+// room it was given: its arrays stay where they are until it is spent,
+// and a list that outgrows its room moves without touching the lists
+// carved next to it. Through both, it holds what an index given the same
+// memories one by one holds.
+func TestLoadedIndexGrowsInItsRoom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ref := newIndex()
+	var ix *index
+	seq := int64(0)
+	add := func(n int) {
+		for range n {
+			seq++
+			text := fmt.Sprintf("w%d w%d w%d", rng.IntN(3), rng.IntN(40), rng.IntN(400))
+			vec := []float32{rng.Float32() - 0.5, rng.Float32() - 0.5, rng.Float32() - 0.5}
+			m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "c", Type: memory.Raw, Text: text, Time: start.Add(time.Duration(seq) * time.Second)}
+			ref.add(seq, &m, vec)
+			if ix != nil {
+				ix.add(seq, &m, vec)
+			}
+		}
+	}
+	same := func(when string) {
+		require.Equal(t, ref.meta, ix.meta, when)
+		require.Equal(t, ref.lens, ix.lens, when)
+		require.Equal(t, ref.seqs, ix.seqs, when)
+		require.Equal(t, ref.vecs, ix.vecs, when)
+		require.Equal(t, ref.signs, ix.signs, when)
+		require.Equal(t, ref.scan, ix.scan, when)
+		for term, id := range ref.terms {
+			var want, got [][2]uint32
+			ref.post[id].each(func(s int32, tf uint32) { want = append(want, [2]uint32{uint32(s), tf}) })
+			ix.post[ix.terms[term]].each(func(s int32, tf uint32) { got = append(got, [2]uint32{uint32(s), tf}) })
+			require.Equal(t, want, got, "%s: term %s", when, term)
+		}
+	}
+	add(3000)
+	ix = throughSnapshot(t, ref)
+	same("loaded")
+	// Where the arrays are (testify compares pointers by what they
+	// point to).
+	at := func(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
+	type list struct {
+		at   uintptr
+		size int
+	}
+	where := func() (slots [3]uintptr, lists map[string]list) {
+		slots = [3]uintptr{at(raw(ix.meta)), at(raw(ix.vecs)), at(raw(ix.seqs))}
+		lists = map[string]list{}
+		for term, id := range ix.terms {
+			lists[term] = list{at(ix.post[id].data), len(ix.post[id].data)}
+		}
+		return slots, lists
+	}
+	slots, lists := where()
+	add(slotRoom(3000) - 1)
+	same("within the slots' room")
+	now, moved := where()
+	assert.Equal(t, slots, now, "the slots' arrays stayed")
+	var stayed, gone int
+	for term, was := range lists {
+		switch now := moved[term]; {
+		case now.size == was.size:
+		case now.at == was.at:
+			stayed++
+		default:
+			gone++
+		}
+	}
+	assert.Positive(t, stayed, "lists grew in their room")
+	assert.Positive(t, gone, "lists outgrew it")
+	add(2)
+	same("past the slots' room")
+	now, _ = where()
+	assert.NotEqual(t, slots, now, "the slots' arrays moved")
 }

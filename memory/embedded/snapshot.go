@@ -234,14 +234,15 @@ func readIndex(r *snapReader) (string, *index) {
 	slots := r.count(v[0])
 	ix := &index{live: int(v[1]), total: int64(v[2]), unordered: v[3] == 1, newest: int64(v[4]), dim: int(v[5]), nvec: int(v[6])}
 	ix.words = (ix.dim + 63) / 64
-	ix.meta = readRaw[slotMeta](r, slots)
-	ix.lens = readRaw[float32](r, slots)
-	ix.seqs = readRaw[int64](r, slots)
-	ix.byTime = readRaw[int32](r, r.count(r.u64()))
+	more := slotRoom(slots)
+	ix.meta = readRoom[slotMeta](r, slots, more)
+	ix.lens = readRoom[float32](r, slots, more)
+	ix.seqs = readRoom[int64](r, slots, more)
+	ix.byTime = readRoom[int32](r, r.count(r.u64()), more)
 	// A damaged dimension makes these negative or past the file:
 	// readRaw refuses both.
-	ix.vecs = readRaw[float32](r, slots*ix.dim)
-	ix.signs = readRaw[uint64](r, slots*ix.words)
+	ix.vecs = readRoom[float32](r, slots*ix.dim, more*ix.dim)
+	ix.signs = readRoom[uint64](r, slots*ix.words, more*ix.words)
 	terms := r.count(r.u64())
 	lens := readRaw[uint32](r, terms)
 	heads := readRaw[postHead](r, terms)
@@ -253,20 +254,34 @@ func readIndex(r *snapReader) (string, *index) {
 	}
 	ix.terms = make(map[string]int32, terms)
 	ix.post = make([]postings, terms)
-	var at, bat, dat int
+	// The lists are carved out of two shared arrays, each with room to
+	// grow in place (listRoom): a list that outgrows its room moves to an
+	// array of its own, and leaves its old copy in the shared one, which
+	// is freed once no list holds a part of it (a compaction makes every
+	// list anew). One array for all, where each had its own, spares the
+	// start a first touch of each small array's pages.
+	var at, bat, dat, dataRoom, blockRoom int
 	for i := range terms {
 		l, hd := int(lens[i]), heads[i]
 		if at+l > len(text) || bat+int(hd.blocks) > len(blocks) || dat+int(hd.data) > len(data) {
 			r.err = errors.New("postings past their arrays")
 			return name, ix
 		}
+		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
+		dataRoom += listRoom(int(hd.data))
+		blockRoom += listRoom(int(hd.blocks))
+	}
+	dataAll := make([]byte, 0, len(data)+dataRoom)
+	blocksAll := make([]blockMeta, 0, len(blocks)+blockRoom)
+	hugePages(dataAll[:cap(dataAll)])
+	hugePages(raw(blocksAll[:cap(blocksAll)]))
+	at, bat, dat = 0, 0, 0
+	for i := range terms {
+		l, hd := int(lens[i]), heads[i]
 		ix.terms[string(text[at:at+l])] = int32(i)
-		// Each list gets its own arrays: the next turn appends to the
-		// common terms' lists, and a list carved out of one shared
-		// array would leave its old copy there, never freed.
 		ix.post[i] = postings{
-			data:   slices.Clone(data[dat : dat+int(hd.data)]),
-			blocks: slices.Clone(blocks[bat : bat+int(hd.blocks)]),
+			data:   carve(&dataAll, data[dat:dat+int(hd.data)]),
+			blocks: carve(&blocksAll, blocks[bat:bat+int(hd.blocks)]),
 			n:      int32(hd.n), maxTF: hd.maxTF, minLen: hd.minLen,
 		}
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
@@ -285,6 +300,35 @@ func readIndex(r *snapReader) (string, *index) {
 	return name, ix
 }
 
+// slotRoom is how many slots a loaded index has room for past its n
+// without copying its arrays: an eighth more, and at least 1,024.
+func slotRoom(n int) int {
+	return max(n/8, 1024)
+}
+
+// listRoom is the room a loaded list of n values gets to grow in place:
+// a quarter more, and at least 16.
+func listRoom(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return max(n/4, 16)
+}
+
+// carve copies s to the end of *all, and returns the copy, its capacity
+// reaching to the end of its room (listRoom): appending to it fills its
+// room, then moves it. *all must have room for it.
+func carve[T any](all *[]T, s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	at := len(*all)
+	*all = append(*all, s...)
+	end := at + len(s) + listRoom(len(s))
+	*all = (*all)[:end]
+	return (*all)[at : at+len(s) : end]
+}
+
 // raw views a slice of fixed-size values as its bytes.
 func raw[T any](s []T) []byte {
 	if len(s) == 0 {
@@ -297,6 +341,13 @@ func raw[T any](s []T) []byte {
 // left of the body: a damaged length, read before the checksum can be
 // checked, must not allocate more than the file holds.
 func readRaw[T any](r *snapReader, n int) []T {
+	return readRoom[T](r, n, 0)
+}
+
+// readRoom is readRaw with room for more values after the n read: a
+// slot's array gets room for the slots added after the start, so that
+// the first turns stored do not copy it whole (see grow).
+func readRoom[T any](r *snapReader, n, more int) []T {
 	if r.err != nil || n == 0 {
 		return nil
 	}
@@ -305,8 +356,8 @@ func readRaw[T any](r *snapReader, n int) []T {
 		r.err = fmt.Errorf("%d values of %d bytes where %d bytes are left", n, size, r.left)
 		return nil
 	}
-	s := make([]T, n)
-	hugePages(raw(s))
+	s := make([]T, n, n+more)
+	hugePages(raw(s[:cap(s)]))
 	if _, err := io.ReadFull(r.r, raw(s)); err != nil {
 		r.err = err
 	}
