@@ -461,9 +461,10 @@ func (ix *index) noteStrongest(id, s int32, f uint8) {
 
 // mark returns a bitmap of n slots with the bit of every slot that can
 // give the term, of weight scale, more than least for BM25 bm (and some
-// that cannot); nil when the held cells may not hold them all (the
-// caller reads every slot's frequency instead).
-func (st *strongest) mark(n int, scale, least float64, bm bm25) []uint64 {
+// that cannot), made in buf's array if it is large enough; nil when the
+// held cells may not hold them all (the caller reads every slot's
+// frequency instead).
+func (st *strongest) mark(n int, scale, least float64, bm bm25, buf []uint64) []uint64 {
 	if !(least > 0) || scale <= least {
 		return nil
 	}
@@ -477,7 +478,8 @@ func (st *strongest) mark(n int, scale, least float64, bm bm25) []uint64 {
 	if taken == len(st.ends) && taken < len(st.keys) && st.keys[taken] >= bound {
 		return nil // a cell not held can pass
 	}
-	marked := make([]uint64, (n+63)/64)
+	marked := slices.Grow(buf[:0], (n+63)/64)[:(n+63)/64]
+	clear(marked)
 	end := int32(0)
 	if taken > 0 {
 		end = st.ends[taken-1]

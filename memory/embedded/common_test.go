@@ -59,6 +59,7 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 			}
 		}
 		slices.SortFunc(gives, func(a, b float64) int { return cmp.Compare(b, a) })
+		garbage := make([]uint64, (len(ix.meta)+63)/64+3)
 		for q := range 300 {
 			// Bounds that a fifth of the slots or fewer pass, bounds that
 			// are exactly what a strong slot gives (the scan's rounding
@@ -79,7 +80,12 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 			default:
 				least = scale * gives[rng.IntN(len(gives)/5)]
 			}
-			marked := st.mark(len(ix.meta), scale, least, bm)
+			// In an array that held other bits, as a kept one does.
+			for i := range garbage {
+				garbage[i] = ^uint64(0)
+			}
+			marked := st.mark(len(ix.meta), scale, least, bm, garbage)
+			require.Equal(t, st.mark(len(ix.meta), scale, least, bm, nil), marked, "%s: the kept array is cleared", phase)
 			if marked == nil {
 				// Declined: some slot the held cells do not hold passes.
 				declines++

@@ -323,6 +323,9 @@ var densePiece = 8 * window
 
 var densePool = sync.Pool{New: func() any { return new([]densePart) }}
 
+// markPool keeps the arrays of strongest.mark's bitmaps.
+var markPool = sync.Pool{New: func() any { return new([]uint64) }}
+
 // dense ranks as lexical does, for questions whose rarest term most
 // memories hold, a window of slots at a time: each term's postings in
 // the window add into the window's scores, in the query's order of terms
@@ -355,7 +358,13 @@ func (ix *index) denseIn(f *memory.Filter, terms []queryTerm, bm bm25, limit, pi
 		q.need = q.needFor(q.floor - q.rest[1])
 		ix.floors.Add(1)
 		if st := ix.strongest[terms[0].id]; st != nil {
-			if q.marked = st.mark(len(ix.meta), terms[0].scale, q.floor-q.rest[1], bm); q.marked != nil {
+			// The bitmap's array is kept for the next question: a new one
+			// each time (25 KB at 200k memories) would be fresh memory,
+			// each of its pages touched first (hugePages).
+			buf := markPool.Get().(*[]uint64)
+			defer markPool.Put(buf)
+			if q.marked = st.mark(len(ix.meta), terms[0].scale, q.floor-q.rest[1], bm, *buf); q.marked != nil {
+				*buf = q.marked
 				ix.marked.Add(1)
 			}
 		}
