@@ -118,7 +118,10 @@ type Query struct {
 	Around float64
 	// Context, above 0, asks a Contextual store for the turns around the
 	// first Context hits (in BestFirst's order) that are raw turns, in
-	// their Hit.Context; other stores ignore it.
+	// their Hit.Context; other stores ignore it. A memory changed or
+	// removed while the search reads its rows is left out, as a hit or as
+	// a neighbour: the hits after it move up, and the last of the first
+	// Context then comes without its context.
 	Context int
 }
 

@@ -617,10 +617,11 @@ func TestLoadedIndexGrowsInItsRoom(t *testing.T) {
 	ref := newIndex()
 	var ix *index
 	seq := int64(0)
+	middle := 40 // the middle word's choices: fewer once loaded, so that some lists outgrow their room
 	add := func(n int) {
 		for range n {
 			seq++
-			text := fmt.Sprintf("w%d w%d w%d", rng.IntN(3), rng.IntN(40), rng.IntN(400))
+			text := fmt.Sprintf("w%d w%d w%d", rng.IntN(3), rng.IntN(middle), rng.IntN(400))
 			vec := []float32{rng.Float32() - 0.5, rng.Float32() - 0.5, rng.Float32() - 0.5}
 			m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "c", Type: memory.Raw, Text: text, Time: start.Add(time.Duration(seq) * time.Second)}
 			ref.add(seq, &m, vec)
@@ -662,6 +663,7 @@ func TestLoadedIndexGrowsInItsRoom(t *testing.T) {
 		return slots, lists
 	}
 	slots, lists := where()
+	middle = 4
 	add(slotRoom(3000) - 1)
 	same("within the slots' room")
 	now, moved := where()
@@ -682,4 +684,45 @@ func TestLoadedIndexGrowsInItsRoom(t *testing.T) {
 	same("past the slots' room")
 	now, _ = where()
 	assert.NotEqual(t, slots, now, "the slots' arrays moved")
+}
+
+// A damaged dimension that its one slot's vector still fits the file
+// with allocates no more than the file holds (the room for more slots
+// is reckoned with it), and one whose product with the slots wraps
+// round is refused, not a panic.
+func TestSnapshotDamagedDimensionAllocatesNothing(t *testing.T) {
+	const dim = 16381
+	ix := newIndex()
+	vec := make([]float32, dim)
+	vec[0] = 1
+	m := memory.Memory{ID: "1", Namespace: "d", Type: memory.Raw, Text: "alpha", Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ix.add(1, &m, vec)
+	path := filepath.Join(t.TempDir(), SnapshotName)
+	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"d": ix}))
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var at []int
+	for i := snapHeader; i+8 <= len(good); i++ {
+		if binary.LittleEndian.Uint64(good[i:]) == dim {
+			at = append(at, i)
+		}
+	}
+	require.NotEmpty(t, at, "the dimension is in the file")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	reads := 0
+	for _, i := range at {
+		for _, v := range []uint64{uint64(len(good) / 8), uint64(len(good)/4 - 64), 0xAAAAAAAAAAAAAAAB} {
+			bad := slices.Clone(good)
+			binary.LittleEndian.PutUint64(bad[i:], v)
+			require.NoError(t, os.WriteFile(path, bad, 0o600))
+			_, _, err := readSnapshot(path, "0123456789abcdef")
+			require.Error(t, err, "a dimension of %d", v)
+			reads++
+		}
+	}
+	runtime.ReadMemStats(&after)
+	// Each read may take what the file holds twice over, and its 1 MiB
+	// buffer.
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(reads)*(uint64(len(good))*4+2<<20))
 }

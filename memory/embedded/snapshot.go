@@ -255,12 +255,12 @@ func readIndex(r *snapReader) (string, *index) {
 	ix.terms = make(map[string]int32, terms)
 	ix.post = make([]postings, terms)
 	// The lists are carved out of two shared arrays, each with room to
-	// grow in place (listRoom): a list that outgrows its room moves to an
+	// grow in place (dataRoom, blockRoom): a list that outgrows its room moves to an
 	// array of its own, and leaves its old copy in the shared one, which
 	// is freed once no list holds a part of it (a compaction makes every
 	// list anew). One array for all, where each had its own, spares the
 	// start a first touch of each small array's pages.
-	var at, bat, dat, dataRoom, blockRoom int
+	var at, bat, dat, dataMore, blocksMore int
 	for i := range terms {
 		l, hd := int(lens[i]), heads[i]
 		if at+l > len(text) || bat+int(hd.blocks) > len(blocks) || dat+int(hd.data) > len(data) {
@@ -268,11 +268,11 @@ func readIndex(r *snapReader) (string, *index) {
 			return name, ix
 		}
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
-		dataRoom += listRoom(int(hd.data))
-		blockRoom += listRoom(int(hd.blocks))
+		dataMore += dataRoom(int(hd.data))
+		blocksMore += blockRoom(int(hd.blocks))
 	}
-	dataAll := make([]byte, 0, len(data)+dataRoom)
-	blocksAll := make([]blockMeta, 0, len(blocks)+blockRoom)
+	dataAll := make([]byte, 0, len(data)+dataMore)
+	blocksAll := make([]blockMeta, 0, len(blocks)+blocksMore)
 	hugePages(dataAll[:cap(dataAll)])
 	hugePages(raw(blocksAll[:cap(blocksAll)]))
 	at, bat, dat = 0, 0, 0
@@ -280,8 +280,8 @@ func readIndex(r *snapReader) (string, *index) {
 		l, hd := int(lens[i]), heads[i]
 		ix.terms[string(text[at:at+l])] = int32(i)
 		ix.post[i] = postings{
-			data:   carve(&dataAll, data[dat:dat+int(hd.data)]),
-			blocks: carve(&blocksAll, blocks[bat:bat+int(hd.blocks)]),
+			data:   carve(&dataAll, data[dat:dat+int(hd.data)], dataRoom(int(hd.data))),
+			blocks: carve(&blocksAll, blocks[bat:bat+int(hd.blocks)], blockRoom(int(hd.blocks))),
 			n:      int32(hd.n), maxTF: hd.maxTF, minLen: hd.minLen,
 		}
 		at, bat, dat = at+l, bat+int(hd.blocks), dat+int(hd.data)
@@ -301,30 +301,42 @@ func readIndex(r *snapReader) (string, *index) {
 }
 
 // slotRoom is how many slots a loaded index has room for past its n
-// without copying its arrays: an eighth more, and at least 1,024.
+// without copying its arrays: an eighth more (a small namespace copies
+// its few slots, and a store of many users keeps no room for thousands
+// in each).
 func slotRoom(n int) int {
-	return max(n/8, 1024)
+	return n / 8
 }
 
-// listRoom is the room a loaded list of n values gets to grow in place:
-// a quarter more, and at least 16.
-func listRoom(n int) int {
+// dataRoom is the room a loaded list of n bytes of postings gets to grow
+// in place: a quarter more, and at least 16 (a few postings).
+func dataRoom(n int) int {
 	if n == 0 {
 		return 0
 	}
 	return max(n/4, 16)
 }
 
+// blockRoom is the room a loaded list of n blocks gets: a quarter more,
+// and at least one (a block holds 64 postings, which dataRoom's 16 bytes
+// do not fill).
+func blockRoom(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return n/4 + 1
+}
+
 // carve copies s to the end of *all, and returns the copy, its capacity
-// reaching to the end of its room (listRoom): appending to it fills its
-// room, then moves it. *all must have room for it.
-func carve[T any](all *[]T, s []T) []T {
+// reaching to the end of its room (room more values): appending to it
+// fills its room, then moves it. *all must have room for both.
+func carve[T any](all *[]T, s []T, room int) []T {
 	if len(s) == 0 {
 		return nil
 	}
 	at := len(*all)
 	*all = append(*all, s...)
-	end := at + len(s) + listRoom(len(s))
+	end := at + len(s) + room
 	*all = (*all)[:end]
 	return (*all)[at : at+len(s) : end]
 }
@@ -344,9 +356,11 @@ func readRaw[T any](r *snapReader, n int) []T {
 	return readRoom[T](r, n, 0)
 }
 
-// readRoom is readRaw with room for more values after the n read: a
-// slot's array gets room for the slots added after the start, so that
-// the first turns stored do not copy it whole (see grow).
+// readRoom is readRaw with room for more values after the n read (at
+// most n more: a damaged dimension, which more is reckoned with, must not
+// allocate more than the file's size again): a slot's array gets room for
+// the slots added after the start, so that the first turns stored do not
+// copy it whole (see grow).
 func readRoom[T any](r *snapReader, n, more int) []T {
 	if r.err != nil || n == 0 {
 		return nil
@@ -356,7 +370,7 @@ func readRoom[T any](r *snapReader, n, more int) []T {
 		r.err = fmt.Errorf("%d values of %d bytes where %d bytes are left", n, size, r.left)
 		return nil
 	}
-	s := make([]T, n, n+more)
+	s := make([]T, n, n+min(max(more, 0), n))
 	hugePages(raw(s[:cap(s)]))
 	if _, err := io.ReadFull(r.r, raw(s)); err != nil {
 		r.err = err
