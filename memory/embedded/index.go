@@ -279,10 +279,17 @@ func grow[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	t := make([]T, len(s), len(s)+max(len(s)/4, n, 256))
-	hugePages(raw(t[:cap(t)]))
+	t := hugeSlice[T](len(s), len(s)+max(len(s)/4, n, 256))
 	copy(t, s)
 	return t
+}
+
+// hugeSlice is make([]T, n, c) with huge pages asked for first over its
+// whole capacity, before anything touches it (hugePages).
+func hugeSlice[T any](n, c int) []T {
+	s := make([]T, n, c)
+	hugePages(raw(s[:c]))
+	return s
 }
 
 // inTime places the new slot s, of time ts, in time order.

@@ -141,14 +141,12 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 	// The context of the first q.Context hits: their neighbours, read
 	// with the hits.
 	around := make([][2]int64, min(q.Context, len(found)))
-	if len(around) > 0 {
-		for i := range around {
-			for k, x := range ix.neighboursOf(found[i].slot, nil) {
-				around[i][k] = -1
-				if x >= 0 {
-					around[i][k] = ix.seqs[x]
-					seqs = append(seqs, ix.seqs[x])
-				}
+	for i := range around {
+		for k, x := range ix.neighboursOf(found[i].slot, nil) {
+			around[i][k] = -1
+			if x >= 0 {
+				around[i][k] = ix.seqs[x]
+				seqs = append(seqs, ix.seqs[x])
 			}
 		}
 	}
@@ -166,7 +164,7 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 		hit := memory.Hit{Memory: m, Score: h.rrf, Cosine: h.cos, Lexical: h.bm25}
 		if i < len(around) {
 			for _, seq := range around[i] {
-				if n, ok := ms[seq]; ok && seq >= 0 {
+				if n, ok := ms[seq]; seq >= 0 && ok {
 					hit.Context = append(hit.Context, n)
 				}
 			}

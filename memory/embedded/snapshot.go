@@ -255,11 +255,11 @@ func readIndex(r *snapReader) (string, *index) {
 	ix.terms = make(map[string]int32, terms)
 	ix.post = make([]postings, terms)
 	// The lists are carved out of two shared arrays, each with room to
-	// grow in place (dataRoom, blockRoom): a list that outgrows its room moves to an
-	// array of its own, and leaves its old copy in the shared one, which
-	// is freed once no list holds a part of it (a compaction makes every
-	// list anew). One array for all, where each had its own, spares the
-	// start a first touch of each small array's pages.
+	// grow in place (dataRoom, blockRoom): a list that outgrows its room
+	// moves to an array of its own, and leaves its old copy in the shared
+	// one, which is freed once no list holds a part of it (a compaction
+	// makes every list anew). One array for all, where each had its own,
+	// spares the start a first touch of each small array's pages.
 	var at, bat, dat, dataMore, blocksMore int
 	for i := range terms {
 		l, hd := int(lens[i]), heads[i]
@@ -271,10 +271,8 @@ func readIndex(r *snapReader) (string, *index) {
 		dataMore += dataRoom(int(hd.data))
 		blocksMore += blockRoom(int(hd.blocks))
 	}
-	dataAll := make([]byte, 0, len(data)+dataMore)
-	blocksAll := make([]blockMeta, 0, len(blocks)+blocksMore)
-	hugePages(dataAll[:cap(dataAll)])
-	hugePages(raw(blocksAll[:cap(blocksAll)]))
+	dataAll := hugeSlice[byte](0, len(data)+dataMore)
+	blocksAll := hugeSlice[blockMeta](0, len(blocks)+blocksMore)
 	at, bat, dat = 0, 0, 0
 	for i := range terms {
 		l, hd := int(lens[i]), heads[i]
@@ -370,8 +368,7 @@ func readRoom[T any](r *snapReader, n, more int) []T {
 		r.err = fmt.Errorf("%d values of %d bytes where %d bytes are left", n, size, r.left)
 		return nil
 	}
-	s := make([]T, n, n+min(max(more, 0), n))
-	hugePages(raw(s[:cap(s)]))
+	s := hugeSlice[T](n, n+min(max(more, 0), n))
 	if _, err := io.ReadFull(r.r, raw(s)); err != nil {
 		r.err = err
 	}

@@ -175,10 +175,11 @@ func benchInject(b *testing.B, s memory.Store, ms []memory.Memory, embed bool, a
 		b.Fatal(err)
 	}
 	emb := &fixedEmbedder{}
-	bl := memory.NewBuilder(s, emb, tok)
-	if !embed {
-		bl = memory.NewBuilder(s, nil, tok)
+	var embedder memory.Embedder // none: lexical only
+	if embed {
+		embedder = emb
 	}
+	bl := memory.NewBuilder(s, embedder, tok)
 	bl.Around = around
 	bl.SystemPrompt = func() string { return "You are a helpful assistant who remembers the user." }
 	rng := rand.New(rand.NewPCG(2, 2))
