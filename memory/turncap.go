@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -77,4 +79,46 @@ func countAtMost(tok *Tokenizer, s string, limit int) int {
 		return min((len(s)+3)/4, limit+1)
 	}
 	return tok.CountAtMost(s, limit)
+}
+
+// CapText keeps a memory's text (a statement, a rule, a profile) within
+// maxTokens as CapExchange keeps a turn: a longer one keeps its head and
+// tail around a "[…]" marker. It returns the text, its token count, and
+// whether it was cut. Work is proportional to maxTokens, not to the
+// length of text, so a megabyte costs what the cap allows.
+func CapText(tok *Tokenizer, text string, maxTokens int) (string, int, bool) {
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTurnTokens
+	}
+	text = strings.TrimSpace(text)
+	n := countAtMost(tok, text, maxTokens)
+	cut := n > maxTokens
+	if cut {
+		text = clipMiddle(tok, text, maxTokens)
+	}
+	if tok == nil {
+		return text, (len(text) + 3) / 4, cut
+	}
+	if cut {
+		n = tok.Count(text)
+	}
+	return text, n, cut
+}
+
+// ErrTooLong: a memory's text is longer than memory.max_turn_tokens allows;
+// nothing was stored.
+var ErrTooLong = errors.New("memory text too long")
+
+// CheckLength returns ErrTooLong, wrapped with the figures, when text is
+// over maxTokens (0: DefaultMaxTurnTokens), in time proportional to the
+// cap. Paths where a person or an agent writes a memory refuse such a
+// text with a clear error rather than cut it silently.
+func CheckLength(tok *Tokenizer, text string, maxTokens int) error {
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTurnTokens
+	}
+	if countAtMost(tok, text, maxTokens) > maxTokens {
+		return fmt.Errorf("%w: over %d tokens (memory.max_turn_tokens); shorten it", ErrTooLong, maxTokens)
+	}
+	return nil
 }
