@@ -67,6 +67,10 @@ type chat struct {
 	// commanded is the user text command parsed: one that came from the
 	// conversation since is parsed again before the turn is recorded.
 	commanded string
+	// uncommanded: the user text may not be the user's alone (a RAG
+	// template vera could not split with certainty), so no memory command
+	// runs on it.
+	uncommanded bool
 	// plan is where the chat goes and what goes with it (route).
 	plan plan
 	// route is the tier decision, for the debug log; nil: not routed.
@@ -168,11 +172,12 @@ func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 		ch.prefill = ch.msgs[n-1].Content
 	}
 	ch.recall = ch.msgs
-	if q, ok := ragUserQuery(ch.user); ok {
+	if q, certain, ok := ragUserQuery(ch.user); ok {
 		// Open WebUI's RAG template: memory is about the user's own
 		// question, never the template or the retrieved documents (which
-		// still size the prompt: they are forwarded).
-		ch.user = q
+		// still size the prompt: they are forwarded). Where a document
+		// may have posed as the question, no command runs.
+		ch.user, ch.uncommanded = q, !certain
 		ch.recall = slices.Clone(ch.msgs)
 		for i := len(ch.recall) - 1; i >= 0; i-- {
 			if ch.recall[i].Role == "user" {
@@ -274,7 +279,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 // finished turn as its end; nil when nothing needs the answer.
 func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	record := s.Recorder != nil && !ch.off && !ch.untouched && !ch.temporary
-	if record && !ch.forgetting && s.Commands != nil && ch.user != ch.commanded {
+	if record && !ch.forgetting && !ch.uncommanded && s.Commands != nil && ch.user != ch.commanded {
 		// The user text came from the conversation after command ran (a
 		// Responses loop chained by id).
 		kind, _ := s.Commands.Parse(ch.user)
@@ -465,7 +470,7 @@ func memoryOff(r *http.Request) (bool, error) {
 // conversations, and keeps the request from being stored. The answer
 // comes from the model as usual. A failure is logged: the chat goes on.
 func (s *Server) command(c *gin.Context, ch *chat) {
-	if s.Commands == nil || ch.untouched || ch.off || ch.temporary {
+	if s.Commands == nil || ch.untouched || ch.off || ch.temporary || ch.uncommanded {
 		return
 	}
 	kind, statement := s.Commands.Parse(ch.user)

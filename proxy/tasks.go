@@ -118,107 +118,113 @@ func openWebUITask(text string) string {
 // in front of the last one (later versions, unless RAG_SYSTEM_CONTEXT puts
 // it in the system message). In front means template + "\n" + the message,
 // so a template that holds the query is followed by a second copy of it.
-func ragUserQuery(text string) (query string, ok bool) {
+//
+// Retrieved documents are written between <context> and </context>, and
+// are anyone's: a web page or an uploaded file can hold "</context>", a
+// <user_query> block or a "Query:" line of its own, to pass its words off
+// as the user's (and so plant or hide memories with a command). So the
+// query is taken only from the text after the last "</context>", which
+// only the template's tail and the user's own message can hold. certain
+// is false when that text is not the tail of a template vera knows and
+// the message holds more than one "</context>": what vera keeps is then
+// still the user's, but maybe only the end of it, and no memory command
+// may run on it.
+func ragUserQuery(text string) (query string, certain, ok bool) {
 	head := messageHead(text)
+	tail := queryBlockIn
 	switch {
 	case strings.HasPrefix(head, ragOpeningLearned):
-		return ragQueryAfterQueryLine(text)
+		// Its opening names the tags: the documents start after it.
+		tail = queryLineIn
+		text = text[strings.Index(text, ragOpeningLearned)+len(ragOpeningLearned):]
 	case strings.HasPrefix(head, ragOpeningRules):
-		return ragTaggedQuery(text)
+	default:
+		rest, found := strings.CutPrefix(head, taskHeading)
+		if !found || !strings.HasPrefix(firstLine(rest), ragInstruction) {
+			return "", false, false
+		}
 	}
-	rest, found := strings.CutPrefix(head, taskHeading)
-	if !found || !strings.HasPrefix(firstLine(rest), ragInstruction) {
-		return "", false
+	i := strings.LastIndex(text, contextClose)
+	if i < 0 {
+		return "", false, false
 	}
-	if q, ok := ragTaggedQuery(text); ok {
-		return q, true
+	after := text[i+len(contextClose):]
+	if q, ok := tail(after); ok {
+		return q, true, true
 	}
 	// The latest template ends with the context: the user's message
-	// follows it. A document holding "</context>" comes before the real
-	// one; a question holding it loses its head rather than the reply
-	// getting documents.
-	i := strings.LastIndex(text, "</context>")
-	if i < 0 {
-		return "", false
-	}
-	return strings.TrimSpace(text[i+len("</context>"):]), true
+	// follows it. A question holding "</context>" loses its head rather
+	// than the reply getting documents.
+	return strings.TrimSpace(after), strings.Count(text, contextClose) == 1, true
 }
 
 const (
+	contextClose   = "</context>"
 	userQueryOpen  = "<user_query>"
 	userQueryClose = "</user_query>"
-	// ragTries bounds the candidates tried from the end of a message, so
-	// that one full of tags costs a few scans, not one per tag.
-	ragTries = 4
 )
 
-// ragTaggedQuery returns what the template's <user_query> block holds. The
-// block is after the context, where retrieved documents may carry such tags
-// too, so it is looked for from the end: first as the block followed by a
-// copy of its text (the template in front of the message), else as the
-// last complete block.
-func ragTaggedQuery(text string) (string, bool) {
-	end := len(text)
-	for range ragTries {
-		p := strings.LastIndex(text[:end], userQueryClose)
-		if p < 0 {
-			break
-		}
-		if q, ok := repeatedQuery(text, p); ok {
+// queryBlockIn returns what the template's <user_query> block holds, when
+// tail (what follows the context) is the template's tail: the block alone,
+// or the block and a copy of its text (the template in front of the
+// message it quotes). The copy is looked for first, since the question
+// itself may hold the tags.
+func queryBlockIn(tail string) (string, bool) {
+	i := strings.Index(tail, userQueryOpen)
+	if i < 0 {
+		return "", false
+	}
+	if p := strings.LastIndex(tail, userQueryClose); p > i {
+		if q, ok := repeatedQuery(tail, p); ok {
 			return q, true
 		}
-		end = p
 	}
-	end = len(text)
-	for range ragTries {
-		i := strings.LastIndex(text[:end], userQueryOpen)
-		if i < 0 {
-			break
-		}
-		start := i + len(userQueryOpen)
-		if j := strings.Index(text[start:], userQueryClose); j >= 0 && strings.Contains(text[:i], "</context>") {
-			return strings.TrimSpace(text[start : start+j]), true
-		}
-		end = i
+	// Else the block ends the tail: the template without a copy.
+	body := tail[i+len(userQueryOpen):]
+	j := strings.LastIndex(body, userQueryClose)
+	if j < 0 || strings.TrimSpace(body[j+len(userQueryClose):]) != "" {
+		return "", false
 	}
-	return "", false
+	return strings.TrimSpace(body[:j]), true
 }
 
 // repeatedQuery reports whether the "</user_query>" at p closes a block
 // whose text is also all that follows it, as when the template is put in
-// front of the message that it quotes.
-func repeatedQuery(text string, p int) (string, bool) {
-	tail := strings.TrimSpace(text[p+len(userQueryClose):])
-	before := strings.TrimRight(text[:p], spaces)
-	if !strings.HasSuffix(before, tail) {
-		return "", false
-	}
-	q := before[len(before)-len(tail):]
-	open := strings.TrimRight(before[:len(before)-len(tail)], spaces)
-	if !strings.HasSuffix(open, userQueryOpen) || !strings.Contains(open, "</context>") {
-		return "", false
-	}
-	return q, true
-}
-
-// ragQueryAfterQueryLine returns the query of the first template, whose last
-// line is "Query: [query]" after a fixed sentence.
-func ragQueryAfterQueryLine(text string) (string, bool) {
-	const marker = "Given the context information, answer the query."
-	end := len(text)
-	for range ragTries {
-		i := strings.LastIndex(text[:end], marker)
-		if i < 0 {
+// front of the message that it quotes. A question holding the tags is
+// tried at its own "</user_query>" too: the template's is found when the
+// copy after it matches.
+func repeatedQuery(tail string, p int) (string, bool) {
+	for range 4 { // a few of the question's own tags, not one try per tag
+		after := strings.TrimSpace(tail[p+len(userQueryClose):])
+		before := strings.TrimRight(tail[:p], spaces)
+		if strings.HasSuffix(before, after) {
+			q := before[len(before)-len(after):]
+			if strings.HasSuffix(strings.TrimRight(before[:len(before)-len(after)], spaces), userQueryOpen) {
+				return q, true
+			}
+		}
+		if p = strings.LastIndex(tail[:p], userQueryClose); p < 0 {
 			break
 		}
-		rest := strings.TrimLeft(text[i+len(marker):], spaces)
-		if q, ok := strings.CutPrefix(rest, "Query:"); ok && strings.Contains(text[:i], "</context>") {
-			q = strings.TrimPrefix(q, " ")
-			return strings.TrimSpace(undoubled(q)), true
-		}
-		end = i
 	}
 	return "", false
+}
+
+// queryLineIn returns the query of the first template, whose tail ends
+// with "Query: [query]" after a fixed sentence.
+func queryLineIn(tail string) (string, bool) {
+	const marker = "Given the context information, answer the query."
+	i := strings.Index(tail, marker)
+	if i < 0 {
+		return "", false
+	}
+	rest := strings.TrimLeft(tail[i+len(marker):], spaces)
+	q, ok := strings.CutPrefix(rest, "Query:")
+	if !ok {
+		return "", false
+	}
+	q = strings.TrimPrefix(q, " ")
+	return strings.TrimSpace(undoubled(q)), true
 }
 
 // undoubled returns q's first half when q is a text, a newline and the
