@@ -237,7 +237,8 @@ func (a *app) openMemory(ctx context.Context, background bool) error {
 	a.backfillTokens()
 	a.startDirectory()
 	a.builder = a.newBuilder()
-	a.commands = &memory.Commands{Store: a.store, Queue: a.local, Skip: a.writer.Forget, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands}
+	a.commands = &memory.Commands{Store: a.store, Queue: a.local, Skip: a.writer.Forget, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands,
+		MaxTokens: a.cfg.Memory.MaxTurnTokens}
 	a.curator = a.newCurator()
 	if a.qdrant != nil {
 		a.logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", a.qdrant.Addr()),

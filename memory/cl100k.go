@@ -161,9 +161,17 @@ func decodeRune(s string) (rune, int) {
 // merge (its bytePairMerge) counted, not built. The lowest-ranked pair of
 // adjacent parts is merged first, the leftmost of equals, until no pair
 // is a token.
+//
+// Each merge scans the parts, so the work grows with the square of the
+// piece's length: nothing for a word, minutes for a megabyte without a
+// space in it (a pasted blob, or one long "remember that"). Past
+// shortPiece bytes the same merge order is kept in a heap instead.
 func bpeCount(piece string, ranks map[string]int) int {
 	if len(piece) < 2 {
 		return len(piece)
+	}
+	if len(piece) > shortPiece {
+		return bpeCountLong(piece, ranks)
 	}
 	// parts[i]: where part i starts, and the rank of it merged with the
 	// next (noRank: not a token).
@@ -205,4 +213,108 @@ func bpeCount(piece string, ranks map[string]int) int {
 		parts = append(parts[:at+1], parts[at+2:]...)
 	}
 	return len(parts) - 1
+}
+
+// shortPiece is the longest piece bpeCount merges by scanning: below it a
+// scan is cheaper than a heap.
+const shortPiece = 128
+
+// bpeCountLong is bpeCount in time n log n: the parts are a linked list,
+// and the pairs that are tokens wait in a heap ordered by rank, then by
+// position (the leftmost of equals, as the scan picks). A merge makes the
+// pairs on either side of it stale; they are skipped when popped.
+func bpeCountLong(piece string, ranks map[string]int) int {
+	n := len(piece)
+	next := make([]int32, n) // the part after part i (parts start at byte i); n: none
+	prev := make([]int32, n)
+	gen := make([]int32, n) // bumped when part i changes; -1: merged away
+	for i := range n {
+		next[i], prev[i] = int32(i+1), int32(i-1)
+	}
+	end := func(i int32) int32 {
+		if next[i] >= int32(n) {
+			return int32(n)
+		}
+		return next[next[i]]
+	}
+	h := pairHeap{}
+	push := func(i int32) {
+		if next[i] >= int32(n) {
+			return
+		}
+		if r, ok := ranks[piece[i:end(i)]]; ok {
+			h.push(pair{rank: int32(r), at: i, gen: gen[i]})
+		}
+	}
+	for i := range int32(n) {
+		push(i)
+	}
+	parts := n
+	for len(h) > 0 {
+		p := h.pop()
+		if gen[p.at] != p.gen {
+			continue // stale: the part or its right neighbour grew since
+		}
+		j := next[p.at]
+		next[p.at] = next[j]
+		if next[j] < int32(n) {
+			prev[next[j]] = p.at
+		}
+		gen[j] = -1
+		gen[p.at]++
+		parts--
+		push(p.at)
+		if q := prev[p.at]; q >= 0 {
+			gen[q]++
+			push(q)
+		}
+	}
+	return parts
+}
+
+// pair is a merge waiting in a pairHeap: part at and the next one make the
+// token of rank, as of the part's generation gen.
+type pair struct{ rank, at, gen int32 }
+
+func (a pair) before(b pair) bool { return a.rank < b.rank || a.rank == b.rank && a.at < b.at }
+
+// pairHeap is a binary min-heap of pairs (container/heap without the
+// interface calls, which the merges of a long piece would pay for).
+type pairHeap []pair
+
+func (h *pairHeap) push(p pair) {
+	*h = append(*h, p)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s[i].before(s[parent]) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+func (h *pairHeap) pop() pair {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < len(s) && s[l].before(s[m]) {
+			m = l
+		}
+		if r := l + 1; r < len(s) && s[r].before(s[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -131,6 +132,79 @@ func BenchmarkCount(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				tok.Count(s)
+			}
+		})
+	}
+}
+
+// The heap's merge gives the scan's count on pieces of every length,
+// including runs that tie on rank everywhere ("aaaa...").
+func TestBPECountLongMatchesTheScan(t *testing.T) {
+	tok, err := NewTokenizer()
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabets := []string{"a", "ab", "abcdefghijklmnopqrstuvwxyz", "etaoinshrdlu", "xyzqj", "é日本語ab"}
+	for range 300 {
+		abc := []rune(alphabets[rng.IntN(len(alphabets))])
+		n := 2 + rng.IntN(600)
+		var b strings.Builder
+		for b.Len() < n {
+			b.WriteRune(abc[rng.IntN(len(abc))])
+		}
+		piece := b.String()
+		assert.Equal(t, bpeCountScan(piece, tok.ranks), bpeCountLong(piece, tok.ranks), "%q", piece)
+	}
+}
+
+// bpeCountScan is bpeCount's scan at any length.
+func bpeCountScan(piece string, ranks map[string]int) int {
+	type part struct{ start, rank int }
+	const noRank = int(^uint(0) >> 1)
+	parts := make([]part, 0, len(piece)+1)
+	for i := range len(piece) + 1 {
+		parts = append(parts, part{i, noRank})
+	}
+	rank := func(i, skip int) int {
+		if i+skip+2 < len(parts) {
+			if r, ok := ranks[piece[parts[i].start:parts[i+skip+2].start]]; ok {
+				return r
+			}
+		}
+		return noRank
+	}
+	for i := 0; i < len(parts)-2; i++ {
+		parts[i].rank = rank(i, 0)
+	}
+	for len(parts) > 1 {
+		best, at := noRank, -1
+		for i := 0; i < len(parts)-1; i++ {
+			if parts[i].rank < best {
+				best, at = parts[i].rank, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		parts[at].rank = rank(at, 1)
+		if at > 0 {
+			parts[at-1].rank = rank(at-1, 1)
+		}
+		parts = append(parts[:at+1], parts[at+2:]...)
+	}
+	return len(parts) - 1
+}
+
+// A megabyte without a space costs what a megabyte of words costs, give
+// or take: the merge is n log n, not n².
+func BenchmarkCountOneLongWord(b *testing.B) {
+	tok, err := NewTokenizer()
+	require.NoError(b, err)
+	for _, size := range []int{1 << 10, 1 << 16, 1 << 20} {
+		word := strings.Repeat("abcdefghijklmnopqrstuvwxyz", size/26)
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			b.SetBytes(int64(len(word)))
+			for b.Loop() {
+				tok.Count(word)
 			}
 		})
 	}

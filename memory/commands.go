@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Command is what a user's message asks of memory at once: to
@@ -39,6 +40,10 @@ type Commands struct {
 	// "forget: PHRASE" lines (prompts.Dir.Commands).
 	Phrases func() string
 	Now     func() time.Time
+	// MaxTokens caps a remembered statement as a turn is capped
+	// (memory.max_turn_tokens); 0: DefaultMaxTurnTokens. A longer one
+	// keeps its head and tail around a "[…]" marker.
+	MaxTokens int
 }
 
 func (c *Commands) now() time.Time {
@@ -70,7 +75,7 @@ func (c *Commands) Parse(text string) (Command, string) {
 		}
 		if rest := lower[len(phrase):]; rest != "" && !strings.HasSuffix(phrase, ":") {
 			// A whole phrase: "forget that" is not "forget thatcher".
-			if r := []rune(rest)[0]; unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if r, _ := utf8.DecodeRuneInString(rest); unicode.IsLetter(r) || unicode.IsDigit(r) {
 				continue
 			}
 		}
@@ -89,9 +94,10 @@ func (c *Commands) Parse(text string) (Command, string) {
 	// original text.
 	statement := text[min(best, len(text)):]
 	statement = strings.TrimFunc(statement, func(r rune) bool { return unicode.IsSpace(r) || r == ':' || r == ',' || r == '-' || r == '—' })
+	first, _ := utf8.DecodeRuneInString(statement)
 	switch {
 	case statement == "",
-		strings.ContainsRune(".!?…", []rune(statement)[0]), // "Forget that. What's the weather?"
+		strings.ContainsRune(".!?…", first), // "Forget that. What's the weather?"
 		strings.HasSuffix(statement, "?"):                  // "Remember that film we saw?"
 		return NoCommand, ""
 	}
@@ -99,11 +105,13 @@ func (c *Commands) Parse(text string) (Command, string) {
 }
 
 // Remember stores statement as a curated memory of ns now, unless the
-// namespace holds it already; it returns the memory's id.
+// namespace holds it already; it returns the memory's id. A statement
+// over MaxTokens is kept as its head and tail, so a megabyte costs what
+// the cap allows.
 func (c *Commands) Remember(ctx context.Context, ns, statement string) (string, error) {
-	statement = strings.TrimSpace(statement)
-	if r := []rune(statement); len(r) > 0 {
-		statement = string(unicode.ToUpper(r[0])) + string(r[1:])
+	statement, tokens, _ := CapText(c.Tokens, statement, c.MaxTokens)
+	if r, size := utf8.DecodeRuneInString(statement); size > 0 {
+		statement = string(unicode.ToUpper(r)) + statement[size:]
 	}
 	key := normalize(statement)
 	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Curated}}, Text: statement, Limit: 20})
@@ -116,10 +124,7 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string) (string, 
 		}
 	}
 	m := Memory{ID: NewID(), Namespace: ns, Type: Curated, Text: statement, Time: c.now().UTC(),
-		Metadata: map[string]any{"source": "remember"}}
-	if c.Tokens != nil {
-		m.Tokens = c.Tokens.Count(m.Text)
-	}
+		Metadata: map[string]any{"source": "remember"}, Tokens: tokens}
 	if c.Embed != nil {
 		if v, err := c.Embed.Embed(ctx, []string{m.Text}); err == nil && len(v) == 1 {
 			m.Vector = v[0]
@@ -141,6 +146,9 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	want := Terms(statement)
 	if len(want) < 2 {
 		return nil, nil
+	}
+	if len(want) > maxForgetTerms {
+		return nil, fmt.Errorf("%w: %d words name no single fact", ErrTooBroad, len(want))
 	}
 	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Raw, Curated, Rule}}, Text: statement, Limit: 500})
 	if err != nil {
@@ -266,6 +274,11 @@ var negationWords = map[string]bool{"not": true, "no": true, "never": true, "non
 
 // maxForget is the most memories one request to forget hides.
 const maxForget = 20
+
+// maxForgetTerms is the most content terms a request to forget may hold:
+// a fact is a sentence, and every memory searched is checked against
+// each term.
+const maxForgetTerms = 64
 
 // ErrTooBroad: a request to forget matched too many memories to be about
 // one fact; nothing was hidden.

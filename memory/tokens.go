@@ -92,7 +92,15 @@ func (t *Tokenizer) countFixed(s string) int {
 
 func (t *Tokenizer) count(s string) int {
 	if !utf8.ValidString(s) {
-		return len(t.enc.EncodeOrdinary(s))
+		// tiktoken's own encoder, a chunk at a time: on a long piece it
+		// takes time quadratic in the piece's length.
+		n := 0
+		for s != "" {
+			c := chunk(s)
+			n += len(t.enc.EncodeOrdinary(c))
+			s = s[len(c):]
+		}
+		return n
 	}
 	n := 0
 	for s != "" {

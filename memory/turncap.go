@@ -90,7 +90,7 @@ func CapText(tok *Tokenizer, text string, maxTokens int) (string, int, bool) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTurnTokens
 	}
-	text = strings.TrimSpace(text)
+	text = strings.TrimSpace(strings.ToValidUTF8(text, "\uFFFD"))
 	n := countAtMost(tok, text, maxTokens)
 	cut := n > maxTokens
 	if cut {
