@@ -58,8 +58,9 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		// hits do not fit, and are not normalised for nothing.
 		day := h.Time.Format(time.DateOnly)
 		n := h.Tokens + 2
-		if h.Tokens <= 0 {
-			n = b.countAtMost(h.Text, left) + 2
+		framed, changed := frame(h.Text)
+		if h.Tokens <= 0 || changed {
+			n = b.countAtMost(framed, left) + 2
 		}
 		if !days[day] {
 			n += header
@@ -75,6 +76,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		if seen[key] || hist.has(h.Text) {
 			return
 		}
+		h.Text = framed
 		if past != "" {
 			// Superseded by a newer memory of the same key: kept for
 			// questions about the past, never given as current.

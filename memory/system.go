@@ -78,7 +78,7 @@ func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
 	if latest == nil || strings.TrimSpace(latest.Text) == "" {
 		return ""
 	}
-	text := strings.TrimSpace(latest.Text)
+	text, _ := frame(strings.TrimSpace(latest.Text))
 	if b.tokens != nil {
 		text = b.tokens.Head(text, budget)
 	} else if len(text) > 4*budget {
@@ -124,7 +124,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 		if key == "" || seen[key] {
 			continue
 		}
-		line := "- " + strings.Join(strings.Fields(strings.TrimLeft(r.Text, "-*• \t")), " ")
+		line, _ := frame("- " + strings.Join(strings.Fields(strings.TrimLeft(r.Text, "-*• \t")), " "))
 		n := b.countAtMost(line, left) + 1
 		if n > left {
 			continue
