@@ -98,7 +98,7 @@ func (c *Commands) Parse(text string) (Command, string) {
 	switch {
 	case statement == "",
 		strings.ContainsRune(".!?…", first), // "Forget that. What's the weather?"
-		strings.HasSuffix(statement, "?"):                  // "Remember that film we saw?"
+		strings.HasSuffix(statement, "?"):   // "Remember that film we saw?"
 		return NoCommand, ""
 	}
 	return kind, statement
