@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -170,4 +172,55 @@ func TestPoisonedDocumentPlantsAndHidesNothing(t *testing.T) {
 	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=bob&type=curated&q=bike", "", &list))
 	require.NotEmpty(t, list.Memories)
 	assert.Equal(t, "My bike is red.", list.Memories[0].Text)
+}
+
+// megabyteWord is a megabyte without a space: one piece to the tokenizer.
+var megabyteWord = strings.Repeat("abcdefghijklmnopqrstuvwxyz", 1<<20/26)
+
+// "Remember that" and a megabyte with no space in it is answered, and the
+// memory it makes is capped; before, vera held a core for minutes. The
+// time is measured by BenchmarkMegabyteChat; the test's own bound is only
+// a generous one against a hang.
+func TestMegabyteCommandIsAnsweredAndCapped(t *testing.T) {
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		post(t, p, "mallory", "Remember that my notes are "+megabyteWord)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no answer to a megabyte command within two minutes")
+	}
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=mallory&type=curated", "", &list))
+	require.Len(t, list.Memories, 1)
+	text := list.Memories[0].Text
+	assert.True(t, strings.HasPrefix(text, "My notes are abcdef"))
+	assert.Contains(t, text, "[…]")
+	assert.Less(t, len(text), 256<<10, "capped at memory.max_turn_tokens (4096 tokens)")
+}
+
+// BenchmarkMegabyteChat: a chat of a megabyte without a space, as a
+// message and as a "remember that", through vera to a fake Ollama. The
+// command costs about what the message costs (go test -bench
+// MegabyteChat -benchtime 5x .).
+func BenchmarkMegabyteChat(b *testing.B) {
+	up := ollamatest.New(b)
+	p := runInProcess(b, "VERA_OLLAMA_URL="+up.URL)
+	for _, c := range []struct{ name, prefix string }{{"message", "My notes are "}, {"remember", "Remember that my notes are "}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(megabyteWord)))
+			for i := 0; b.Loop(); i++ {
+				body := `{"model":"llama3.2","stream":false,"messages":[{"role":"user","content":` + jsonString(fmt.Sprint(c.prefix, i, megabyteWord)) + `}]}`
+				res, err := http.Post("http://"+p.addr+"/api/chat", "application/json", strings.NewReader(body))
+				require.NoError(b, err)
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				require.Equal(b, http.StatusOK, res.StatusCode)
+			}
+		})
+	}
 }

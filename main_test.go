@@ -35,14 +35,14 @@ type inProcess struct {
 // (after a private config and data dir) and waits for the ready hook. The
 // cleanup stops it. run sets gin's mode, a global: tests that start vera
 // in-process do not run in parallel.
-func runInProcess(t *testing.T, env ...string) *inProcess {
+func runInProcess(t testing.TB, env ...string) *inProcess {
 	t.Helper()
 	return startInProcess(t, false, env...)
 }
 
 // startInProcess is runInProcess, returning as soon as vera listens when
 // noWait is set: its store may still be loading.
-func startInProcess(t *testing.T, noWait bool, env ...string) *inProcess {
+func startInProcess(t testing.TB, noWait bool, env ...string) *inProcess {
 	t.Helper()
 	vars := map[string]string{
 		"VERA_CONFIG_DIR": t.TempDir(),
@@ -84,7 +84,7 @@ func startInProcess(t *testing.T, noWait bool, env ...string) *inProcess {
 
 // waitLoaded waits until the vera at addr has loaded its store's index
 // (it listens at once, and answers chats without memory until then).
-func waitLoaded(t *testing.T, addr string) {
+func waitLoaded(t testing.TB, addr string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var h admin.Health
