@@ -343,6 +343,7 @@ func (a *app) newCurator() *curator.Curator {
 		ModelName: name, Location: a.cfg.CuratorLocation, Log: a.logger,
 		Observe:       curator.NewMetrics(a.metrics).Observe,
 		ProfileTokens: a.cfg.Layers.ProfileTokenBudget,
+		MaxTokens:     a.cfg.Memory.MaxTurnTokens,
 	}
 	if q := a.qdrant; q != nil {
 		// Instances sharing the collection curate one at a time. A run
@@ -500,7 +501,8 @@ func (a *app) loading() bool {
 // adminMemories is what the memory routes work on: the store, the queue
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
-	m := &admin.Memories{Store: a.store, Tokens: a.tok, Embed: a.embedder.Embed, Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory}
+	m := &admin.Memories{Store: a.store, Tokens: a.tok, MaxTokens: a.cfg.Memory.MaxTurnTokens, Embed: a.embedder.Embed,
+		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory}
 	if a.local != nil {
 		m.Queue = a.local
 	}

@@ -72,7 +72,7 @@ func mcpBackend(ctx context.Context, cfg config.Config, rawURL, ns, key string, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	hc := &http.Client{Transport: ollama.NewTransport(time.Minute), Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: ollama.NewTransport(time.Minute), Timeout: 10 * time.Second, CheckRedirect: mcp.NoRedirect}
 	header := http.Header{cfg.Memory.NamespaceHeader: {ns}}
 	if key != "" {
 		header.Set("Authorization", "Bearer "+key) // never the admin token

@@ -122,6 +122,10 @@ func (im *importer) line(ctx context.Context, n int, line []byte) error {
 		im.bad(n, func() string { return "text is empty" })
 		return nil
 	}
+	if err := im.s.Memories.CheckLength(m.Text); err != nil {
+		im.bad(n, func() string { return "text: " + err.Error() })
+		return nil
+	}
 	if old, err := im.s.Memories.Store.Get(ctx, m.ID); err == nil && old.Namespace != m.Namespace {
 		im.bad(n, func() string {
 			return fmt.Sprintf("id %s is a memory of another namespace: an import never moves one", m.ID)

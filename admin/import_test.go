@@ -156,6 +156,8 @@ func TestImportSkipsLinesOver1MiB(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, db := newMemoriesServer(t)
+			// The line's limit is under test here, not the text's.
+			s.Memories.MaxTokens = 1 << 20
 			body := goodLine("alice", 1, 0) + tt.nl + tt.middle + tt.nl + goodLine("alice", 3, 0) // no newline at the end
 			rep := importReport(t, postImport(s, strings.NewReader(body)))
 			assert.Equal(t, tt.imported, rep.Imported)

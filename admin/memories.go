@@ -26,6 +26,9 @@ type Memories struct {
 	Queue  memory.Queue
 	Embed  func(ctx context.Context, texts []string) ([][]float32, error)
 	Tokens *memory.Tokenizer
+	// MaxTokens caps the text of a memory added or edited
+	// (memory.max_turn_tokens); 0 means memory.DefaultMaxTurnTokens.
+	MaxTokens int
 	// Forget and ForgetNamespace tell the writer (memory.Writer) not to
 	// store what is deleted, should it be on its way; nil: nothing is.
 	Forget          func(ids ...string)
@@ -201,7 +204,7 @@ func (s *Server) addMemory(c *gin.Context) error {
 	}
 	out, err := s.Memories.Add(c.Request.Context(), m)
 	if err != nil {
-		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+		return writeFailed(err)
 	}
 	c.JSON(http.StatusCreated, toJSON(out))
 	return nil
@@ -264,10 +267,20 @@ func byHand(m *memory.Memory) {
 func (s *Server) rewrite(c *gin.Context, m memory.Memory, code int) error {
 	out, err := s.Memories.Rewrite(c.Request.Context(), m)
 	if err != nil {
-		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+		return writeFailed(err)
 	}
 	c.JSON(code, toJSON(out))
 	return nil
+}
+
+// writeFailed is the answer to a memory that could not be written: a text
+// over memory.max_turn_tokens is the request's fault (413, nothing
+// stored), anything else the store's.
+func writeFailed(err error) error {
+	if errors.Is(err, memory.ErrTooLong) {
+		return httpError(http.StatusRequestEntityTooLarge, "text: "+err.Error())
+	}
+	return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 }
 
 // restoreMemory serves POST /memories/{id}/restore: a forgotten memory

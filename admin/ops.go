@@ -44,8 +44,17 @@ func (m *Memories) Get(ctx context.Context, ns, id string) (memory.Memory, error
 	return got, err
 }
 
-// Add stores a memory written by hand, counted and embedded.
+// Add stores a memory written by hand, counted and embedded. A text over
+// MaxTokens is refused with memory.ErrTooLong, and nothing is stored.
 func (m *Memories) Add(ctx context.Context, mem memory.Memory) (memory.Memory, error) {
+	if err := m.CheckLength(mem.Text); err != nil {
+		return memory.Memory{}, err
+	}
+	return m.store(ctx, mem)
+}
+
+// store counts, embeds and stores mem.
+func (m *Memories) store(ctx context.Context, mem memory.Memory) (memory.Memory, error) {
 	ms := []memory.Memory{mem}
 	m.prepare(ctx, ms)
 	if err := m.Store.Upsert(ctx, ms...); err != nil {
@@ -55,15 +64,31 @@ func (m *Memories) Add(ctx context.Context, mem memory.Memory) (memory.Memory, e
 }
 
 // Rewrite stores a changed memory (embedded again) and takes its old form
-// out of the conversations that carry it.
+// out of the conversations that carry it. A new text over MaxTokens is
+// refused with memory.ErrTooLong; the text the memory already has is not,
+// so a memory stored before the cap can still be hidden, restored or
+// marked.
 func (m *Memories) Rewrite(ctx context.Context, mem memory.Memory) (memory.Memory, error) {
+	if err := m.CheckLength(mem.Text); err != nil {
+		old, gerr := m.Store.Get(ctx, mem.ID)
+		if gerr != nil || old.Text != mem.Text {
+			return memory.Memory{}, err
+		}
+	}
 	mem.Vector = nil
-	out, err := m.Add(ctx, mem)
+	out, err := m.store(ctx, mem)
 	if err != nil {
 		return out, err
 	}
 	m.withdraw("", mem.ID)
 	return out, nil
+}
+
+// CheckLength returns memory.ErrTooLong, wrapped with the figures, when
+// text is over MaxTokens: what a person or an agent writes is refused, not
+// cut behind their back.
+func (m *Memories) CheckLength(text string) error {
+	return memory.CheckLength(m.Tokens, text, m.MaxTokens)
 }
 
 // prepare counts the tokens of memories added or edited by hand and, when

@@ -61,6 +61,10 @@ type Curator struct {
 	// ProfileTokens bounds the profile a run writes; 0 means 200
 	// (layers.profile_token_budget).
 	ProfileTokens int
+	// MaxTokens caps the text of every curated memory, rule and profile a
+	// run writes (memory.max_turn_tokens): a longer one keeps its head and
+	// tail around a "[…]" marker. 0 means memory.DefaultMaxTurnTokens.
+	MaxTokens int
 	// BatchTokens bounds the raw turns of one batch; 0 means 3000, which
 	// with the prompt, the curated sample and the answer fits an 8k
 	// context.

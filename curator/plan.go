@@ -198,12 +198,14 @@ func (c *Curator) plan(ctx context.Context, ns string, batch []memory.Memory, a 
 	return p, nil
 }
 
-// curatedMemory is the memory a curated turn of the answer becomes. It is
-// as old as the newest turn it comes from.
+// curatedMemory is the memory a curated turn of the answer becomes, capped
+// as a chat's turn is (MaxTokens). It is as old as the newest turn it
+// comes from.
 func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memory.Memory, runAt time.Time) memory.Memory {
 	u, as, _ := memory.ParseExchange(ct.Content)
+	text, n := memory.CapExchange(c.Tokens, u, as, c.MaxTokens)
 	m := memory.Memory{
-		ID: memory.NewID(), Namespace: ns, Type: memory.Curated, Text: memory.FormatExchange(u, as),
+		ID: memory.NewID(), Namespace: ns, Type: memory.Curated, Text: text,
 		Time: runAt.UTC(), Model: c.ModelName,
 		Metadata: map[string]any{"source_ids": toAny(ct.SourceIDs), "curated_at": runAt.UTC().Format(time.RFC3339)},
 	}
@@ -223,7 +225,7 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 		m.Time = newest
 	}
 	if c.Tokens != nil {
-		m.Tokens = c.Tokens.Count(m.Text)
+		m.Tokens = n
 	}
 	return m
 }

@@ -38,7 +38,8 @@ func shownProfile(m *memory.Memory) *promptProfile {
 }
 
 // profileFrom is the profile memory an answer's profile text becomes, cut
-// to ProfileTokens; nil when the answer keeps the current one.
+// to ProfileTokens (and MaxTokens, should that be less) around a "[…]"
+// marker; nil when the answer keeps the current one.
 func (c *Curator) profileFrom(ns, text string, runAt time.Time) *memory.Memory {
 	text = strings.Join(strings.Fields(text), " ")
 	if text == "" {
@@ -48,16 +49,18 @@ func (c *Curator) profileFrom(ns, text string, runAt time.Time) *memory.Memory {
 	if budget <= 0 {
 		budget = 200
 	}
-	if c.Tokens != nil {
-		text = strings.TrimSpace(c.Tokens.Head(text, budget))
+	limit := c.MaxTokens
+	if limit <= 0 {
+		limit = memory.DefaultMaxTurnTokens
 	}
+	text, n, _ := memory.CapText(c.Tokens, text, min(budget, limit))
 	m := &memory.Memory{
 		ID: memory.NewID(), Namespace: ns, Type: memory.Profile, Text: text,
 		Time: runAt.UTC(), Model: c.ModelName,
 		Metadata: map[string]any{"curated_at": runAt.UTC().Format(time.RFC3339)},
 	}
 	if c.Tokens != nil {
-		m.Tokens = c.Tokens.Count(text)
+		m.Tokens = n
 	}
 	return m
 }

@@ -55,7 +55,8 @@ func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *
 	}
 	var out []memory.Memory
 	for _, r := range rules {
-		text := strings.Join(strings.Fields(r.Rule), " ")
+		// Cut before it is compared: the rules ns has are stored cut.
+		text, n, _ := memory.CapText(c.Tokens, strings.Join(strings.Fields(r.Rule), " "), c.MaxTokens)
 		key := normalize(text)
 		if key == "" || known.keys[key] {
 			continue
@@ -67,7 +68,7 @@ func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *
 			Metadata: map[string]any{"source": "curator"},
 		}
 		if c.Tokens != nil {
-			m.Tokens = c.Tokens.Count(m.Text)
+			m.Tokens = n
 		}
 		out = append(out, m)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,16 +58,32 @@ type Remote struct {
 	session *sdk.ClientSession
 }
 
-// Dial connects to the /mcp at url, sending header with every request
-// (the namespace header, an API key).
-func Dial(ctx context.Context, url string, header http.Header, transport http.RoundTripper) (*Remote, error) {
-	c := sdk.NewClient(&sdk.Implementation{Name: "vera-mcp-bridge", Version: "1"}, nil)
-	s, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true, MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: headerRoundTripper{header: header, next: transport}}}, nil)
+// Dial connects to the /mcp at endpoint, sending header with every request
+// (the namespace header, an API key). It follows no redirect, and sends
+// header to endpoint's own scheme and host only: the header holds a
+// credential, and a redirect followed inside the transport would carry it
+// to whatever host the redirect names (net/http drops credentials on a
+// redirect to another host only when it set them itself).
+func Dial(ctx context.Context, endpoint string, header http.Header, transport http.RoundTripper) (*Remote, error) {
+	u, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("reaching vera's /mcp at %s: %w", url, err)
+		return nil, fmt.Errorf("vera's /mcp at %s: %w", endpoint, err)
+	}
+	hc := &http.Client{CheckRedirect: NoRedirect, Transport: headerRoundTripper{scheme: u.Scheme, host: u.Host, header: header, next: transport}}
+	c := sdk.NewClient(&sdk.Implementation{Name: "vera-mcp-bridge", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true, MaxRetries: -1, HTTPClient: hc}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reaching vera's /mcp at %s: %w", endpoint, err)
 	}
 	return &Remote{session: s}, nil
+}
+
+// NoRedirect is the CheckRedirect of every client of `vera mcp`: vera
+// never redirects, so a server that does is not vera (or sits behind
+// something that is not), and nothing is sent on to where it points.
+func NoRedirect(req *http.Request, via []*http.Request) error {
+	return fmt.Errorf("the server at %s redirected to %s: vera mcp follows no redirect; give --url vera's own address",
+		via[0].URL.Redacted(), req.URL.Redacted())
 }
 
 // Call implements Call.
@@ -77,13 +94,21 @@ func (r *Remote) Call(ctx context.Context, tool string, args any) (*sdk.CallTool
 // Close ends the session.
 func (r *Remote) Close() error { return r.session.Close() }
 
-// headerRoundTripper sends header with every request.
+// headerRoundTripper sends header with every request to scheme://host,
+// and refuses a request to anywhere else.
 type headerRoundTripper struct {
-	header http.Header
-	next   http.RoundTripper
+	scheme, host string
+	header       http.Header
+	next         http.RoundTripper
 }
 
 func (h headerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != h.scheme || r.URL.Host != h.host {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, fmt.Errorf("vera mcp sends its requests to %s://%s only, not to %s", h.scheme, h.host, r.URL.Redacted())
+	}
 	r = r.Clone(r.Context())
 	for k, v := range h.header {
 		r.Header[k] = v

@@ -25,9 +25,12 @@ var (
 		"A memory marked past was replaced by a newer one."}
 	addTool = &sdk.Tool{Name: "add_memory", Description: "Remember a durable fact about the user (who they are, their people, work, preferences, decisions), " +
 		"as one short self-contained sentence. Later chats and tools recall it. Not for the content of the current task or conversation."}
-	updateTool = &sdk.Tool{Name: "update_memory", Description: "Correct a memory's text (by its id, from search_memories or list_memories). It is embedded again."}
-	forgetTool = &sdk.Tool{Name: "forget_memory", Description: "Forget a memory (by its id): it is hidden, never recalled again, and taken out of running chats; an admin can restore it."}
-	listTool   = &sdk.Tool{Name: "list_memories", Description: "List the user's memories, newest first: type raw (chat turns), curated (distilled facts), rule, profile or forgotten; since an RFC 3339 time."}
+	updateTool = &sdk.Tool{Name: "update_memory", Description: "Correct a curated memory's text (by its id, from search_memories or list_memories). It is embedded again. " +
+		"Only curated memories (distilled facts) can be corrected: chat turns are a record of what was said, " +
+		"and rules and the profile are read-only here (they change through vera's curator, the user's own chat commands or the admin API)."}
+	forgetTool = &sdk.Tool{Name: "forget_memory", Description: "Forget a curated memory or a chat turn (by its id): it is hidden, never recalled again, and taken out of running chats; an admin can restore it. " +
+		"Rules and the profile are read-only here (they change through vera's curator, the user's own chat commands or the admin API)."}
+	listTool = &sdk.Tool{Name: "list_memories", Description: "List the user's memories, newest first: type raw (chat turns), curated (distilled facts), rule, profile or forgotten; since an RFC 3339 time."}
 )
 
 // Memory is a MEMORY as the tools answer it: the admin API's (with the
@@ -125,7 +128,7 @@ func (t tools) add(ctx context.Context, _ *sdk.CallToolRequest, in addIn) (*sdk.
 	m, err := t.s.Memories.Add(ctx, memory.Memory{ID: memory.NewID(), Namespace: t.ns, Type: memory.Curated, Text: text,
 		Time: time.Now().UTC(), Model: "mcp"})
 	if err != nil {
-		return nil, ID{}, fmt.Errorf("writing memory: %w", err)
+		return nil, ID{}, writeFailed(err)
 	}
 	out := ID{ID: m.ID}
 	return answer("Remembered as "+m.ID+".", out), out, nil
@@ -147,6 +150,45 @@ func (t tools) own(ctx context.Context, id string) (memory.Memory, error) {
 	return m, nil
 }
 
+// mayForget refuses the rules and the profile, forgotten ones included
+// (a restore would bring them back). They are the system message of every
+// chat of the namespace: an agent that could change them (steered by an
+// injected document, a tool's output, or just confused) would speak as
+// the operator to every later chat. They change through the curator, the
+// user's own chat commands and the admin API only.
+func mayForget(m memory.Memory) error {
+	typ := m.Type
+	if typ == memory.Forgotten {
+		if from, _ := m.Metadata["forgotten_from"].(string); from != "" {
+			typ = memory.Type(from)
+		}
+	}
+	if typ == memory.Rule || typ == memory.Profile {
+		return fmt.Errorf("memory %q is a %s: rules and the profile are read-only over MCP; "+
+			"they change through vera's curator, the user's own chat commands or the admin API", m.ID, typ)
+	}
+	return nil
+}
+
+// mayRewrite allows curated memories only. A chat turn is a record of
+// what was said: forgetting it is the user's call, rewriting it would make
+// the record say what never was.
+func mayRewrite(m memory.Memory) error {
+	if err := mayForget(m); err != nil {
+		return err
+	}
+	switch m.Type {
+	case memory.Curated:
+		return nil
+	case memory.Raw:
+		return fmt.Errorf("memory %q is a chat turn, a record of what was said: it is not rewritten "+
+			"(forget_memory forgets it; add_memory adds the corrected fact)", m.ID)
+	case memory.Forgotten:
+		return fmt.Errorf("memory %q is forgotten: only an admin can restore it", m.ID)
+	}
+	return fmt.Errorf("memory %q is of type %s, which update_memory does not change", m.ID, m.Type)
+}
+
 func (t tools) update(ctx context.Context, _ *sdk.CallToolRequest, in updateIn) (*sdk.CallToolResult, ID, error) {
 	text := strings.TrimSpace(in.Content)
 	if text == "" {
@@ -156,9 +198,12 @@ func (t tools) update(ctx context.Context, _ *sdk.CallToolRequest, in updateIn) 
 	if err != nil {
 		return nil, ID{}, err
 	}
+	if err := mayRewrite(m); err != nil {
+		return nil, ID{}, err
+	}
 	m.Text = text
 	if _, err := t.s.Memories.Rewrite(ctx, m); err != nil {
-		return nil, ID{}, fmt.Errorf("writing memory: %w", err)
+		return nil, ID{}, writeFailed(err)
 	}
 	out := ID{ID: m.ID}
 	return answer("Updated "+m.ID+".", out), out, nil
@@ -169,11 +214,17 @@ func (t tools) forget(ctx context.Context, _ *sdk.CallToolRequest, in forgetIn) 
 	if err != nil {
 		return nil, ID{}, err
 	}
+	if err := mayForget(m); err != nil {
+		return nil, ID{}, err
+	}
+	out := ID{ID: m.ID}
+	if m.Type == memory.Forgotten {
+		return answer(m.ID+" is already forgotten (an admin can restore it).", out), out, nil
+	}
 	m.Hide(time.Now())
 	if _, err := t.s.Memories.Rewrite(ctx, m); err != nil {
 		return nil, ID{}, fmt.Errorf("writing memory: %w", err)
 	}
-	out := ID{ID: m.ID}
 	return answer("Forgot "+m.ID+" (an admin can restore it).", out), out, nil
 }
 
@@ -205,6 +256,15 @@ func (t tools) list(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sd
 		out.Memories = append(out.Memories, toMemory(m))
 	}
 	return answer(fmt.Sprintf("%d memories, newest first.", len(out.Memories)), out), out, nil
+}
+
+// writeFailed is the tool error of a memory not written: a text over
+// memory.max_turn_tokens names the argument.
+func writeFailed(err error) error {
+	if errors.Is(err, memory.ErrTooLong) {
+		return badArg("content", err.Error())
+	}
+	return fmt.Errorf("writing memory: %w", err)
 }
 
 // answer is a tool's result: a readable summary and the same JSON as its
