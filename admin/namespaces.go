@@ -27,7 +27,11 @@ type Namespace struct {
 var namespaceTypes = []memory.Type{memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten}
 
 // listNamespaces serves GET /namespaces: every namespace the store holds
-// or the directory has seen, most recently seen first.
+// memories of, most recently seen first, with who the directory says it
+// is. A namespace the directory knows but the store holds nothing of
+// (forgotten, or noted by an older version for a request that stored
+// nothing) is not listed: the list, and the time it takes, grow only
+// with what is stored.
 func (s *Server) listNamespaces(c *gin.Context) error {
 	ctx := c.Request.Context()
 	seen, err := s.Memories.Directory.All(ctx)
@@ -37,15 +41,6 @@ func (s *Server) listNamespaces(c *gin.Context) error {
 	spaces, err := s.Memories.Store.Namespaces(ctx)
 	if err != nil {
 		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
-	}
-	held := make(map[string]bool, len(spaces))
-	for _, ns := range spaces {
-		held[ns] = true
-	}
-	for ns := range seen {
-		if !held[ns] {
-			spaces = append(spaces, ns)
-		}
 	}
 	out := make([]Namespace, 0, len(spaces))
 	for _, ns := range spaces {

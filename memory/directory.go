@@ -1,9 +1,11 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +29,19 @@ type SeenStore interface {
 	DeleteSeen(ctx context.Context, ns string) error
 }
 
-// Directory remembers who each namespace is: a chat notes it in memory at
-// no cost, and Flush writes what changed (the caller flushes now and then,
-// and on close).
+// Directory remembers who each namespace is: a chat whose turn is stored
+// notes it in memory at no cost (a request that stores nothing, such as
+// a load call, must not: anyone could fill the directory with made-up
+// namespaces), and Flush writes what changed (the caller flushes now and
+// then, and on close). GET /namespaces lists only the namespaces that
+// hold memories, with what the directory knows of them.
 type Directory struct {
+	// Max bounds the namespaces held in memory: past it, the eighth
+	// least recently seen are let go (a namespace that still holds
+	// memories is listed without its name until it chats again); 0:
+	// 65536.
+	Max int
+
 	store SeenStore
 
 	mu     sync.Mutex
@@ -44,8 +55,12 @@ func NewDirectory(store SeenStore) *Directory {
 	return &Directory{store: store, seen: map[string]Seen{}, dirty: map[string]bool{}}
 }
 
-// maxSeenField bounds a name or an email kept, in bytes.
-const maxSeenField = 256
+// maxSeenField bounds a name or an email kept, in bytes; defaultMaxSeen
+// is Directory.Max's default.
+const (
+	maxSeenField   = 256
+	defaultMaxSeen = 1 << 16
+)
 
 // clean makes a header value fit to keep and show: Open WebUI
 // percent-encodes a name that is not ASCII ("Jos%C3%A9"), and a value that
@@ -69,7 +84,8 @@ func clean(s string) string {
 }
 
 // Note records that ns chatted at at, under name and email when its client
-// sent them (an empty one keeps what is known).
+// sent them (an empty one keeps what is known). The caller notes only a
+// namespace that stores the chat.
 func (d *Directory) Note(ns, name, email string, at time.Time) {
 	if d == nil || ns == "" {
 		return
@@ -92,6 +108,22 @@ func (d *Directory) Note(ns, name, email string, at time.Time) {
 	d.seen[ns] = s
 	if changed {
 		d.dirty[ns] = true
+	}
+	d.bound()
+}
+
+// bound lets the least recently seen eighth go once the directory holds
+// more than Max namespaces: a sort every Max/8 new namespaces, O(log n)
+// for each. d.mu is held.
+func (d *Directory) bound() {
+	limit := cmp.Or(d.Max, defaultMaxSeen)
+	if len(d.seen) <= limit {
+		return
+	}
+	all := slices.SortedFunc(maps.Values(d.seen), func(a, b Seen) int { return a.LastSeen.Compare(b.LastSeen) })
+	for _, s := range all[:len(all)-limit+limit/8] {
+		delete(d.seen, s.Namespace)
+		delete(d.dirty, s.Namespace)
 	}
 }
 
@@ -164,6 +196,7 @@ func (d *Directory) All(ctx context.Context) (map[string]Seen, error) {
 			d.seen[s.Namespace] = s
 		}
 		d.loaded = true
+		d.bound()
 		d.mu.Unlock()
 	}
 	d.mu.Lock()

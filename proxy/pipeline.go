@@ -149,11 +149,6 @@ func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 	}
 	ch.chatID = chatIDOf(r, s.ChatIDHeader)
 	ch.temporary = strings.HasPrefix(ch.chatID, temporaryChat)
-	if !ch.off && !ch.temporary {
-		// Who the namespace is: a chat that asks for no record is not
-		// noted either.
-		s.Directory.Note(ch.ns, r.Header.Get("X-OpenWebUI-User-Name"), r.Header.Get("X-OpenWebUI-User-Email"), time.Now())
-	}
 	if !req.Conversation() {
 		ch.untouched = true
 		return ch, nil
@@ -362,6 +357,9 @@ func (s *Server) forward(c *gin.Context, p plan, d dialect.Dialect, body []byte,
 // has its whole answer only once the turn survives a crash.
 func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string) {
 	ctx := context.WithoutCancel(c.Request.Context())
+	// Who the namespace is, noted only with a turn it stores: a request
+	// that stores nothing (a load call, memory off) adds no namespace.
+	name, email := c.Request.Header.Get("X-OpenWebUI-User-Name"), c.Request.Header.Get("X-OpenWebUI-User-Email")
 	return func(answer string) {
 		// Thinking is never stored, also when a model writes it inline.
 		t.Assistant, t.Time = dialect.StripThink(ch.prefill+answer), time.Now().UTC()
@@ -376,6 +374,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 		if err := s.Recorder.Record(hctx, t); err != nil {
 			s.log.Debug("answer released before its turn was committed", slog.String("request_id", c.GetString(requestIDKey)), slog.Any("error", err))
 		}
+		s.Directory.Note(ch.ns, name, email, t.Time)
 	}
 }
 

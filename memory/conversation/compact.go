@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,7 +32,9 @@ type Tokenizer interface {
 
 // Summarizer writes a compaction's summary.
 type Summarizer struct {
-	// Summarize asks the conversation's own model; it must honour ctx.
+	// Summarize asks the conversation's own model; it must honour ctx
+	// (one that does not is abandoned all the same when ctx ends, and
+	// left to return in its own time).
 	Summarize func(ctx context.Context, prompt string) (string, error)
 	// Failed, when set, hears of a summary that could not be written
 	// (it is asked again at the conversation's next turn); Done of one
@@ -43,16 +46,50 @@ type Summarizer struct {
 // summaryIntro marks the summary in the system message.
 const summaryIntro = "Summary of the earlier part of this conversation (its messages are not shown here):"
 
-// summaryTimeout bounds one summary; maxSummaries how many are written at
-// once (a small GPU answers one model at a time). A summary starts
-// summaryGrace after its turn's answer, and only if no later request of
-// the conversation came meanwhile: an agent's next step, or a client's
-// immediate reply, must not queue behind it.
+// defaultSummaryTimeout bounds one summary (Set.SummaryTimeout);
+// maxSummaries is how many are written at once (a small GPU answers one
+// model at a time), and maxNamespaceSummaries how many of them one
+// namespace may hold: fewer, so that a namespace whose summaries never
+// come back (a model that hangs on its conversations) leaves the others
+// a slot, and a slot comes free at the latest after the timeout. A
+// summary that finds no slot free to it is asked for again at its
+// conversation's next turn. A summary starts summaryGrace after its
+// turn's answer, and only if no later request of the conversation came
+// meanwhile: an agent's next step, or a client's immediate reply, must
+// not queue behind it.
 const (
-	summaryTimeout = 3 * time.Minute
-	maxSummaries   = 2
-	summaryGrace   = 250 * time.Millisecond
+	defaultSummaryTimeout = 3 * time.Minute
+	maxSummaries          = 2
+	maxNamespaceSummaries = 1
+	summaryGrace          = 250 * time.Millisecond
 )
+
+// summaryTimeout is how long a summary may take.
+func (cs *Set) summaryTimeout() time.Duration {
+	if cs.SummaryTimeout > 0 {
+		return cs.SummaryTimeout
+	}
+	return defaultSummaryTimeout
+}
+
+// takeSlot takes one of the summary slots for namespace ns, reporting
+// false when none is free to it; cs.mu is held.
+func (cs *Set) takeSlot(ns string) bool {
+	if cs.writing >= maxSummaries || cs.writingNS[ns] >= maxNamespaceSummaries {
+		return false
+	}
+	cs.writing++
+	cs.writingNS[ns]++
+	return true
+}
+
+// giveSlot gives back a slot takeSlot took; cs.mu is held.
+func (cs *Set) giveSlot(ns string) {
+	cs.writing--
+	if cs.writingNS[ns]--; cs.writingNS[ns] <= 0 {
+		delete(cs.writingNS, ns)
+	}
+}
 
 // compaction is a conversation's: the summary in its plan and where the
 // turns it forwards start, and the summary under way or ready.
@@ -397,50 +434,36 @@ func (cs *Set) interrupt(cv *conversation, at time.Time) {
 
 // Compact writes, in the background, the summary the turn's conversation
 // is due (if any): its next turn's plan then carries it. A summary that
-// fails is dropped and asked for again at the next turn.
+// fails, or is not written within SummaryTimeout, is dropped and asked
+// for again at the next turn; meanwhile the conversation goes on without
+// it.
 func (cs *Set) Compact(t *Turn, s Summarizer) {
 	if t == nil || t.conv == nil || s.Summarize == nil {
 		return
 	}
 	cv := t.conv
+	ctx, cancel := context.WithCancel(cs.ctx)
 	var job *summaryJob
 	cs.locked(func() {
-		if c := &cv.Compaction; c.job != nil && !c.running && !c.arrived.After(t.arrived) {
-			job, c.running = c.job, true
+		c := &cv.Compaction
+		if c.job == nil || c.running || c.arrived.After(t.arrived) || cs.closed || !cs.takeSlot(cv.NS) {
+			return // nothing due, or busy: the next turn asks again
 		}
-	})
-	if job == nil {
-		return
-	}
-	select {
-	case cs.summaries <- struct{}{}:
-	default:
-		cs.locked(func() { cv.Compaction.running = false }) // busy: next turn
-		return
-	}
-	ctx, cancel := context.WithTimeout(cs.ctx, summaryTimeout)
-	closed := false
-	cs.locked(func() {
-		if closed = cs.closed; closed {
-			cv.Compaction.running = false
-			return
-		}
-		cv.Compaction.stop, cv.Compaction.interrupted = cancel, false
+		job, c.running, c.stop, c.interrupted = c.job, true, cancel, false
 		cs.work.Add(1)
 	})
-	if closed {
+	if job == nil {
 		cancel()
-		<-cs.summaries
 		return
 	}
 	go cs.summarize(ctx, cancel, cv, t, job, s)
 }
 
 // summarize writes a summary after its grace, unless the conversation
-// went on meanwhile (Compact).
+// went on meanwhile (Compact), and abandons it past SummaryTimeout.
 func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *conversation, t *Turn, job *summaryJob, s Summarizer) {
 	defer cs.work.Done()
-	defer func() { <-cs.summaries }()
+	defer cs.locked(func() { cs.giveSlot(cv.NS) })
 	defer cancel()
 	select {
 	case <-ctx.Done():
@@ -454,7 +477,9 @@ func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *con
 		cs.locked(func() { cv.Compaction.running, cv.Compaction.stop = false, nil })
 		return
 	}
-	text, err := s.Summarize(ctx, job.prompt)
+	ctx, stop := context.WithTimeout(ctx, cs.summaryTimeout())
+	defer stop()
+	text, err := cs.ask(ctx, s, job.prompt)
 	text = strings.TrimSpace(text)
 	if err == nil && text == "" {
 		err = fmt.Errorf("the model wrote an empty summary")
@@ -483,6 +508,31 @@ func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *con
 	case err == nil && s.Done != nil:
 		s.Done(job.upTo)
 	}
+}
+
+// ask has s write a summary, abandoning it when ctx ends first: a
+// Summarize that never returns (an upstream that accepted the request and
+// never answers) must not hold its slot past the timeout.
+func (cs *Set) ask(ctx context.Context, s Summarizer, prompt string) (string, error) {
+	type answer struct {
+		text string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		text, err := s.Summarize(ctx, prompt)
+		done <- answer{text, err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-ctx.Done():
+		a.err = ctx.Err()
+	}
+	if a.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		a.err = fmt.Errorf("no summary within %s, abandoned: %w", cs.summaryTimeout(), a.err)
+	}
+	return a.text, a.err
 }
 
 // takeReady moves a written summary into the conversation's compaction,

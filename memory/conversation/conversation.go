@@ -49,8 +49,12 @@ type conversation struct {
 	Advanced bool
 	// size is what the conversation holds, in bytes, as last accounted.
 	size int
-	// ns is the conversation's namespace.
-	NS string
+	// NS is the conversation's namespace, set when it starts (every key
+	// it is known by is of that namespace); space is its part of the set,
+	// and used when it was last used (Set.tick).
+	NS    string
+	space *space
+	used  uint64
 	// Compaction is its summary, once it outgrew its window.
 	Compaction compaction
 }
@@ -155,14 +159,23 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 		cs.floor = cs.withdrawals[0].gen
 		cs.withdrawals = slices.Delete(cs.withdrawals, 0, 1)
 	}
-	n := 0
-	for e := cs.order.Front(); e != nil; e = e.Next() {
-		cv := e.Value.(*conversation)
-		if ns != "" && cv.NS != ns || !cv.holds(ids, ns != "") {
-			continue
+	spaces := cs.shares.all
+	if ns != "" {
+		spaces = nil
+		if sp := cs.spaces[ns]; sp != nil {
+			spaces = []*space{sp}
 		}
-		cv.Plan, cv.Blocks, cv.Last = nil, nil, nil
-		n++
+	}
+	n := 0
+	for _, sp := range spaces {
+		for e := sp.order.Front(); e != nil; e = e.Next() {
+			cv := e.Value.(*conversation)
+			if !cv.holds(ids, ns != "") {
+				continue
+			}
+			cv.Plan, cv.Blocks, cv.Last = nil, nil, nil
+			n++
+		}
 	}
 	return n
 }
@@ -216,9 +229,10 @@ const maxTurnsKept = 64
 // previous_response_id is taken for its regenerate or edit.
 const replaceWindow = 10 * time.Minute
 
-// Set is a bounded set of conversations, least recently used
-// first out. It is lost on restart, which costs each conversation one full
-// turn.
+// Set is a bounded set of conversations, shared fairly by the namespaces
+// (share.go): when it is full, the namespace holding the most gives up its
+// least recently used conversation. It is lost on restart, which costs
+// each conversation one full turn.
 type Set struct {
 	// Tokens counts the prompts compaction measures; nil: about four
 	// bytes a token.
@@ -226,27 +240,36 @@ type Set struct {
 	// CompactAt is the share of its context window past which a
 	// conversation is compacted (memory.compact_at); 0: never.
 	CompactAt float64
+	// SummaryTimeout bounds one summary: one not written by then is
+	// abandoned, and the conversation goes on as if it were not ready;
+	// 0: three minutes.
+	SummaryTimeout time.Duration
 
 	max      int
 	maxBytes int
 
-	// summaries bounds the summaries written at once; work and ctx own
-	// them (Close).
-	summaries chan struct{}
-	closed    bool // under mu
-	work      sync.WaitGroup
-	ctx       context.Context
-	cancel    context.CancelFunc
+	// work and ctx own the summaries under way (Close).
+	closed bool // under mu
+	work   sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu    sync.Mutex
-	bytes int // the conversations' footprints, summed
+	bytes int    // the conversations' footprints, summed
+	held  int    // the conversations held
+	tick  uint64 // counts uses: a conversation's used is its latest
 	// gen counts withdrawals; withdrawals holds the latest (at most
 	// maxWithdrawals), and floor is the count before the oldest kept.
 	gen         uint64
 	floor       uint64
 	withdrawals []withdrawal
-	order       *list.List               // *conversation, most recently used first
-	keys        map[string]*list.Element // key → element of order
+	spaces      map[string]*space        // namespace → its conversations
+	shares      shares                   // the spaces, by share of the set
+	keys        map[string]*list.Element // key → element of a space's order
+	// writing counts the summaries under way, writingNS those of each
+	// namespace (at most maxNamespaceSummaries).
+	writing   int
+	writingNS map[string]int
 }
 
 // defaultConversations is how many conversations are remembered when
@@ -266,8 +289,10 @@ func New(max int) *Set {
 		max = defaultConversations
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Set{max: max, maxBytes: maxConversationBytes, order: list.New(), keys: map[string]*list.Element{},
-		summaries: make(chan struct{}, maxSummaries), ctx: ctx, cancel: cancel}
+	cs := &Set{max: max, maxBytes: maxConversationBytes, keys: map[string]*list.Element{}, spaces: map[string]*space{},
+		writingNS: map[string]int{}, ctx: ctx, cancel: cancel}
+	cs.shares.cs = cs
+	return cs
 }
 
 // get returns the conversation known by key, or nil.
@@ -278,18 +303,19 @@ func (cs *Set) get(key string) *conversation {
 	if !ok {
 		return nil
 	}
-	cs.order.MoveToFront(e)
+	cs.touch(e)
 	return e.Value.(*conversation)
 }
 
-// start begins a conversation under key, in place of the one known by it.
-// It keeps that one's recorded turns, so that a first turn asked again can
-// still replace the turn it redoes, when the key is an id (strong) or the
-// old conversation never went past its first turn.
-func (cs *Set) start(key string, strong bool) *conversation {
+// start begins a conversation of namespace ns under key (one of ns's),
+// in place of the one known by it. It keeps that one's recorded turns, so
+// that a first turn asked again can still replace the turn it redoes,
+// when the key is an id (strong) or the old conversation never went past
+// its first turn.
+func (cs *Set) start(ns, key string, strong bool) *conversation {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cv := &conversation{}
+	cv := &conversation{NS: ns}
 	if e, ok := cs.keys[key]; ok {
 		if old := e.Value.(*conversation); strong || !old.Advanced {
 			cv.turns = append(cv.turns, old.turns...)
@@ -323,7 +349,9 @@ func (cs *Set) add(cv *conversation, key string) {
 		}
 	}
 	if e == nil {
-		e = cs.order.PushFront(cv)
+		e = cs.file(cv)
+	} else {
+		cs.touch(e)
 	}
 	cv.keys = append(cv.keys, key)
 	if len(cv.keys) > maxKeys {
@@ -334,29 +362,8 @@ func (cs *Set) add(cv *conversation, key string) {
 		}
 		cv.keys = append(cv.keys[:1], cv.keys[2:]...)
 	}
-	cs.order.MoveToFront(e)
 	cs.keys[key] = e
 	cs.account(cv)
-}
-
-// account updates the footprint of cv and forgets the least recently used
-// conversations while there are too many or they hold too much; cs.mu is
-// held.
-func (cs *Set) account(cv *conversation) {
-	n := cv.footprint()
-	cs.bytes += n - cv.size
-	cv.size = n
-	for cs.order.Len() > cs.max || (cs.bytes > cs.maxBytes && cs.order.Len() > 1) {
-		last := cs.order.Back()
-		old := last.Value.(*conversation)
-		for _, k := range old.keys {
-			if cs.keys[k] == last {
-				delete(cs.keys, k)
-			}
-		}
-		cs.bytes -= old.size
-		cs.order.Remove(last)
-	}
 }
 
 // unkey drops key from the conversation of e, and the conversation when
@@ -369,8 +376,7 @@ func (cs *Set) unkey(e *list.Element, key string) {
 			return
 		}
 	}
-	cs.bytes -= cv.size
-	cs.order.Remove(e)
+	cs.remove(e)
 }
 
 // locked runs f with the conversations' lock held: a conversation's

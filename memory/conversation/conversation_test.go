@@ -14,30 +14,30 @@ import (
 
 func TestConversationsForgetTheLeastRecentlyUsed(t *testing.T) {
 	cs := New(2)
-	a := cs.start("a", false)
+	a := cs.start("alice", "a", false)
 	cs.alias(a, "a2")
-	b := cs.start("b", false)
+	b := cs.start("alice", "b", false)
 	require.Same(t, a, cs.get("a")) // a is now the most recent
-	c := cs.start("c", false)
+	c := cs.start("alice", "c", false)
 	assert.Nil(t, cs.get("b"), "b was the least recently used")
 	assert.Same(t, a, cs.get("a2"), "a is known by both its keys")
 	assert.Same(t, c, cs.get("c"))
 	_ = b
-	cs.start("d", false)
+	cs.start("alice", "d", false)
 	assert.Nil(t, cs.get("a"))
 	assert.Nil(t, cs.get("a2"), "an evicted conversation's every key goes with it")
-	assert.Equal(t, 2, cs.order.Len())
+	assert.Equal(t, 2, cs.held)
 	assert.Len(t, cs.keys, 2)
 }
 
 func TestConversationsStayBounded(t *testing.T) {
 	cs := New(100)
 	for i := range 10000 {
-		cv := cs.start(fmt.Sprint("first", i), false)
+		cv := cs.start("alice", fmt.Sprint("first", i), false)
 		cs.alias(cv, fmt.Sprint("answer", i))
 		cs.alias(cv, fmt.Sprint("response", i))
 	}
-	assert.Equal(t, 100, cs.order.Len())
+	assert.Equal(t, 100, cs.held)
 	assert.Len(t, cs.keys, 300)
 }
 
@@ -46,9 +46,9 @@ func TestConversationsStayBounded(t *testing.T) {
 func TestStartKeepsTheTurnsRecordedUnderTheKey(t *testing.T) {
 	cs := New(0)
 	now := time.Now()
-	old := cs.start("k", false)
+	old := cs.start("alice", "k", false)
 	old.replace("p0", "turn-1", now, false)
-	cv := cs.start("k", false)
+	cv := cs.start("alice", "k", false)
 	require.NotSame(t, old, cv)
 	assert.Equal(t, "turn-1", cv.replace("p0", "turn-2", now.Add(time.Minute), false))
 }
@@ -117,7 +117,7 @@ func TestPlaceOf(t *testing.T) {
 
 func TestConversationKeysAndBytesStayBounded(t *testing.T) {
 	cs := New(0)
-	cv := cs.start("first", false)
+	cv := cs.start("alice", "first", false)
 	for i := range 1000 {
 		cs.alias(cv, fmt.Sprint("response", i))
 	}
@@ -130,11 +130,11 @@ func TestConversationKeysAndBytesStayBounded(t *testing.T) {
 	cs.maxBytes = 1 << 20
 	big := strings.Repeat("a long system prompt ", 5000) // ~100 KB
 	for i := range 50 {
-		c := cs.start(fmt.Sprint("chat", i), true)
+		c := cs.start("alice", fmt.Sprint("chat", i), true)
 		cs.update(c, func() { c.Plan = &memory.Context{System: big} })
 	}
 	assert.LessOrEqual(t, cs.bytes, cs.maxBytes)
-	assert.Less(t, cs.order.Len(), 50, "the oldest went to stay within the bytes")
+	assert.Less(t, cs.held, 50, "the oldest went to stay within the bytes")
 	assert.NotNil(t, cs.get("chat49"))
 }
 
@@ -143,12 +143,12 @@ func TestConversationKeysAndBytesStayBounded(t *testing.T) {
 func TestStartAfterTheChatWentOn(t *testing.T) {
 	cs := New(0)
 	now := time.Now()
-	old := cs.start("k", false)
+	old := cs.start("alice", "k", false)
 	old.replace("p0", "turn-1", now, false)
 	old.Advanced = true
-	assert.Empty(t, cs.start("k", false).replace("p0", "turn-2", now, false))
-	old = cs.start("chat", true)
+	assert.Empty(t, cs.start("alice", "k", false).replace("p0", "turn-2", now, false))
+	old = cs.start("alice", "chat", true)
 	old.replace("p0", "turn-1", now, true)
 	old.Advanced = true
-	assert.Equal(t, "turn-1", cs.start("chat", true).replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
+	assert.Equal(t, "turn-1", cs.start("alice", "chat", true).replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
 }

@@ -209,7 +209,7 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 		st.Rebuilt(why)
 	}
 	if cv == nil || t.at.First {
-		cv = cs.start(t.at.Key, t.at.Strong)
+		cv = cs.start(req.NS, t.at.Key, t.at.Strong)
 	}
 	t.conv = cv
 	if !t.at.Chained {
@@ -223,7 +223,7 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 			// without memory: the next turn tries again.
 			cv.Plan = mc
 		}
-		cv.Last, cv.Point, cv.User, cv.NS = mc, t.at.Point, keptUser(req, t.User), req.NS
+		cv.Last, cv.Point, cv.User = mc, t.at.Point, keptUser(req, t.User)
 		cv.Advanced = cv.Advanced || !t.at.First
 		if cs.stale(t.gen, req.NS, mc) {
 			// A memory it carries was deleted during this recall.
@@ -243,10 +243,10 @@ func (cs *Set) Follow(req Request) *Turn {
 		cv = cs.get(at.Key)
 	}
 	if cv == nil {
-		cv = cs.start(at.Key, at.Strong)
+		cv = cs.start(req.NS, at.Key, at.Strong)
 	}
 	cs.update(cv, func() {
-		cv.Point, cv.NS = at.Point, req.NS
+		cv.Point = at.Point
 		cv.Advanced = cv.Advanced || !at.First
 	})
 	return &Turn{conv: cv, at: at, User: req.User}
