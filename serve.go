@@ -64,6 +64,10 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
 	}
 	srv.Listen = ln.Addr()
+	// No ReadTimeout: a blob upload of gigabytes must pass however long it
+	// takes. The handler holds every request body, on every route, to
+	// server.body_idle_timeout instead, and does not wait for a body its
+	// route leaves unread.
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

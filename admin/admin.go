@@ -1,7 +1,7 @@
 // Package admin serves vera's own routes, apart from Ollama's surface:
 // /healthz, and /curator/run and /curator/status behind the admin guard.
 // The proxy mounts them on its router, so they get its request
-// log, panic recovery and body idle limit.
+// log, panic recovery and body idle limit (a stalled body is answered 408).
 package admin
 
 import (
@@ -175,8 +175,21 @@ func handle(h func(*gin.Context) error) gin.HandlerFunc {
 		if c.Writer.Written() {
 			panic(http.ErrAbortHandler)
 		}
+		if bodyStalled(c.Request) {
+			// Whatever the handler made of the failed read (a bad line, bad
+			// JSON), the client stopped sending.
+			err = httpError(http.StatusRequestTimeout, "request body stalled: the client sent nothing for too long (server.body_idle_timeout)")
+		}
 		writeError(c.Writer, err)
 	}
+}
+
+// bodyStalled reports whether r's body was ended for sending nothing: the
+// proxy's body idle limit (server.body_idle_timeout), which holds every
+// route's body, says so.
+func bodyStalled(r *http.Request) bool {
+	b, ok := r.Body.(interface{ Stalled() bool })
+	return ok && b.Stalled()
 }
 
 // writeError answers err in Ollama's shape, {"error":"..."}, as every

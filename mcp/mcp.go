@@ -5,11 +5,16 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/vera-proxy/vera/httperr"
 	"github.com/vera-proxy/vera/memory"
 )
 
@@ -53,8 +58,37 @@ func (s *Server) Handler(namespace func(*http.Request) (string, error), refuse f
 			refuse(w, r, err)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nsKey{}, ns)))
+		body, err := readBody(w, r)
+		if err != nil {
+			refuse(w, r, err)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), nsKey{}, ns))
+		r.Body = body
+		h.ServeHTTP(w, r)
 	})
+}
+
+// readBody reads r's body whole before the SDK sees it, so that a body
+// that fails (a stall, which the proxy's body idle limit ends, is 408; one
+// over the SDK's own limit, 413) is answered as vera answers it on every
+// route, where the SDK would answer a plain-text 400.
+func readBody(w http.ResponseWriter, r *http.Request) (io.ReadCloser, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r.Body, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sdk.DefaultMaxRequestBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return io.NopCloser(bytes.NewReader(body)), nil
+	case errors.As(err, &tooBig):
+		w.Header().Set("Connection", "close")
+		return nil, httperr.New(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: the limit is %d bytes", tooBig.Limit), nil)
+	case httperr.Status(err) != http.StatusInternalServerError:
+		return nil, err // a stall's 408
+	}
+	return nil, httperr.New(http.StatusBadRequest, "reading the request body", err)
 }
 
 // nsKey holds the namespace of an /mcp request in its context, read once.

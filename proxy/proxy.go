@@ -71,7 +71,8 @@ type Server struct {
 	// any chat; the default (false) leaves them alone (memory.skip_tasks).
 	RecordTasks bool
 	// BodyIdleTimeout ends a request body that sends no byte for this
-	// long; 0 means 60s.
+	// long, on every route; 0 means 60s. A body a route leaves unread is
+	// not waited for: the answer closes the connection.
 	BodyIdleTimeout time.Duration
 	// Own registers vera's own routes, before Ollama's surface, so they
 	// get the same request log, panic recovery and body idle limit; nil:
@@ -205,7 +206,9 @@ func (s *Server) Handler() http.Handler {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.logRequests, s.recoverPanics, s.guardBrowser, s.requireKey, s.limitBodyIdle)
+	// The body idle limit comes first: a refusal by the access checks must
+	// not wait for a body either.
+	e.Use(s.limitBodyIdle, s.logRequests, s.recoverPanics, s.guardBrowser, s.requireKey)
 
 	if s.Own != nil {
 		s.Own(e)
