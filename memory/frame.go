@@ -29,6 +29,13 @@ var headers = []string{
 	"summary of the earlier",
 }
 
+// Frame is frame for a text written elsewhere into the system message (a
+// conversation's summary): text, framed.
+func Frame(text string) string {
+	out, _ := frame(text)
+	return out
+}
+
 // frame returns text as it may stand in the system message or a memory
 // block, and whether it changed. Most texts hold none of the markers and
 // are returned as they are, after one pass over their bytes.

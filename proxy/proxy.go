@@ -191,6 +191,9 @@ func (s *Server) Handler() http.Handler {
 	if s.convs == nil {
 		s.convs = conversation.New(0)
 	}
+	if s.convs.UserText == nil {
+		s.convs.UserText = userText
+	}
 	s.origins, s.hosts = NewOrigins(s.AllowedOrigins), newHosts()
 	if a, ok := s.Listen.(*net.TCPAddr); ok && a.IP.IsLoopback() {
 		s.checkHost = true

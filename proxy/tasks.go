@@ -158,6 +158,15 @@ func ragUserQuery(text string) (query string, certain, ok bool) {
 	return strings.TrimSpace(after), strings.Count(text, contextClose) == 1, true
 }
 
+// userText is a user message's own words: the question when it is wrapped
+// in Open WebUI's RAG template, else the message.
+func userText(text string) string {
+	if q, _, ok := ragUserQuery(text); ok {
+		return q
+	}
+	return text
+}
+
 const (
 	contextClose   = "</context>"
 	userQueryOpen  = "<user_query>"

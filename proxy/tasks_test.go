@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -289,4 +290,16 @@ func TestRAGEarlyCloseIsUncertain(t *testing.T) {
 	assert.Equal(t, sampleQuery, q)
 	_, certain, _ = ragUserQuery(text)
 	assert.True(t, certain)
+}
+
+// The summaries of a conversation read the user's own words: the server
+// gives its conversations the RAG template's unwrapping.
+func TestConversationsReadTheUsersOwnWords(t *testing.T) {
+	s := New(mustURL(t, "http://127.0.0.1:1"), NewTransport(time.Second), nil)
+	s.Handler()
+	require.NotNil(t, s.convs.UserText)
+	for _, f := range ragFixtures {
+		assert.Equal(t, f.query, s.convs.UserText(readFixture(t, f.file)), f.file)
+	}
+	assert.Equal(t, "plain words", s.convs.UserText("plain words"))
 }

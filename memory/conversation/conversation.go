@@ -244,6 +244,10 @@ type Set struct {
 	// abandoned, and the conversation goes on as if it were not ready;
 	// 0: three minutes.
 	SummaryTimeout time.Duration
+	// UserText returns the user's own words in a user message: Open
+	// WebUI's RAG template unwrapped, so that a summary never takes the
+	// retrieved documents for what the user said. Nil: the message as is.
+	UserText func(string) string
 
 	max      int
 	maxBytes int
