@@ -561,7 +561,13 @@ func importVeraAI(ctx context.Context, a *app, from, collection, ns string) (ver
 	rep, err := veraai.Read(ctx, from, a.cfg.QdrantAPIKey, collection, ns, 64, func(ms []memory.Memory) error {
 		texts := make([]string, len(ms))
 		for i := range ms {
-			ms[i].Tokens = tok.Count(ms[i].Text)
+			// Capped as vera's own memories are: an exchange as a turn,
+			// anything else as a statement.
+			if u, as, ok := memory.ParseExchange(ms[i].Text); ok {
+				ms[i].Text, ms[i].Tokens = memory.CapExchange(tok, u, as, a.cfg.Memory.MaxTurnTokens)
+			} else {
+				ms[i].Text, ms[i].Tokens, _ = memory.CapText(tok, ms[i].Text, a.cfg.Memory.MaxTurnTokens)
+			}
 			texts[i] = ms[i].Text
 		}
 		if embedErr == nil {

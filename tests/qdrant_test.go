@@ -112,6 +112,9 @@ func veraAICollection(t *testing.T, url, name string, n int) int {
 		if i%10 == 0 {
 			payload["type"] = "curated"
 		}
+		if i == 1 { // longer than memory.max_turn_tokens: capped on the way in
+			payload["text"] = fmt.Sprintf("User: fact number %d about herons%s\nAssistant: noted %d\nTimestamp: %s", i, strings.Repeat(" heron", 10000), i, ts)
+		}
 		points = append(points, &qc.PointStruct{Id: qc.NewID(memory.NewID()), Vectors: qc.NewVectorsDense([]float32{1, 0, 0, float32(i)}),
 			Payload: qc.NewValueMap(payload)})
 	}
@@ -158,6 +161,18 @@ func TestImportFromVeraAI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "User: fact number 249 about herons\nAssistant: noted 249", latest[0].Text, "no Timestamp line; Vera-AI's time kept")
 	assert.True(t, latest[0].Time.Equal(time.Date(2025, 3, 1, 10, 4, 9, 0, time.UTC)))
+	long, err := db.Search(ctx, memory.Query{Filter: memory.Filter{Namespace: "alice"}, Text: "fact number 1 about herons", Limit: 300})
+	require.NoError(t, err)
+	capped := false
+	for _, h := range long {
+		if strings.HasPrefix(h.Text, "User: fact number 1 about herons") {
+			capped = true
+			assert.Contains(t, h.Text, "[…]")
+			assert.True(t, strings.HasSuffix(h.Text, "Assistant: noted 1"), "the answer is kept whole")
+			assert.LessOrEqual(t, h.Tokens, memory.DefaultMaxTurnTokens)
+		}
+	}
+	assert.True(t, capped, "the long turn was imported")
 	page, _, err := db.Scroll(ctx, memory.Filter{Namespace: "alice", NoVector: true}, "", 10)
 	require.NoError(t, err)
 	assert.Empty(t, page, "every memory has a vector")
