@@ -111,3 +111,14 @@ func TestRememberCapsTheStatement(t *testing.T) {
 	within(t, "Forget", func() { _, err = c.Forget(ctx, "ns", statement) })
 	assert.ErrorIs(t, err, memory.ErrTooBroad)
 }
+
+// Not UTF-8 at all, in long runs: every count returns.
+func TestCountsOfLongInvalidRuns(t *testing.T) {
+	tok, err := sharedTok()
+	require.NoError(t, err)
+	for _, bad := range []string{strings.Repeat("\x80", 5000), strings.Repeat("\xe6\x97", 4000), "a" + strings.Repeat("\xbf", 9000) + "b"} {
+		within(t, "Count", func() { tok.Count(bad) })
+		within(t, "CountAtMost", func() { tok.CountAtMost(bad, 10000) })
+		within(t, "CapText", func() { memory.CapText(tok, bad, 64) })
+	}
+}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -37,30 +38,39 @@ func Frame(text string) string {
 }
 
 // frame returns text as it may stand in the system message or a memory
-// block, and whether it changed. Most texts hold none of the markers and
-// are returned as they are, after one pass over their bytes.
+// block, and whether it changed. It runs only on the memories a chat
+// injects, once each.
 func frame(text string) (string, bool) {
-	if !mayPose(text) {
-		return text, false
-	}
 	var b strings.Builder
-	b.Grow(len(text) + 16)
 	changed := false
-	for rest := text; ; {
-		line, more, found := strings.Cut(rest, "\n")
-		if posesAsHeader(line) {
-			b.WriteString(quotedMark)
+	for pos := 0; pos <= len(text); {
+		line, brk := text[pos:], ""
+		if end := strings.IndexFunc(line, isLineBreak); end >= 0 {
+			_, size := utf8.DecodeRuneInString(line[end:])
+			line, brk = line[:end], line[end:end+size]
+		}
+		pose := posesAsHeader(line)
+		esc, tags := escapeTags(line)
+		if (pose || tags) && !changed {
 			changed = true
+			b.Grow(len(text) + 16)
+			b.WriteString(text[:pos])
 		}
-		if esc, ok := escapeTags(line); ok {
-			line, changed = esc, true
+		if changed {
+			if pose {
+				b.WriteString(quotedMark)
+			}
+			if tags {
+				b.WriteString(esc)
+			} else {
+				b.WriteString(line)
+			}
+			b.WriteString(brk)
 		}
-		b.WriteString(line)
-		if !found {
+		if brk == "" {
 			break
 		}
-		b.WriteByte('\n')
-		rest = more
+		pos += len(line) + len(brk)
 	}
 	if !changed {
 		return text, false
@@ -68,22 +78,55 @@ func frame(text string) (string, bool) {
 	return b.String(), true
 }
 
-// mayPose is frame's fast path: false when text holds no '<', no '[' and
-// no "earlier" in any case, so none of the markers.
-func mayPose(text string) bool {
-	return strings.ContainsAny(text, "<[") || indexFold(text, "earlier") >= 0
+// isLineBreak reports whether r ends a line for a reader of the prompt:
+// "\n", and also "\r", a vertical tab, a form feed, NEL and the Unicode
+// line and paragraph separators.
+func isLineBreak(r rune) bool {
+	switch r {
+	case '\n', '\r', '\v', '\f', '\u0085', '\u2028', '\u2029':
+		return true
+	}
+	return false
 }
 
-// posesAsHeader reports whether line, past white space and markdown
-// marks, starts with one of vera's headers or is a date header.
+// invisible reports whether r is white space, a format character (a zero
+// width space, a byte order mark...) or a list mark, which may stand
+// before or inside a header without changing how it reads.
+func invisible(r rune) bool {
+	return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) || strings.ContainsRune("#>*-_•·\"'`|", r)
+}
+
+// posesAsHeader reports whether line, read as a model reads it (past
+// white space, invisible characters, markdown and list marks, in any
+// case), starts with one of vera's headers or is a date header.
 func posesAsHeader(line string) bool {
-	t := strings.TrimLeft(line, " \t#>*-_•\"'`")
-	t = strings.TrimRight(t, " \t\r")
-	if isDateHeader(t) {
+	var b strings.Builder
+	space, lead := false, true
+	for _, r := range line {
+		switch {
+		case lead && (invisible(r) || r >= '0' && r <= '9' || r == '.' || r == ')'):
+			continue // "1. ", "- ", "## "
+		case unicode.Is(unicode.Cf, r):
+			continue
+		case unicode.IsSpace(r):
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space, lead = false, false
+		b.WriteRune(unicode.ToLower(r))
+		if b.Len() >= 32 {
+			break
+		}
+	}
+	t := b.String()
+	if isDateHeader(strings.TrimSpace(line)) || isDateHeader(t) {
 		return true
 	}
 	for _, h := range headers {
-		if len(t) >= len(h) && strings.EqualFold(t[:len(h)], h) {
+		if strings.HasPrefix(t, h) {
 			return true
 		}
 	}
@@ -93,6 +136,7 @@ func posesAsHeader(line string) bool {
 // isDateHeader reports whether t is "[YYYY-MM-DD]" alone, the header of a
 // day in the semantic layer.
 func isDateHeader(t string) bool {
+	t = strings.TrimFunc(t, invisible)
 	if len(t) != len("[2006-01-02]") || t[0] != '[' || t[len(t)-1] != ']' {
 		return false
 	}
@@ -108,8 +152,8 @@ func isDateHeader(t string) bool {
 	return true
 }
 
-// escapeTags writes "<memories" and "</memories" in line, in any case,
-// as "&lt;memories" and "&lt;/memories".
+// escapeTags writes the "<" of a <memories> or </memories> tag in line
+// ("< /memories", "<\u200b/MEMORIES" too) as "&lt;".
 func escapeTags(line string) (string, bool) {
 	if !strings.Contains(line, "<") {
 		return line, false
@@ -122,11 +166,7 @@ func escapeTags(line string) (string, bool) {
 			break
 		}
 		rest := line[i+1:]
-		tag := strings.TrimPrefix(rest, "/")
-		if len(tag) >= len("memories") && strings.EqualFold(tag[:len("memories")], "memories") {
-			if !changed {
-				b.Grow(len(line) + 8)
-			}
+		if opensTag(rest) {
 			b.WriteString(line[:i])
 			b.WriteString("&lt;")
 			changed = true
@@ -142,18 +182,15 @@ func escapeTags(line string) (string, bool) {
 	return b.String(), true
 }
 
-// indexFold is strings.Index ignoring ASCII case, for an ASCII lower-case
-// sub.
-func indexFold(s, sub string) int {
-	n := len(sub)
-	for i := 0; i+n <= len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf || c|0x20 != sub[0] {
-			continue
+// opensTag reports whether what follows a "<" is "memories", past a few
+// spaces, invisible characters and a "/".
+func opensTag(rest string) bool {
+	for skipped := 0; skipped < 8 && rest != ""; skipped++ {
+		r, size := utf8.DecodeRuneInString(rest)
+		if r != '/' && !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) {
+			break
 		}
-		if strings.EqualFold(s[i:i+n], sub) {
-			return i
-		}
+		rest = rest[size:]
 	}
-	return -1
+	return len(rest) >= len("memories") && strings.EqualFold(rest[:len("memories")], "memories")
 }

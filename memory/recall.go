@@ -57,11 +57,11 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		// What it costs first: once the budget is nearly spent, most
 		// hits do not fit, and are not normalised for nothing.
 		day := h.Time.Format(time.DateOnly)
-		n := h.Tokens + 2
-		framed, changed := frame(h.Text)
-		if h.Tokens <= 0 || changed {
-			n = b.countAtMost(framed, left) + 2
+		own := h.Tokens
+		if own <= 0 {
+			own = b.countAtMost(h.Text, left)
 		}
+		n := own + 2
 		if !days[day] {
 			n += header
 		}
@@ -76,7 +76,14 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		if seen[key] || hist.has(h.Text) {
 			return
 		}
-		h.Text = framed
+		if framed, changed := frame(h.Text); changed {
+			// Framed only once it is taken: most hits are not.
+			n += b.countAtMost(framed, left) - own
+			if n > left {
+				return
+			}
+			h.Text = framed
+		}
 		if past != "" {
 			// Superseded by a newer memory of the same key: kept for
 			// questions about the past, never given as current.

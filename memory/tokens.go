@@ -135,6 +135,11 @@ func chunk(s string) string {
 	for len(c) > 0 && !utf8.RuneStart(s[len(c)]) {
 		c = c[:len(c)-1]
 	}
+	if c == "" {
+		// A run of continuation bytes (not UTF-8): cut anywhere, or
+		// the callers would never advance.
+		return s[:chunkBytes]
+	}
 	return c
 }
 

@@ -99,10 +99,9 @@ func CapText(tok *Tokenizer, text string, maxTokens int) (string, int, bool) {
 	if tok == nil {
 		return text, (len(text) + 3) / 4, cut
 	}
-	if cut {
-		n = tok.Count(text)
-	}
-	return text, n, cut
+	// Exact, as a turn's: the text is within the cap now, so this
+	// costs what the cap allows.
+	return text, tok.Count(text), cut
 }
 
 // ErrTooLong: a memory's text is longer than memory.max_turn_tokens allows;

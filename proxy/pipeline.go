@@ -167,6 +167,9 @@ func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 		ch.prefill = ch.msgs[n-1].Content
 	}
 	ch.recall = ch.msgs
+	// A message that holds a closed context but no template vera knows
+	// (one an admin rewrote) may open with a document's words.
+	ch.uncommanded = strings.Contains(ch.user, contextClose)
 	if q, certain, ok := ragUserQuery(ch.user); ok {
 		// Open WebUI's RAG template: memory is about the user's own
 		// question, never the template or the retrieved documents (which
@@ -373,6 +376,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 		defer cancel()
 		if err := s.Recorder.Record(hctx, t); err != nil {
 			s.log.Debug("answer released before its turn was committed", slog.String("request_id", c.GetString(requestIDKey)), slog.Any("error", err))
+			return
 		}
 		s.Directory.Note(ch.ns, name, email, t.Time)
 	}
@@ -469,10 +473,16 @@ func memoryOff(r *http.Request) (bool, error) {
 // conversations, and keeps the request from being stored. The answer
 // comes from the model as usual. A failure is logged: the chat goes on.
 func (s *Server) command(c *gin.Context, ch *chat) {
-	if s.Commands == nil || ch.untouched || ch.off || ch.temporary || ch.uncommanded {
+	if s.Commands == nil || ch.untouched || ch.off || ch.temporary {
 		return
 	}
 	kind, statement := s.Commands.Parse(ch.user)
+	if ch.uncommanded {
+		// Not run, since a document may have written it; but a request
+		// that may be the user's to forget is never stored either.
+		ch.forgetting = kind == memory.Forget
+		return
+	}
 	ch.commanded = ch.user
 	if kind == memory.Forget {
 		// Never stored, in any step of its turn (a tool loop's, one

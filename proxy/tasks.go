@@ -180,7 +180,9 @@ const (
 // itself may hold the tags.
 func queryBlockIn(tail string) (string, bool) {
 	i := strings.Index(tail, userQueryOpen)
-	if i < 0 {
+	if i < 0 || !templateOnly(tail[:i]) {
+		// The block must open the tail: one later on is in the user's
+		// message (a paste), not the template's.
 		return "", false
 	}
 	if p := strings.LastIndex(tail, userQueryClose); p > i {
@@ -195,6 +197,14 @@ func queryBlockIn(tail string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(body[:j]), true
+}
+
+// templateOnly reports whether what stands between the context and the
+// <user_query> block is the template's own: nothing, or the rules of the
+// 0.3-0.4 template.
+func templateOnly(s string) bool {
+	s = strings.TrimSpace(s)
+	return s == "" || strings.HasPrefix(s, "<rules>") && strings.HasSuffix(s, "</rules>") && strings.Count(s, "<rules>") == 1
 }
 
 // repeatedQuery reports whether the "</user_query>" at p closes a block
