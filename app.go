@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -66,7 +68,9 @@ type app struct {
 
 	// metrics is the one registry /metrics serves; each part registers
 	// its own metrics on it.
-	metrics      *prometheus.Registry
+	metrics *prometheus.Registry
+	// calibrator learns each model's tokens, kept in the data dir.
+	calibrator   *proxy.Calibrator
 	transport    *http.Transport
 	ollama       *ollama.Client  // the one client for Ollama's own API
 	cloud        *cloud.Provider // nil unless [cloud] is enabled
@@ -417,6 +421,8 @@ func (a *app) server() (*proxy.Server, error) {
 	srv.StripThink = cfg.Routing.StripThink
 	srv.Metrics = proxy.NewMetrics(a.metrics)
 	adm.Metrics = a.metrics
+	a.calibrator = a.newCalibrator(srv.Metrics)
+	srv.Calibrator = a.calibrator
 	srv.APIKeys, srv.TrustLoopback, srv.AdminToken = cfg.Server.APIKeys, cfg.Server.TrustLoopback, cfg.Server.AdminToken
 	adm.AccessHealth = func() admin.AccessHealth {
 		return admin.AccessHealth{APIKeys: len(cfg.Server.APIKeys) > 0, VerifiedIdentity: cfg.Memory.JWTSecret != "",
@@ -546,6 +552,7 @@ func (a *app) Close() error {
 		a.sched.Stop()
 	}
 	a.bgWork.Wait()
+	a.calibrator.Close() // what it learnt is saved
 	if a.convs != nil {
 		a.convs.Close() // the summaries under way stop
 	}
@@ -635,3 +642,20 @@ var (
 	_ proxy.MCPServer = (*mcp.Server)(nil)
 	_ mcp.Memories    = (*admin.Memories)(nil)
 )
+
+// newCalibrator starts learning each model's tokens from its answers,
+// from what was learnt before (memory.data_dir/token_scales.json).
+func (a *app) newCalibrator(m *proxy.Metrics) *proxy.Calibrator {
+	path := filepath.Join(a.cfg.Memory.DataDir, "token_scales.json")
+	if err := os.MkdirAll(a.cfg.Memory.DataDir, 0o700); err != nil {
+		a.logger.Warn("the models' token scales are kept in memory only", slog.Any("error", err))
+		path = ""
+	}
+	scales, err := memory.OpenScales(path)
+	if err != nil {
+		a.logger.Warn("the models' token scales", slog.Any("error", err))
+	}
+	c := proxy.NewCalibrator(scales, a.tok, a.logger)
+	c.Overflowed = m.Overflowed
+	return c
+}

@@ -47,8 +47,8 @@ type ModelInfo struct {
 
 // shown is what is kept of one model's /api/show.
 type shown struct {
-	numCtx, trained int
-	system          string
+	numCtx, trained, vocab int
+	system                 string
 	// until is when the entry must be asked again.
 	until time.Time
 }
@@ -85,6 +85,18 @@ func (m *ModelInfo) Window(ctx context.Context, model string) int {
 	return n
 }
 
+// Trained returns the context length model was trained for, 0 when
+// unknown. Ollama clamps a larger num_ctx to it ("requested context size
+// too large for model").
+func (m *ModelInfo) Trained(ctx context.Context, model string) int {
+	return m.shown(ctx, model).trained
+}
+
+// Vocab returns the size of model's vocabulary, 0 when unknown.
+func (m *ModelInfo) Vocab(ctx context.Context, model string) int {
+	return m.shown(ctx, model).vocab
+}
+
 // System returns model's Modelfile SYSTEM prompt, "" when it has none or
 // Ollama cannot say.
 func (m *ModelInfo) System(ctx context.Context, model string) string {
@@ -104,7 +116,7 @@ func (m *ModelInfo) shown(ctx context.Context, model string) shown {
 	defer cancel()
 	var s shown
 	if info, err := m.client.Show(ctx, model); err == nil {
-		s = shown{numCtx: info.NumCtx(), trained: info.ContextLength(), system: info.System, until: now.Add(showTTL)}
+		s = shown{numCtx: info.NumCtx(), trained: info.ContextLength(), vocab: info.VocabSize(), system: info.System, until: now.Add(showTTL)}
 	} else {
 		s.until = now.Add(showRetry)
 	}

@@ -128,6 +128,21 @@ func (s *ShowResponse) ContextLength() int {
 	return n
 }
 
+// VocabSize returns the size of the model's vocabulary
+// ("<architecture>.vocab_size", else the tokens' list when /api/show gave
+// it), 0 when unknown.
+func (s *ShowResponse) VocabSize() int {
+	if arch, ok := s.ModelInfo["general.architecture"].(string); ok {
+		if n := positive(s.ModelInfo[arch+".vocab_size"]); n > 0 {
+			return n
+		}
+	}
+	if toks, ok := s.ModelInfo["tokenizer.ggml.tokens"].([]any); ok {
+		return len(toks)
+	}
+	return 0
+}
+
 // HasCapability reports whether the model can do what ("completion",
 // "embedding", "tools", "thinking", "vision", ...).
 func (s *ShowResponse) HasCapability(what string) bool {

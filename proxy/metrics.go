@@ -27,6 +27,7 @@ type Metrics struct {
 	upstream       *prometheus.HistogramVec
 	upstreamErrors *prometheus.CounterVec
 	firstByte      *prometheus.HistogramVec
+	overflows      *prometheus.CounterVec
 }
 
 // NewMetrics registers the proxy's metrics on reg.
@@ -54,9 +55,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		firstByte: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vera_stream_first_byte_seconds",
 			Help:    "Time from a streamed request's arrival to the first byte of its answer, by dialect.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"dialect"}),
+		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_window_overflows_total",
+			Help: "Prompts vera sent that the model's answer shows were cut by its window, by model (one that answered: a real one)."},
+			[]string{"model"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.recall, m.injected, m.tiers, m.vramFlushes, m.fallbacks,
-		m.upstream, m.upstreamErrors, m.firstByte)
+		m.upstream, m.upstreamErrors, m.firstByte, m.overflows)
 	return m
 }
 
@@ -145,4 +149,12 @@ func errorReason(r *http.Request, err error) string {
 		return "unreachable"
 	}
 	return "other"
+}
+
+// Overflowed counts a prompt of model that its window cut.
+func (m *Metrics) Overflowed(model string) {
+	if m == nil {
+		return
+	}
+	m.overflows.WithLabelValues(model).Inc()
 }

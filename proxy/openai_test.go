@@ -128,12 +128,13 @@ func TestOpenAIChatWithMemory(t *testing.T) {
 
 	// What memory was asked: the text of each message, the model's window
 	// (/api/show has no num_ctx here, /api/ps no context length: 4096) and
-	// the answer's cap.
+	// the answer's cap, in vera's tokens: a model that never answered
+	// counts with the safe prior.
 	got := waitFor(t, mem.got, "the memory request")
 	assert.Equal(t, "alice", got.Namespace)
 	assert.Equal(t, []memory.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "who is my sister?"}}, got.Messages)
-	assert.Equal(t, 100, got.AnswerTokens)
-	assert.Equal(t, memory.DefaultContextLength, got.ContextLength)
+	assert.Equal(t, memory.Prior(0).Within(100), got.AnswerTokens)
+	assert.Equal(t, memory.Prior(0).Within(memory.DefaultContextLength), got.ContextLength)
 
 	// What Ollama got: the merged system message as a string (the old one's
 	// other fields kept), the recent pair, the user's parts untouched.

@@ -202,9 +202,13 @@ type plan struct {
 	// with its own memory decision; nil: none.
 	fallback *plan
 	// window is the context window memory is sized for (the request's
-	// num_ctx, else the model's or the provider's); 0: unknown, the
-	// builder's default.
+	// num_ctx, else the model's or the provider's, at most what the model
+	// was trained for), in the model's tokens; 0: unknown, the builder's
+	// default.
 	window int
+	// scale is how many of the model's tokens one of vera's makes: what
+	// was learnt of its answers, else prior.
+	scale, prior memory.Scale
 	// system is the Modelfile's SYSTEM, which Ollama adds only to a
 	// request without a system message: once vera sends one, it carries
 	// it. "" for a cloud name.
@@ -228,6 +232,8 @@ func (s *Server) route(ctx context.Context, ch *chat) (plan, error) {
 	}
 	if p.memory && !ch.untouched && !ch.off && len(ch.msgs) > 0 {
 		p.window, p.system = s.sized(ctx, ch, p.cloud)
+		p.prior = s.prior(ctx, model, p.cloud)
+		p.scale = s.Calibrator.Scale(model, p.prior)
 	}
 	ch.plan = p
 	return p, nil
@@ -252,6 +258,10 @@ func (s *Server) sized(ctx context.Context, ch *chat, cloud bool) (window int, s
 	if window <= 0 {
 		window = s.windows.Window(ctx, model)
 	}
+	if trained := s.windows.Trained(ctx, model); trained > 0 && window > trained {
+		// Ollama clamps num_ctx to it: the prompt is cut there.
+		window = trained
+	}
 	return window, system
 }
 
@@ -270,6 +280,11 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 		ch.body = body
 	}
 	setMemoryHeaders(c.Writer.Header(), mc)
+	if s.Calibrator.Untold(ch.plan.model) {
+		// An earlier prompt for this model was cut: say so once.
+		h := c.Writer.Header()
+		h.Set("X-Vera-Context", h.Get("X-Vera-Context")+"; overflow=1")
+	}
 	return mc, nil
 }
 
@@ -284,10 +299,17 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		ch.forgetting = kind == memory.Forget
 	}
 	record = record && !ch.forgetting
-	if !record && (s.Debug == nil || ch.untouched) {
+	learn := s.Calibrator != nil && !ch.untouched && ch.plan.window > 0
+	if !record && !learn && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
+	if learn {
+		p := ch.plan
+		tee.onFinal = func(t *answerTee) {
+			s.Calibrator.learn(calibration{model: p.model, d: ch.d, body: ch.body, reported: t.PromptTokens, window: p.window, prior: p.prior})
+		}
+	}
 	if ch.turn != nil {
 		tee.onStep = func(t *answerTee) { s.convs.Answered(ch.turn, ch.ns, t.Content.String(), t.ResponseID) }
 	}

@@ -89,6 +89,9 @@ type Server struct {
 	// Conversations are the running conversations, which the admin
 	// routes reach too (memory/conversation); nil: a set of its own.
 	Conversations *conversation.Set
+	// Calibrator learns each model's tokens from its answers, so that
+	// budgets count in them; nil: a safe prior for every model.
+	Calibrator *Calibrator
 	// Cloud serves the names in [cloud.models]; nil: no cloud models.
 	Cloud *cloud.Provider
 	// Routing sends virtual model names to tier models; nil: off.
@@ -284,7 +287,11 @@ func dialectIn(c *gin.Context) dialect.Dialect {
 // window and Modelfile SYSTEM (plan), the answer's cap, the messages.
 func (s *Server) memoryRequest(ch *chat) memory.Request {
 	_, numPredict := ch.req.Options()
-	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: ch.plan.window, ModelSystem: ch.plan.system, AnswerTokens: max(numPredict, 0), Messages: ch.msgs}
+	// The budgets are vera's tokens; the window and the answer's cap the
+	// model's.
+	sc := ch.plan.scale
+	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: sc.Within(ch.plan.window), ModelSystem: ch.plan.system,
+		AnswerTokens: sc.Within(max(numPredict, 0)), Messages: ch.msgs}
 	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
 		mreq.Recall = ch.recall
 	}

@@ -42,7 +42,10 @@ type answerTee struct {
 	// that calls tools included, before onEnd: a conversation learns the
 	// answer (and its response id) before the client can send the next
 	// request.
-	onStep   func(t *answerTee)
+	onStep func(t *answerTee)
+	// onFinal, when set, is called once when any answer ends cleanly,
+	// first: it must not block (the model's token count is learnt from).
+	onFinal  func(t *answerTee)
 	ended    bool
 	finished bool
 }
@@ -193,7 +196,7 @@ func (b *teeBody) give(p, buf []byte, n int, err error) (int, error) {
 }
 
 // hooked reports whether the end of the answer waits for a hook.
-func (t *answerTee) hooked() bool { return t.onEnd != nil || t.onStep != nil }
+func (t *answerTee) hooked() bool { return t.onEnd != nil || t.onStep != nil || t.onFinal != nil }
 
 // end runs the hooks once, when the answer is complete.
 func (t *answerTee) end() {
@@ -203,6 +206,9 @@ func (t *answerTee) end() {
 	t.ended = true
 	if !t.Final || t.Failed {
 		return
+	}
+	if t.onFinal != nil {
+		t.onFinal(t)
 	}
 	if t.onStep != nil {
 		t.onStep(t)

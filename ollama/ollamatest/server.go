@@ -62,6 +62,11 @@ type Server struct {
 	// ContextLength is every model's context window in /api/show; 0
 	// means 131072. Set it before vera starts.
 	ContextLength int
+	// Scale, when set, makes the fake's model count a prompt in its own
+	// tokens, Scale of them for each cl100k token, and cut what does not
+	// fit its window as Ollama does (window.go): /api/chat reports
+	// prompt_eval_count, and Cuts lists every cut.
+	Scale float64
 	// Origins are the browser origins allowed beside Ollama's defaults,
 	// as OLLAMA_ORIGINS sets them (patterns with at most one *; "*"
 	// allows all): a request with any other Origin is answered 403 (see
@@ -80,6 +85,7 @@ type Server struct {
 	trace  []string
 	embeds []string // every text embedded
 	chats  []api.ChatRequest
+	cuts   []Cut
 	v1     []OpenAIChat // /v1/chat/completions requests
 }
 
@@ -237,8 +243,9 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 			"message": map[string]string{"role": "assistant", "content": answer}, "done": true, "done_reason": "stop"})
 		return
 	}
+	prompt := f.promptTokens(req)
 	if req.Stream != nil && !*req.Stream {
-		f.whole(w, req)
+		f.whole(w, req, prompt)
 		return
 	}
 	f.mu.Lock()
@@ -258,11 +265,15 @@ func (f *Server) chat(w http.ResponseWriter, r *http.Request) {
 			<-f.Gate
 		}
 	}
-	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n", req.Model)
+	count := ""
+	if prompt > 0 {
+		count = fmt.Sprintf(`,"prompt_eval_count":%d`, prompt)
+	}
+	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"%s}`+"\n", req.Model, count)
 }
 
 // whole answers a chat asked for without streaming: one object.
-func (f *Server) whole(w http.ResponseWriter, req api.ChatRequest) {
+func (f *Server) whole(w http.ResponseWriter, req api.ChatRequest, prompt int) {
 	text, code := strings.Join(f.tokens(), ""), http.StatusOK
 	if f.Whole != nil {
 		text, code = f.Whole(req)
@@ -277,8 +288,12 @@ func (f *Server) whole(w http.ResponseWriter, req api.ChatRequest) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": text})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "created_at": "2026-11-22T10:00:00Z",
-		"message": map[string]string{"role": "assistant", "content": text}, "done": true, "done_reason": "stop"})
+	out := map[string]any{"model": req.Model, "created_at": "2026-11-22T10:00:00Z",
+		"message": map[string]string{"role": "assistant", "content": text}, "done": true, "done_reason": "stop"}
+	if prompt > 0 {
+		out["prompt_eval_count"] = prompt
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // chatCompletions is Ollama's OpenAI-compatible endpoint: SSE chunks then

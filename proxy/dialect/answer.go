@@ -3,6 +3,7 @@ package dialect
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -23,6 +24,11 @@ type Answer struct {
 	Failed bool
 	// ResponseID is the Responses API's id of the answer.
 	ResponseID string
+	// PromptTokens is the prompt's size in the model's own tokens, as the
+	// upstream reports it (Ollama's prompt_eval_count, OpenAI's
+	// usage.prompt_tokens, the Responses API's and Anthropic's
+	// usage.input_tokens); 0 when it reports none.
+	PromptTokens int
 }
 
 // record takes one Ollama NDJSON record, chat or generate: the answer's
@@ -60,6 +66,8 @@ func (a *Answer) record(line []byte) {
 		case "error":
 			// An error record ends the answer in failure.
 			bad = bad || !jsonNull(val) && string(val) != `""`
+		case "prompt_eval_count":
+			a.PromptTokens = jsonCount(val)
 		}
 	})
 	if !ok || bad {
@@ -105,6 +113,7 @@ func (OpenAIChat) ReadWhole(a *Answer, body []byte) {
 	}
 	a.Content.WriteString(res.Choices[0].Message.Content)
 	a.ToolCalls = present(res.Choices[0].Message.ToolCalls)
+	a.PromptTokens = res.Usage.PromptTokens
 	a.Done, a.Final = true, true
 }
 
@@ -133,6 +142,9 @@ type openAIRecord struct {
 		} `json:"delta"`
 	} `json:"choices"`
 	Error any `json:"error"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+	} `json:"usage"`
 }
 
 // Read takes the data of one event of a chat completions stream: a
@@ -152,6 +164,11 @@ func (OpenAIChat) Read(a *Answer, data []byte) {
 		switch string(key) {
 		case "error":
 			bad = bad || !jsonNull(val)
+		case "usage":
+			// The last chunk's, with stream_options.include_usage.
+			if n := jsonCount(field(val, "prompt_tokens")); n > 0 {
+				a.PromptTokens = n
+			}
 		case "choices":
 			if jsonNull(val) {
 				return
@@ -197,7 +214,7 @@ func (AnthropicMessages) Read(a *Answer, data []byte) {
 		return
 	}
 	// Read in place (jsonscan.go): no allocation per event.
-	var typ, delta, block []byte
+	var typ, delta, block, message []byte
 	if !members(data, func(key, val []byte) {
 		switch string(key) {
 		case "type":
@@ -206,6 +223,8 @@ func (AnthropicMessages) Read(a *Answer, data []byte) {
 			delta = val
 		case "content_block":
 			block = val
+		case "message":
+			message = val
 		}
 	}) {
 		a.Failed = true
@@ -220,6 +239,8 @@ func (AnthropicMessages) Read(a *Answer, data []byte) {
 		a.ToolCalls = a.ToolCalls || jsonIs(field(block, "type"), "tool_use")
 	case jsonIs(typ, "message_delta"):
 		a.ToolCalls = a.ToolCalls || jsonIs(field(delta, "stop_reason"), "tool_use")
+	case jsonIs(typ, "message_start"):
+		a.PromptTokens = jsonCount(field(field(message, "usage"), "input_tokens"))
 	case jsonIs(typ, "message_stop"):
 		a.Done = true
 	case jsonIs(typ, "error"):
@@ -235,6 +256,9 @@ func (AnthropicMessages) ReadWhole(a *Answer, body []byte) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"content"`
+		Usage struct {
+			InputTokens int `json:"input_tokens"`
+		} `json:"usage"`
 	}
 	if json.Unmarshal(body, &res) != nil || res.Type == "error" {
 		a.Failed = true
@@ -248,6 +272,7 @@ func (AnthropicMessages) ReadWhole(a *Answer, body []byte) {
 			a.ToolCalls = true
 		}
 	}
+	a.PromptTokens = res.Usage.InputTokens
 	a.Done, a.Final = true, true
 }
 
@@ -286,6 +311,7 @@ func (OpenAIResponses) Read(a *Answer, data []byte) {
 		a.ResponseID = jsonText(field(response, "id"))
 	case jsonIs(typ, "response.completed"):
 		a.Done = true
+		a.PromptTokens = jsonCount(field(field(response, "usage"), "input_tokens"))
 		if id := jsonText(field(response, "id")); id != "" {
 			a.ResponseID = id
 		}
@@ -300,6 +326,9 @@ func (OpenAIResponses) ReadWhole(a *Answer, body []byte) {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 		Error  any    `json:"error"`
+		Usage  struct {
+			InputTokens int `json:"input_tokens"`
+		} `json:"usage"`
 		Output []struct {
 			Type    string `json:"type"`
 			Content []struct {
@@ -313,6 +342,7 @@ func (OpenAIResponses) ReadWhole(a *Answer, body []byte) {
 		return
 	}
 	a.ResponseID = res.ID
+	a.PromptTokens = res.Usage.InputTokens
 	for _, o := range res.Output {
 		a.ToolCalls = a.ToolCalls || o.Type == "function_call"
 		if o.Type != "message" {
@@ -325,4 +355,14 @@ func (OpenAIResponses) ReadWhole(a *Answer, body []byte) {
 		}
 	}
 	a.Done, a.Final = true, true
+}
+
+// jsonCount reads a JSON number as a count: 0 when it is not a
+// non-negative integer.
+func jsonCount(val []byte) int {
+	n, err := strconv.Atoi(string(bytes.TrimSpace(val)))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }

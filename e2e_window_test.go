@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// A model whose tokenizer counts 4, 2 or 0.7 times what cl100k counts,
+// behind a fake Ollama that cuts what overflows its window as Ollama does:
+// after the model's first answer, nothing vera forwards over a 60-turn
+// chat on a 2048 window is cut, summaries included; what vera learnt is
+// kept across a restart.
+func TestNothingIsCutAfterTheFirstAnswer(t *testing.T) {
+	for _, scale := range []float64{4, 2, 0.7} {
+		t.Run(fmt.Sprint(scale, "x"), func(t *testing.T) {
+			up := ollamatest.New(t)
+			up.Scale = scale
+			up.ContextLength = 4096 // trained: a num_ctx above it is clamped
+			var summaries atomic.Int64
+			up.Whole = func(req api.ChatRequest) (string, int) {
+				summaries.Add(1)
+				return "The user asked about printing presses.", http.StatusOK
+			}
+			data := t.TempDir()
+			p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+			lc := newLongChat(t, p, up, 2048)
+			lc.say("Hello! My locker code is 4417.")
+			time.Sleep(100 * time.Millisecond) // the first answer is learnt from
+			before := len(up.Cuts())
+			for i := 2; i <= 60; i++ {
+				lc.say(filler(i))
+				time.Sleep(60 * time.Millisecond)
+			}
+			cuts := up.Cuts()[before:]
+			assert.Empty(t, cuts, "nothing cut after the first answer (%d summaries)", summaries.Load())
+
+			// A restart keeps what was learnt: the first chat after it is
+			// sized in the model's tokens already.
+			p.stop(t)
+			p = runInProcess(t, "VERA_OLLAMA_URL="+up.URL, "VERA_DATA_DIR="+data)
+			before = len(up.Cuts())
+			lc = newLongChat(t, p, up, 2048)
+			long := strings.Repeat(filler(1)+" ", 5)
+			lc.say("Here are my notes: " + long)
+			assert.Empty(t, up.Cuts()[before:], "sized in the model's tokens from the first chat after a restart")
+		})
+	}
+}
+
+// A chat that asks for more than the model was trained for is sized for
+// what Ollama runs it with.
+func TestWindowIsClampedToTheTrainedLength(t *testing.T) {
+	up := ollamatest.New(t)
+	up.Scale = 1
+	up.ContextLength = 1024
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	lc := newLongChat(t, p, up, 8192)
+	for i := 1; i <= 30; i++ {
+		lc.say(filler(i))
+		time.Sleep(30 * time.Millisecond)
+	}
+	require.NotEmpty(t, lc.sent)
+	assert.Empty(t, up.Cuts(), "num_ctx 8192 on a model trained for 1024 runs at 1024")
+}
