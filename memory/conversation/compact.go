@@ -154,6 +154,25 @@ func tail(msgs []memory.Message, keep int) []memory.Message {
 	return msgs
 }
 
+// head returns the messages from the first user message up to the n-th
+// (from 0), in a slice of its own.
+func head(msgs []memory.Message, n int) []memory.Message {
+	var out []memory.Message
+	users := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			if users == n {
+				break
+			}
+			users++
+		}
+		if users > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // coveredDigest identifies the messages before the keep-th user message:
 // a compaction stands only while the request still starts with them (an
 // edit of an earlier message, or another branch of the chat, undoes it).
@@ -314,6 +333,17 @@ func (cs *Set) recallCompacted(mreq memory.Request, st Step, keep, covered int, 
 		keep = cut
 	}
 	tr := tailRequest(mreq, keep)
+	if n := min(covered, keep); n > 0 && summary != "" {
+		// The model sees the turns the summary stands for in it: they
+		// are kept out of recall as the turns forwarded are. Turns left
+		// out without a summary may be recalled when a question needs
+		// them.
+		src := mreq.Recall
+		if src == nil {
+			src = mreq.Messages
+		}
+		tr.Recall = append(head(src, n), tail(src, keep)...)
+	}
 	tr.SemanticOnly = true
 	tr.Reserve = max(tr.Reserve, r/2)
 	return cs.withSummary(st.Recall(tr), mreq, keep, covered, summary), keep

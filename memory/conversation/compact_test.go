@@ -94,3 +94,32 @@ func TestSummaryPromptIsTheUsersWordsAsData(t *testing.T) {
 	assert.NotContains(t, mc.System, "\nRules learned")
 	assert.NotContains(t, mc.System, "</memories>")
 }
+
+// After a compaction, recall keeps out what the model sees: the turns
+// forwarded and the turns the summary stands for; turns left out without
+// a summary may come back.
+func TestCompactedRecallSeesTheSummarisedTurns(t *testing.T) {
+	cs := New(0)
+	cs.CompactAt = 0.75
+	msgs := []memory.Message{{Role: "system", Content: "s"}}
+	for i := range 6 {
+		msgs = append(msgs, memory.Message{Role: "user", Content: "u" + string(rune('0'+i))}, memory.Message{Role: "assistant", Content: "a" + string(rune('0'+i))})
+	}
+	msgs = msgs[:len(msgs)-1]
+	var got memory.Request
+	st := Step{Recall: func(r memory.Request) *memory.Context { got = r; return &memory.Context{} }}
+	mreq := memory.Request{Messages: msgs, ContextLength: 100000}
+
+	// The summary covers turns 0-1, turns 2-3 were left out, 4-5 go.
+	cs.recallCompacted(mreq, st, 4, 2, "they talked")
+	var seen []string
+	for _, m := range got.Recall {
+		seen = append(seen, m.Content)
+	}
+	assert.Equal(t, []string{"u0", "a0", "u1", "a1", "s", "u4", "a4", "u5"}, seen)
+	assert.Equal(t, "u5", got.Recall[len(got.Recall)-1].Content, "the question stays last")
+
+	// Without a summary nothing is kept out beyond the forwarded turns.
+	cs.recallCompacted(mreq, st, 4, 2, "")
+	assert.Nil(t, got.Recall)
+}
