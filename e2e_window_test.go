@@ -72,3 +72,50 @@ func TestWindowIsClampedToTheTrainedLength(t *testing.T) {
 	require.NotEmpty(t, lc.sent)
 	assert.Empty(t, up.Cuts(), "num_ctx 8192 on a model trained for 1024 runs at 1024")
 }
+
+// keepsPrefix reports whether cur forwards prev's messages, then prev's
+// answer: Ollama's prompt cache holds.
+func keepsPrefix(prev, cur api.ChatRequest, answer string) bool {
+	if len(cur.Messages) <= len(prev.Messages) {
+		return false
+	}
+	for i, m := range prev.Messages {
+		if cur.Messages[i].Role != m.Role || cur.Messages[i].Content != m.Content {
+			return false
+		}
+	}
+	next := cur.Messages[len(prev.Messages)]
+	return next.Role == "assistant" && next.Content == answer
+}
+
+// A memory-rich namespace on a small window: each turn finds memories
+// relevant now, and a later block must never eat the room the chat grows
+// in, or every other turn rebuilds the prompt. Turns 2-10 have at most
+// one rebuild between them.
+func TestLaterBlocksDoNotThrash(t *testing.T) {
+	up := ollamatest.New(t)
+	up.Scale = 1
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	topics := []string{"gardening", "sailing", "chess", "baking", "cycling", "painting", "climbing", "knitting", "fishing", "astronomy", "pottery", "surfing"}
+	for i, topic := range topics {
+		for k := range 8 {
+			text := fmt.Sprintf("My friend %s number %d loves %s and talks about %s every weekend with great detail and enthusiasm, %s.", topic, k, topic, topic, strings.Repeat("really ", 10))
+			require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":`+jsonString(text)+`}`, nil), i)
+		}
+	}
+	lc := newLongChat(t, p, up, 1024)
+	var answers []string
+	for k := range 10 {
+		answers = append(answers, lc.say(fmt.Sprintf("Tell me about %s and %s.", topics[k], topics[k+1])))
+		time.Sleep(20 * time.Millisecond)
+	}
+	rebuilds := 0
+	for k := 2; k < 10; k++ { // turns 2-10: sent[1..9]
+		if !keepsPrefix(lc.sent[k-1], lc.sent[k], answers[k-1]) {
+			rebuilds++
+			t.Logf("turn %d rebuilt", k+1)
+		}
+	}
+	assert.LessOrEqual(t, rebuilds, 1, "turns 2-10 rebuild at most once")
+	assert.Empty(t, up.Cuts(), "and nothing is cut")
+}

@@ -278,6 +278,14 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	sem, _, thr, _ := b.defaults()
 	avail := b.room(req, "", sem/3)
 	c.Full = avail <= 0
+	if c.Full && req.Reserve > 0 {
+		// Outgrown only when the conversation spent the room it grows
+		// in too (Reserve): a block merely finds no room. (room counts
+		// only as far as its room, so it is asked again without it.)
+		whole := req
+		whole.Reserve = 0
+		c.Full = b.room(whole, "", 0) <= 0
+	}
 	c.SemanticBudget = min(sem/3, avail) - (b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2)
 	if c.SemanticBudget <= 0 {
 		c.SemanticBudget = 0

@@ -133,6 +133,10 @@ func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place) *memory.Contex
 func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memory.Request, st Step, plan *memory.Context, blocks []convBlock) *memory.Context {
 	blocks, again := keptBlocks(blocks, req.Msgs, at)
 	lreq := laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
+	// A block never takes the room the conversation grows in: a block
+	// that filled it would have the next turn rebuild, and the block of
+	// the rebuilt plan's next turn fill it again, turn after turn.
+	lreq.Reserve = growRoom(mreq)
 	if plan.KeepFrom > 0 {
 		// Compacted: blocks leave it room to grow until the next summary.
 		lreq.Reserve = mreq.PromptRoom() / 2
@@ -142,9 +146,6 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	case now.Err == nil && now.Sources != plan.Sources:
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
 	case now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom())):
-		// Leave an eighth of the window for the conversation to grow, or
-		// every next turn would rebuild again.
-		mreq.Reserve = mreq.ContextLength / 8
 		return cs.fresh(req, t, cv, mreq, st, "the conversation outgrew the context window")
 	}
 	switch {
@@ -200,6 +201,9 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock)
 // fresh chooses a chat's layers afresh and makes them its conversation's
 // plan (a rebuild says why).
 func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request, st Step, why string) *memory.Context {
+	// Leave the conversation room to grow, or its next turns would
+	// rebuild again.
+	mreq.Reserve = max(mreq.Reserve, growRoom(mreq))
 	keep, covered, summary := 0, 0, ""
 	if cv != nil && !t.at.First && !t.at.Chained {
 		cs.locked(func() { keep, covered, summary = cv.Compaction.KeepFrom, cv.Compaction.Covered, cv.Compaction.Summary })
@@ -294,3 +298,7 @@ func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
 	}
 	return &out
 }
+
+// growRoom is the room a plan leaves its conversation to grow in before
+// it must be rebuilt or compacted: an eighth of the window.
+func growRoom(mreq memory.Request) int { return mreq.Window() / 8 }
