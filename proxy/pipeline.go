@@ -299,7 +299,9 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		ch.forgetting = kind == memory.Forget
 	}
 	record = record && !ch.forgetting
-	learn := s.Calibrator != nil && !ch.untouched && ch.plan.window > 0
+	// A request chained by previous_response_id carries only its newest
+	// messages: its count says nothing of what vera sent.
+	learn := s.Calibrator != nil && !ch.untouched && ch.plan.window > 0 && !ch.req.ChainsByID()
 	if !record && !learn && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
