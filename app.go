@@ -395,6 +395,11 @@ func (a *app) server() (*proxy.Server, error) {
 	srv.Ollama = a.ollama // one client for Ollama's API in the process
 	a.convs = conversation.New(0)
 	a.convs.CompactAt = cfg.Memory.CompactAt
+	if ps, ok := a.store.(memory.PlanStore); ok {
+		// Plans outlive a restart, and are shared by the instances on
+		// one Qdrant.
+		a.convs.Plans = ps
+	}
 	if a.tok != nil {
 		a.convs.Tokens = a.tok
 	}

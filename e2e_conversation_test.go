@@ -415,8 +415,8 @@ func TestCompactionInEveryDialect(t *testing.T) {
 }
 
 // The plan is rebuilt, costing one full turn, only when it must: the
-// conversation outgrew the window, systemprompt.md changed, or vera
-// restarted. Each rebuild is followed by stable turns again. Two
+// conversation outgrew the window or systemprompt.md changed (a restart
+// does not: the plan is kept in the store). Each rebuild is followed by stable turns again. Two
 // conversations that begin alike, and one chat id in two namespaces, are
 // never mixed up.
 func TestConversationPlanRebuilds(t *testing.T) {
@@ -486,7 +486,8 @@ func TestConversationPlanRebuilds(t *testing.T) {
 				p.stop(t)
 				p = conversationVera(t, up, data, t.TempDir())
 				log = append(log, converse(t, d, p, up, "alice", "", &h, factQuestions[2], factQuestions[3])...)
-				assert.True(t, strings.Contains(log[2].prompt, factWords[2]), "after a restart the turn gets its memory afresh")
+				assert.True(t, keeps(log[1], log[2]), "a restart costs the next turn only its new messages")
+				assert.True(t, strings.Contains(log[2].prompt, factWords[2]), "and it gets the memory it needs")
 				assert.True(t, keeps(log[2], log[3]), "and the turn after keeps its prefix")
 				assert.True(t, strings.Contains(log[3].prompt, factWords[3]))
 			})

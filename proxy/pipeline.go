@@ -314,6 +314,7 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	}
 	if ch.turn != nil {
 		tee.onStep = func(t *answerTee) { s.convs.Answered(ch.turn, ch.ns, t.Content.String(), t.ResponseID) }
+		tee.onKept = func() { s.convs.Keep(ch.turn) }
 	}
 	if record && strings.TrimSpace(ch.user) != "" {
 		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user})

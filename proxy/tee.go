@@ -45,7 +45,11 @@ type answerTee struct {
 	onStep func(t *answerTee)
 	// onFinal, when set, is called once when any answer ends cleanly,
 	// first: it must not block (the model's token count is learnt from).
-	onFinal  func(t *answerTee)
+	onFinal func(t *answerTee)
+	// onKept, when set, is called once when any answer ends cleanly,
+	// last: the conversation is kept for its next turn, which may come
+	// as soon as the client hears the answer is complete.
+	onKept   func()
 	ended    bool
 	finished bool
 }
@@ -196,7 +200,9 @@ func (b *teeBody) give(p, buf []byte, n int, err error) (int, error) {
 }
 
 // hooked reports whether the end of the answer waits for a hook.
-func (t *answerTee) hooked() bool { return t.onEnd != nil || t.onStep != nil || t.onFinal != nil }
+func (t *answerTee) hooked() bool {
+	return t.onEnd != nil || t.onStep != nil || t.onFinal != nil || t.onKept != nil
+}
 
 // end runs the hooks once, when the answer is complete.
 func (t *answerTee) end() {
@@ -215,6 +221,9 @@ func (t *answerTee) end() {
 	}
 	if t.onEnd != nil && !t.ToolCalls && strings.TrimSpace(t.Content.String()) != "" {
 		t.onEnd(t.Content.String())
+	}
+	if t.onKept != nil {
+		t.onKept()
 	}
 }
 

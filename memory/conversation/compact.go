@@ -537,6 +537,11 @@ func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *con
 			c.ready = job
 		}
 	})
+	if err == nil {
+		// Another instance may answer the next turn: it takes the
+		// summary from the store.
+		cs.save(cv)
+	}
 	switch {
 	case interrupted:
 		// The conversation went on first: asked for again after it.

@@ -57,6 +57,11 @@ type conversation struct {
 	used  uint64
 	// Compaction is its summary, once it outgrew its window.
 	Compaction compaction
+	// id names it in the store (keep.go), rev counts the saves of it
+	// this instance made or read; saving orders its saves.
+	id     string
+	rev    uint64
+	saving sync.Mutex
 }
 
 // holds reports whether the conversation's prompt carries one of ids, or
@@ -145,7 +150,7 @@ func (cs *Set) Withdraw(ns string, ids ...string) int {
 	if len(ids) > 0 {
 		ns = ""
 	}
-	return cs.withdraw(ns, set)
+	return max(cs.withdraw(ns, set), cs.drop(ns, ids))
 }
 
 // withdraw drops the plan of every conversation whose prompt carries one
@@ -248,6 +253,11 @@ type Set struct {
 	// WebUI's RAG template unwrapped, so that a summary never takes the
 	// retrieved documents for what the user said. Nil: the message as is.
 	UserText func(string) string
+	// Plans, when set, keeps each conversation's plan (keep.go), so
+	// that a restart or another instance on the same store forwards the
+	// same prefix.
+	Plans   memory.PlanStore
+	keeping keeping
 
 	max      int
 	maxBytes int

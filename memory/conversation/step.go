@@ -64,6 +64,7 @@ const maxKeptUser = 64 << 10
 // conversation (chained to an answer forgotten).
 func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Context, *Turn) {
 	at := placeOf(req.NS, req.Thread, req.Msgs)
+	cs.sync(req.NS, at)
 	t := &Turn{at: at, gen: cs.generation(), User: req.User, arrived: time.Now()}
 	if id := cs.replacing(at, time.Now()); id != "" {
 		// A regenerate is not primed with the answer it replaces, nor an
@@ -242,6 +243,7 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 // edit then replaces the turn it redoes, and a tool loop is stored once.
 func (cs *Set) Follow(req Request) *Turn {
 	at := placeOf(req.NS, req.Thread, req.Msgs)
+	cs.sync(req.NS, at)
 	var cv *conversation
 	if !at.First {
 		cv = cs.get(at.Key)

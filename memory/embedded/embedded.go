@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -103,6 +104,9 @@ type DB struct {
 
 	// j is the queue's journal, where Enqueue writes (journal.go).
 	j *journal
+	// plansExpired is when plans unused for memory.PlanTTL were last
+	// dropped (plans.go).
+	plansExpired atomic.Int64
 }
 
 var (
@@ -154,7 +158,7 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	// and SQLite serialises writers anyway.
 	db.SetMaxOpenConns(1)
 	d := &DB{path: path, db: db, ns: map[string]*index{}}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+plansSchema); err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy") {
 			return nil, fmt.Errorf("embedded store %s is %w: %w", path, ErrInUse, err)

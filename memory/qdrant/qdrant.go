@@ -87,6 +87,8 @@ type Store struct {
 	mu    sync.Mutex
 	dim   int    // dense vector size, 0 until the collection exists
 	model string // embedding model recorded on the collection
+
+	plans plans // the plans collection's (plans.go)
 }
 
 var _ memory.Store = (*Store)(nil)

@@ -487,6 +487,61 @@ func Run(t *testing.T, open Open) {
 		require.NoError(t, err)
 		assert.Equal(t, 100, n)
 	})
+
+	t.Run("Plans", func(t *testing.T) {
+		ps, ok := fresh(t).(memory.PlanStore)
+		require.True(t, ok, "the store keeps conversations' plans")
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		a := memory.Plan{ID: "conv-a", Namespace: "a", Keys: []string{memory.PlanKey("k1"), memory.PlanKey("k2")},
+			Memories: []string{"m1", "m2"}, Rev: 1, Used: now, Body: []byte(`{"plan":"a"}`)}
+		b := memory.Plan{ID: "conv-b", Namespace: "b", Keys: []string{memory.PlanKey("k3")}, Memories: []string{"m2", "m3"}, Rev: 1, Used: now, Body: []byte(`{"plan":"b"}`)}
+		require.NoError(t, ps.SavePlan(ctx, a))
+		require.NoError(t, ps.SavePlan(ctx, b))
+		got, err := ps.LoadPlan(ctx, memory.PlanKey("k2"))
+		require.NoError(t, err)
+		assert.Equal(t, a.ID, got.ID)
+		assert.Equal(t, a.Namespace, got.Namespace)
+		assert.Equal(t, a.Body, got.Body)
+		assert.Equal(t, uint64(1), got.Rev)
+		assert.True(t, now.Equal(got.Used), "%v %v", now, got.Used)
+		_, err = ps.LoadPlan(ctx, memory.PlanKey("nope"))
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+
+		// A save replaces by id; its keys move with it.
+		a.Rev, a.Body, a.Keys = 2, []byte(`{"plan":"a2"}`), []string{memory.PlanKey("k1"), memory.PlanKey("k4")}
+		a.Used = now.Add(time.Second)
+		require.NoError(t, ps.SavePlan(ctx, a))
+		got, err = ps.LoadPlan(ctx, memory.PlanKey("k4"))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(2), got.Rev)
+		assert.Equal(t, `{"plan":"a2"}`, string(got.Body))
+
+		// A plan unused for PlanTTL is not found.
+		old := memory.Plan{ID: "conv-old", Namespace: "a", Keys: []string{memory.PlanKey("k9")}, Rev: 1, Used: now.Add(-memory.PlanTTL - time.Hour), Body: []byte(`{}`)}
+		require.NoError(t, ps.SavePlan(ctx, old))
+		_, err = ps.LoadPlan(ctx, memory.PlanKey("k9"))
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+
+		// Deleting a memory drops every plan that carries it.
+		n, err := ps.DropPlans(ctx, "", "m2")
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
+		for _, k := range []string{"k1", "k3"} {
+			_, err = ps.LoadPlan(ctx, memory.PlanKey(k))
+			assert.ErrorIs(t, err, memory.ErrNotFound, k)
+		}
+
+		// A namespace forgotten drops its plans only.
+		require.NoError(t, ps.SavePlan(ctx, a))
+		require.NoError(t, ps.SavePlan(ctx, b))
+		n, err = ps.DropPlans(ctx, "a")
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, n, 1)
+		_, err = ps.LoadPlan(ctx, memory.PlanKey("k1"))
+		assert.ErrorIs(t, err, memory.ErrNotFound)
+		_, err = ps.LoadPlan(ctx, memory.PlanKey("k3"))
+		assert.NoError(t, err)
+	})
 }
 
 func cosine(a, b []float32) float64 {
