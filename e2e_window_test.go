@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -118,4 +119,63 @@ func TestLaterBlocksDoNotThrash(t *testing.T) {
 	}
 	assert.LessOrEqual(t, rebuilds, 1, "turns 2-10 rebuild at most once")
 	assert.Empty(t, up.Cuts(), "and nothing is cut")
+}
+
+// An agent's chat, sent back to back so that no summary is ever written,
+// on a 2048 window: the fact told at turn 2 is cut from what vera
+// forwards long before turn 61 asks for it, and recall brings it back,
+// since the model no longer sees it. Nothing is cut by the server.
+func TestCutFactIsRecalledWhenAsked(t *testing.T) {
+	for _, scale := range []float64{2, 1} {
+		t.Run(fmt.Sprint(scale, "x"), func(t *testing.T) {
+			up := ollamatest.New(t)
+			up.Scale = scale
+			up.Whole = func(api.ChatRequest) (string, int) { return "", http.StatusInternalServerError }
+			p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+			lc := newLongChat(t, p, up, 2048)
+			lc.say("Hello! I am setting up my gym bag today.")
+			time.Sleep(100 * time.Millisecond) // the first answer is learnt from
+			lc.say("My locker code at the gym is 4417, please keep it in mind.")
+			for i := 3; i <= 60; i++ {
+				lc.say(filler(i))
+			}
+			require.Eventually(t, func() bool { return settledOK(p) }, 10*time.Second, 20*time.Millisecond)
+			first := lc.sent[len(lc.sent)-1].Messages
+			require.False(t, holds(first, "4417"), "turn 60 no longer forwards turn 2")
+			lc.say("What is my locker code at the gym?")
+			last := lc.sent[len(lc.sent)-1]
+			if !holds(last.Messages, "4417") {
+				for _, m := range last.Messages {
+					t.Logf("%s: %.300q", m.Role, m.Content)
+				}
+			}
+			assert.True(t, holds(last.Messages, "4417"), "turn 61 gets the turn-2 fact back")
+			assert.Empty(t, up.Cuts(), "nothing is cut")
+		})
+	}
+}
+
+// holds reports whether any message holds s.
+func holds(msgs []api.Message, s string) bool {
+	for _, m := range msgs {
+		if strings.Contains(m.Content, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// settledOK reports whether every recorded turn is in the store.
+func settledOK(p *inProcess) bool {
+	res, err := http.Get("http://" + p.addr + "/healthz")
+	if err != nil {
+		return false
+	}
+	defer res.Body.Close()
+	var h struct {
+		Store struct {
+			Pending int `json:"pending"`
+		} `json:"store"`
+	}
+	return json.NewDecoder(res.Body).Decode(&h) == nil && h.Store.Pending == 0
 }

@@ -160,8 +160,14 @@ type Context struct {
 	// start of the last user message; empty when nothing new is relevant.
 	Block string
 	// Full is set on a later turn (Request.Later) whose conversation no
-	// longer fits the context window.
-	Full bool
+	// longer fits the context window; Crowded on one whose block found
+	// memories the prompt lacks and no room for them.
+	Full    bool
+	Crowded bool
+	// qvec is the query's embedding once made (queried): a second search
+	// of the same turn does not embed it again.
+	qvec    []float32
+	queried bool
 	// Blocks places every memory block of a conversation's later turns:
 	// what the caller's dialect writes at the start of its user messages.
 	Blocks []Block
@@ -286,12 +292,20 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 		whole.Reserve = 0
 		c.Full = b.room(whole, "", 0) <= 0
 	}
-	c.SemanticBudget = min(sem/3, avail) - (b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2)
-	if c.SemanticBudget <= 0 {
-		c.SemanticBudget = 0
-		return
+	marks := b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2
+	share := sem/3 - marks
+	c.SemanticBudget = max(min(sem/3, avail)-marks, 0)
+	hist := history(recall).withExchanges(req.Messages)
+	var entries []string
+	if c.SemanticBudget > 0 {
+		entries = b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, c)
 	}
-	entries := b.semantic(ctx, req, query, lexical, thr, history(recall), map[string]bool{}, c)
+	if len(entries) == 0 && c.SemanticBudget < share && !c.Full && c.Err == nil {
+		// Squeezed out: would the turn's share have held a memory the
+		// prompt does not?
+		probe := &Context{SemanticBudget: share, qvec: c.qvec, queried: c.queried}
+		c.Crowded = len(b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, probe)) > 0 && probe.Err == nil
+	}
 	if len(entries) == 0 {
 		return
 	}
@@ -462,8 +476,9 @@ func (b *Builder) countAtMost(s string, limit int) int {
 
 // semanticQuery builds the retrieval query from the last user message and
 // the two messages before it: a follow-up such as "and what about her
-// sister?" needs what came before. The lexical query repeats the last user
-// message so its terms weigh double.
+// sister?" needs what came before (a message of its own, standaloneTerms,
+// is embedded alone). The lexical query repeats the last user message so
+// its terms weigh double.
 func semanticQuery(msgs []Message) (query, lexical string) {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -484,9 +499,21 @@ func semanticQuery(msgs []Message) (query, lexical string) {
 	slices.Reverse(before)
 	cur := clip(msgs[last].Content, 4000)
 	query = strings.Join(append(before, cur), "\n")
+	if len(Terms(cur)) >= standaloneTerms {
+		// A message that names what it is about stands on its own:
+		// embedded with the turns before, they would outweigh it (a
+		// question about a fact told long ago, after many turns on
+		// another topic, would find only those turns).
+		query = cur
+	}
 	lexical = strings.Join(append(before, cur, cur), "\n")
 	return query, lexical
 }
+
+// standaloneTerms is how many words that are not stop words make a user
+// message its own query: "what is my locker code at the gym?" has three,
+// a follow-up such as "and what about her sister?" one.
+const standaloneTerms = 3
 
 // clip keeps the end of s (the most recent words of a long message) within
 // n bytes, on a rune boundary.
@@ -505,6 +532,65 @@ func clip(s string, n int) string {
 // the conversation already contains are not injected again.
 type historySet struct {
 	user, assistant map[string]bool
+	// exchanges, for a later block, holds the words of each exchange the
+	// request forwards (a user message and the answer after it): a
+	// memory that mostly repeats one is left out (repeats).
+	exchanges []map[string]bool
+}
+
+// withExchanges adds msgs' exchanges to h, for repeats.
+func (h historySet) withExchanges(msgs []Message) historySet {
+	var cur map[string]bool
+	for _, m := range msgs {
+		if len(m.Content) > maxHistoryBytes || m.Role != "user" && m.Role != "assistant" {
+			continue
+		}
+		if m.Role == "user" || cur == nil {
+			cur = map[string]bool{}
+			h.exchanges = append(h.exchanges, cur)
+		}
+		for _, w := range Terms(m.Content) {
+			cur[w] = true
+		}
+	}
+	return h
+}
+
+// repeatShare is the share of a memory's words that, all found in one
+// exchange the model sees, make it a repeat of that exchange.
+const repeatShare = 0.8
+
+// repeats reports whether most of text's words are in one exchange the
+// request forwards: the model sees what it says already. An agent's chat
+// whose turns are alike would otherwise have every later turn recall its
+// own earlier turns, and its blocks fill the room that a question about
+// something else needs.
+func (h historySet) repeats(text string) bool {
+	if len(h.exchanges) == 0 {
+		return false
+	}
+	if user, assistant, ok := ParseExchange(text); ok {
+		text = user + "\n" + assistant // not its "User:" and "Assistant:"
+	}
+	words := map[string]bool{}
+	for _, w := range Terms(text) {
+		words[w] = true
+	}
+	if len(words) == 0 {
+		return false
+	}
+	for _, ex := range h.exchanges {
+		in := 0
+		for w := range words {
+			if ex[w] {
+				in++
+			}
+		}
+		if float64(in) >= repeatShare*float64(len(words)) {
+			return true
+		}
+	}
+	return false
 }
 
 func history(msgs []Message) historySet {

@@ -73,7 +73,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 			return
 		}
 		key := normalize(h.Text)
-		if seen[key] || hist.has(h.Text) {
+		if seen[key] || hist.has(h.Text) || hist.repeats(h.Text) {
 			return
 		}
 		if framed, changed := frame(h.Text); changed {
@@ -123,6 +123,17 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 // queryVector embeds the recall's query; nil (and c.LexicalOnly) when
 // there is no embedder or it fails: recall goes on lexically.
 func (b *Builder) queryVector(ctx context.Context, query string, c *Context) []float32 {
+	if c.queried {
+		c.LexicalOnly = c.qvec == nil
+		return c.qvec
+	}
+	c.queried = true
+	c.qvec = b.embed(ctx, query, c)
+	return c.qvec
+}
+
+// embed embeds a query, within EmbedTimeout; nil when it cannot.
+func (b *Builder) embed(ctx context.Context, query string, c *Context) []float32 {
 	if b.embedder == nil {
 		c.LexicalOnly = true
 		return nil

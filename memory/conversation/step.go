@@ -138,16 +138,17 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	// that filled it would have the next turn rebuild, and the block of
 	// the rebuilt plan's next turn fill it again, turn after turn.
 	lreq.Reserve = growRoom(mreq)
-	if plan.KeepFrom > 0 {
-		// Compacted: blocks leave it room to grow until the next summary.
-		lreq.Reserve = mreq.PromptRoom() / 2
-	}
 	now := st.Recall(lreq)
 	switch {
 	case now.Err == nil && now.Sources != plan.Sources:
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
 	case now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom())):
 		return cs.fresh(req, t, cv, mreq, st, "the conversation outgrew the context window")
+	case now.Crowded && plan.KeepFrom > 0:
+		// A conversation already cut: the cut moves now, not a few
+		// turns later, so that the memory the question needs (a turn
+		// cut long ago, say) gets its room.
+		return cs.fresh(req, t, cv, mreq, st, "a memory the question needs found no room")
 	}
 	switch {
 	case again != nil:
