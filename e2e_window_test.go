@@ -89,36 +89,48 @@ func keepsPrefix(prev, cur api.ChatRequest, answer string) bool {
 	return next.Role == "assistant" && next.Content == answer
 }
 
-// A memory-rich namespace on a small window: each turn finds memories
-// relevant now, and a later block must never eat the room the chat grows
-// in, or every other turn rebuilds the prompt. Turns 2-10 have at most
-// one rebuild between them.
+// A memory-rich namespace on a small window (1024: trained so, which
+// clamps Ollama's default too), in every dialect: each turn finds
+// memories relevant now, and a later block must never eat the room the
+// chat grows in, or every other turn rebuilds the prompt. Turns 2-10 have
+// at most one rebuild between them.
 func TestLaterBlocksDoNotThrash(t *testing.T) {
-	up := ollamatest.New(t)
-	up.Scale = 1
-	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
-	topics := []string{"gardening", "sailing", "chess", "baking", "cycling", "painting", "climbing", "knitting", "fishing", "astronomy", "pottery", "surfing"}
-	for i, topic := range topics {
-		for k := range 8 {
-			text := fmt.Sprintf("My friend %s number %d loves %s and talks about %s every weekend with great detail and enthusiasm, %s.", topic, k, topic, topic, strings.Repeat("really ", 10))
-			require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":`+jsonString(text)+`}`, nil), i)
-		}
+	for _, d := range conversationDialects {
+		t.Run(d.name, func(t *testing.T) {
+			up := ollamatest.NewDialects(t)
+			numberedReplies(up)
+			up.Fake.Scale = 1
+			up.Fake.ContextLength = 1024
+			p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+			topics := []string{"gardening", "sailing", "chess", "baking", "cycling", "painting", "climbing", "knitting", "fishing", "astronomy", "pottery", "surfing"}
+			for i, topic := range topics {
+				for k := range 8 {
+					text := fmt.Sprintf("My friend %s number %d loves %s and talks about %s every weekend with great detail and enthusiasm, %s.", topic, k, topic, topic, strings.Repeat("really ", 10))
+					require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":`+jsonString(text)+`}`, nil), i)
+				}
+			}
+			var h []msg
+			var log []turnLog
+			for k := range 10 {
+				log = append(log, converse(t, d, p, up, "alice", "c1", &h, fmt.Sprintf("Tell me about %s and %s.", topics[k], topics[k+1]))...)
+			}
+			rebuilds := 0
+			for k := 2; k < 10; k++ { // turns 2-10
+				if !keeps(log[k-1], log[k]) {
+					rebuilds++
+					t.Logf("turn %d rebuilt", k+1)
+				}
+			}
+			assert.LessOrEqual(t, rebuilds, 1, "turns 2-10 rebuild at most once")
+
+			blocks := 0
+			for _, l := range log {
+				blocks = max(blocks, strings.Count(l.prompt, "<memories>"))
+			}
+			assert.Positive(t, blocks, "later turns added blocks")
+			assert.Empty(t, up.Fake.Cuts(), "and nothing is cut")
+		})
 	}
-	lc := newLongChat(t, p, up, 1024)
-	var answers []string
-	for k := range 10 {
-		answers = append(answers, lc.say(fmt.Sprintf("Tell me about %s and %s.", topics[k], topics[k+1])))
-		time.Sleep(20 * time.Millisecond)
-	}
-	rebuilds := 0
-	for k := 2; k < 10; k++ { // turns 2-10: sent[1..9]
-		if !keepsPrefix(lc.sent[k-1], lc.sent[k], answers[k-1]) {
-			rebuilds++
-			t.Logf("turn %d rebuilt", k+1)
-		}
-	}
-	assert.LessOrEqual(t, rebuilds, 1, "turns 2-10 rebuild at most once")
-	assert.Empty(t, up.Cuts(), "and nothing is cut")
 }
 
 // An agent's chat, sent back to back so that no summary is ever written,
@@ -178,4 +190,52 @@ func settledOK(p *inProcess) bool {
 		} `json:"store"`
 	}
 	return json.NewDecoder(res.Body).Decode(&h) == nil && h.Store.Pending == 0
+}
+
+// The same in every dialect: a model whose tokenizer counts twice what
+// cl100k counts, trained on 2048 (Ollama's default window, 4096, is
+// clamped to it; its OpenAI, Responses and Anthropic routes take no
+// num_ctx). After the first answer, nothing vera forwards over a 60-turn
+// chat is cut, summaries included, and most turns keep the prompt before
+// as their start.
+func TestNothingIsCutInAnyDialect(t *testing.T) {
+	for _, d := range conversationDialects {
+		t.Run(d.name, func(t *testing.T) {
+			up := ollamatest.NewDialects(t)
+			numberedReplies(up)
+			up.Fake.Scale = 2
+			up.Fake.ContextLength = 2048
+			var summaries atomic.Int64
+			up.Fake.Whole = func(api.ChatRequest) (string, int) {
+				summaries.Add(1)
+				return "The user asked about printing presses.", http.StatusOK
+			}
+			p := conversationVera(t, up, t.TempDir(), t.TempDir())
+			tellFacts(t, p, "alice")
+			var h []msg
+			log := converse(t, d, p, up, "alice", "c1", &h, "Hello! My locker code is 4417.")
+			time.Sleep(100 * time.Millisecond) // the first answer is learnt from
+			before := len(up.Fake.Cuts())
+			for i := 2; i <= 60; i++ {
+				q := filler(i)
+				if i%5 == 0 {
+					q = factQuestions[i/5%6] + " " + q
+				}
+				log = append(log, converse(t, d, p, up, "alice", "c1", &h, q)...)
+				if i%10 == 0 {
+					// As a person pauses: a summary is written.
+					time.Sleep(400 * time.Millisecond)
+				}
+			}
+			assert.Empty(t, up.Fake.Cuts()[before:], "nothing cut after the first answer (%d summaries)", summaries.Load())
+			kept := 0
+			for k := 1; k < len(log); k++ {
+				if keeps(log[k-1], log[k]) {
+					kept++
+				}
+			}
+			t.Logf("%d of %d turns kept the prefix, %d summaries", kept, len(log)-1, summaries.Load())
+			assert.Greater(t, kept, (len(log)-1)*2/3, "most turns keep the prompt before as their start")
+		})
+	}
 }

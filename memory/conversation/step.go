@@ -139,16 +139,25 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	// the rebuilt plan's next turn fill it again, turn after turn.
 	lreq.Reserve = growRoom(mreq)
 	now := st.Recall(lreq)
-	switch {
-	case now.Err == nil && now.Sources != plan.Sources:
+	if now.Err == nil && now.Sources != plan.Sources {
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
-	case now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom())):
-		return cs.fresh(req, t, cv, mreq, st, "the conversation outgrew the context window")
-	case now.Crowded && plan.KeepFrom > 0:
-		// A conversation already cut: the cut moves now, not a few
-		// turns later, so that the memory the question needs (a turn
-		// cut long ago, say) gets its room.
-		return cs.fresh(req, t, cv, mreq, st, "a memory the question needs found no room")
+	}
+	full := now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom()))
+	// A conversation already cut whose block finds a memory the prompt
+	// lacks and no room for it (a turn cut long ago, say) moves its cut
+	// now, not a few turns later.
+	if full || now.Crowded && plan.KeepFrom > 0 {
+		if p, kept, ok := cs.recut(cv, plan, blocks, req.Msgs, mreq); ok {
+			plan, blocks = p, kept
+			lreq = laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
+			lreq.Reserve = growRoom(mreq)
+			now = st.Recall(lreq)
+			full = now.Full
+		}
+		if full {
+			return cs.fresh(req, t, cv, mreq, st, "the conversation outgrew the context window")
+		}
+		// Crowded, and the cut cannot move yet: the block is left out.
 	}
 	switch {
 	case again != nil:
@@ -173,6 +182,42 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 		}
 	})
 	return out
+}
+
+// recut moves a conversation's cut on, as far as a compaction would
+// keep, and keeps its plan's system message byte for byte: Ollama's
+// prompt cache then holds up to the first turn left out, and only the
+// turns after it are read again (a rebuild would read the whole prompt).
+// The blocks of the turns left out go with them. It reports false when
+// the cut cannot move, or the plan would not fit even so: the plan is
+// rebuilt.
+func (cs *Set) recut(cv *conversation, plan *memory.Context, blocks []convBlock, msgs []memory.Message, mreq memory.Request) (*memory.Context, []convBlock, bool) {
+	if cs.CompactAt <= 0 {
+		return nil, nil, false
+	}
+	r := mreq.PromptRoom()
+	keep := cs.cutFor(msgs, int(float64(r)*cs.CompactAt/3))
+	// Only a cut that frees room for several turns moves: one that
+	// freed a turn's worth would move again at the next turn.
+	if grow := growRoom(mreq); keep <= plan.KeepFrom || cs.weight(msgs, plan.KeepFrom, keep, grow) < grow {
+		return nil, nil, false
+	}
+	p := *plan
+	p.KeepFrom = keep
+	var kept []convBlock
+	for _, b := range blocks {
+		if b.User >= keep {
+			kept = append(kept, b)
+		}
+	}
+	if cs.over(withBlocks(&p, kept), msgs, r-growRoom(mreq)) {
+		return nil, nil, false
+	}
+	cs.update(cv, func() {
+		cv.Plan = &p
+		cv.Compaction.KeepFrom, cv.Compaction.digest = keep, coveredDigest(msgs, keep)
+	})
+	return &p, kept, true
 }
 
 // laterRequest is a later turn's recall: only what is not in the prompt

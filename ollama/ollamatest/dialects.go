@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -94,6 +95,12 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 		Stream *bool  `json:"stream"`
 	}
 	_ = json.Unmarshal(body, &req)
+	// The prompt in the model's tokens, cut as Ollama cuts it (its
+	// Responses and Anthropic routes take no num_ctx: the default window).
+	prompt := 9
+	if msgs := messagesOf(r.URL.Path, body); msgs != nil {
+		prompt = max(d.Fake.promptTokens(api.ChatRequest{Messages: msgs}), 9)
+	}
 	fl := w.(http.Flusher)
 	toks := d.Fake.tokens()
 	answer := strings.Join(toks, "")
@@ -113,7 +120,7 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","response":"","done":true,"done_reason":"stop"}`+"\n", req.Model)
 	case "/v1/responses":
 		id := fmt.Sprintf("resp_%d", d.responses.Add(1))
-		final := fmt.Sprintf(`{"id":%q,"object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":3,"total_tokens":12}}`, id, req.Model, answer)
+		final := fmt.Sprintf(`{"id":%q,"object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]}],"usage":{"input_tokens":%d,"output_tokens":3,"total_tokens":%d}}`, id, req.Model, answer, prompt, prompt+3)
 		if req.Stream == nil || !*req.Stream {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, final)
@@ -133,7 +140,7 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 	case "/v1/messages":
 		if req.Stream == nil || !*req.Stream {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":3}}`, req.Model, answer)
+			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":3}}`, req.Model, answer, prompt)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -141,7 +148,7 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
 			fl.Flush()
 		}
-		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":1}}}`, req.Model))
+		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, req.Model, prompt))
 		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`)
 		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me think"}}`)
 		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
@@ -154,6 +161,59 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`)
 		event("message_stop", `{"type":"message_stop"}`)
 	}
+}
+
+// messagesOf reads the messages of a Responses or Anthropic request, its
+// instructions or system text first; nil for another route.
+func messagesOf(path string, body []byte) []api.Message {
+	var req struct {
+		Instructions string          `json:"instructions"`
+		Input        json.RawMessage `json:"input"`
+		System       json.RawMessage `json:"system"`
+		Messages     []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	var out []api.Message
+	switch path {
+	case "/v1/responses":
+		if req.Instructions != "" {
+			out = append(out, api.Message{Role: "system", Content: req.Instructions})
+		}
+		var s string
+		if json.Unmarshal(req.Input, &s) == nil {
+			return append(out, api.Message{Role: "user", Content: s})
+		}
+		var items []struct {
+			Type    string          `json:"type"`
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+			Output  string          `json:"output"`
+		}
+		_ = json.Unmarshal(req.Input, &items)
+		for _, it := range items {
+			switch {
+			case it.Type == "function_call_output":
+				out = append(out, api.Message{Role: "tool", Content: it.Output})
+			case it.Role != "":
+				out = append(out, api.Message{Role: it.Role, Content: textOf(it.Content)})
+			}
+		}
+	case "/v1/messages":
+		if s := textOf(req.System); s != "" {
+			out = append(out, api.Message{Role: "system", Content: s})
+		}
+		for _, m := range req.Messages {
+			out = append(out, api.Message{Role: m.Role, Content: textOf(m.Content)})
+		}
+	default:
+		return nil
+	}
+	return out
 }
 
 // proxyTo forwards r to base, streaming the answer back.

@@ -97,6 +97,9 @@ type OpenAIChat struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 var synonyms = strings.NewReplacer("sibling", "sister", "reside", "live")
@@ -307,6 +310,12 @@ func (f *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.v1 = append(f.v1, req)
 	f.mu.Unlock()
+	var msgs []api.Message
+	for _, m := range req.Messages {
+		msgs = append(msgs, api.Message{Role: m.Role, Content: textOf(m.Content)})
+	}
+	// Ollama's OpenAI routes take no num_ctx: the default window.
+	prompt := max(f.promptTokens(api.ChatRequest{Messages: msgs}), 9)
 	toks := f.tokens()
 	if name := f.toolCall(); name != "" {
 		call := fmt.Sprintf(`[{"index":0,"id":"call_1","type":"function","function":{"name":%q,"arguments":"{\"city\":\"Lisbon\"}"}}]`, name)
@@ -322,7 +331,7 @@ func (f *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, req.Model, strings.Join(toks, ""))
+		fmt.Fprintf(w, `{"id":"chatcmpl-7","object":"chat.completion","created":1795000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":3,"total_tokens":%d}}`, req.Model, strings.Join(toks, ""), prompt, prompt+3)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -331,7 +340,36 @@ func (f *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 	}
 	fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":\"stop\"}]}\n\n", req.Model)
+	if req.StreamOptions.IncludeUsage {
+		// Ollama sends usage only when asked, in a chunk of its own.
+		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-7\",\"object\":\"chat.completion.chunk\",\"created\":1795000000,\"model\":%q,\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":3,\"total_tokens\":%d}}\n\n", req.Model, prompt, prompt+3)
+	}
 	io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// textOf reads a message content that is a string or an array of parts
+// (text, input_text, output_text, or a tool result's content).
+func textOf(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text    string          `json:"text"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return string(raw)
+	}
+	var out []string
+	for _, p := range parts {
+		if p.Text != "" {
+			out = append(out, p.Text)
+		} else if len(p.Content) > 0 {
+			out = append(out, textOf(p.Content))
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // tokens is a chat's answer, in the pieces it is streamed in.
