@@ -282,7 +282,11 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 		return
 	}
 	sem, _, thr, _ := b.defaults()
-	avail := b.room(req, "", sem/3)
+	// The turn's share: a third of the semantic budget, and on a small
+	// window an eighth of it, so that one block does not use the room
+	// of the next several turns.
+	turnShare := min(sem/3, max(req.Window()/8, 0))
+	avail := b.room(req, "", turnShare)
 	c.Full = avail <= 0
 	if c.Full && req.Reserve > 0 {
 		// Outgrown only when the conversation spent the room it grows
@@ -293,8 +297,8 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 		c.Full = b.room(whole, "", 0) <= 0
 	}
 	marks := b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2
-	share := sem/3 - marks
-	c.SemanticBudget = max(min(sem/3, avail)-marks, 0)
+	share := turnShare - marks
+	c.SemanticBudget = max(min(turnShare, avail)-marks, 0)
 	hist := history(recall).withExchanges(req.Messages)
 	var entries []string
 	if c.SemanticBudget > 0 {

@@ -1,10 +1,13 @@
 package conversation
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -84,7 +87,9 @@ func TestSummaryPromptIsTheUsersWordsAsData(t *testing.T) {
 		{Role: "user", Content: "Thanks"},
 		{Role: "assistant", Content: "You're welcome."},
 	}
-	prompt := cs.summaryPrompt("", msgs, 0, 2, 2048)
+	pieces := cs.summaryPieces(msgs, 0, 2, 2048)
+	require.Len(t, pieces, 1)
+	prompt := summaryRequest("", pieces[0], 2048)
 	assert.Contains(t, prompt, "User: What does the guide say?")
 	assert.Contains(t, prompt, "Assistant: It says to feed the starter.")
 	assert.NotContains(t, prompt, "DOC-LINE", "the documents are not what the user said")
@@ -122,4 +127,43 @@ func TestCompactedRecallSeesTheSummarisedTurns(t *testing.T) {
 	// Without a summary nothing is kept out beyond the forwarded turns.
 	cs.recallCompacted(mreq, st, 4, 2, "")
 	assert.Nil(t, got.Recall)
+}
+
+// Turns too many for one summary request are summarised in pieces, one
+// after the other, each request carrying the summary before it and
+// fitting the window: none is left out.
+func TestSummaryInPieces(t *testing.T) {
+	cs := New(0)
+	var msgs []memory.Message
+	for i := range 12 {
+		msgs = append(msgs, memory.Message{Role: "user", Content: fmt.Sprintf("turn %d %s", i, strings.Repeat("word ", 60))},
+			memory.Message{Role: "assistant", Content: "ok"})
+	}
+	const w = 600
+	pieces := cs.summaryPieces(msgs, 1, 11, w)
+	require.Greater(t, len(pieces), 1, "ten turns of about 80 tokens do not fit one request on a 600 window")
+	var all []string
+	for _, p := range pieces {
+		all = append(all, p...)
+	}
+	joined := strings.Join(all, "\n")
+	for i := 1; i < 11; i++ {
+		assert.Contains(t, joined, fmt.Sprintf("turn %d ", i), "turn %d is in a piece", i)
+	}
+	assert.NotContains(t, joined, "turn 0 ")
+	assert.NotContains(t, joined, "turn 11 ")
+
+	var asked []string
+	s := Summarizer{Summarize: func(_ context.Context, prompt string) (string, error) {
+		asked = append(asked, prompt)
+		return fmt.Sprintf("summary %d", len(asked)), nil
+	}}
+	text, err := cs.write(context.Background(), s, &summaryJob{upTo: 11, window: w, prev: "summary 0", pieces: pieces})
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("summary %d", len(pieces)), text)
+	require.Len(t, asked, len(pieces))
+	for i, p := range asked {
+		assert.Contains(t, p, fmt.Sprintf("Summary of what came before these messages:\nsummary %d", i), "each piece carries the summary before it")
+		assert.LessOrEqual(t, cs.count(p, w), w-summaryAnswer(w), "and fits the window with room for its answer")
+	}
 }

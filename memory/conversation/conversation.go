@@ -190,7 +190,12 @@ func (cv *conversation) footprint() int {
 	n := 256 + len(cv.User) + 64*len(cv.turns) + len(cv.Compaction.Summary)
 	for _, j := range []*summaryJob{cv.Compaction.job, cv.Compaction.ready} {
 		if j != nil {
-			n += len(j.prompt) + len(j.text)
+			n += len(j.prev) + len(j.text)
+			for _, p := range j.pieces {
+				for _, l := range p {
+					n += len(l)
+				}
+			}
 		}
 	}
 	for _, k := range cv.keys {

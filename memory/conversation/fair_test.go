@@ -98,7 +98,7 @@ func TestFairSharesAmongNamespacesAlike(t *testing.T) {
 // returns its turn.
 func dueSummary(cs *Set, ns, chat string) *Turn {
 	t := chatTurn(cs, ns, Thread{ChatID: chat, FirstUser: "hi"}, false)
-	cs.locked(func() { t.conv.Compaction.job = &summaryJob{upTo: 1, window: 2048, prompt: ns + "/" + chat} })
+	cs.locked(func() { t.conv.Compaction.job = &summaryJob{upTo: 1, window: 2048, pieces: [][]string{{ns + "/" + chat}}} })
 	return t
 }
 
@@ -127,7 +127,10 @@ func TestHungSummariesLeaveOtherNamespacesASlot(t *testing.T) {
 			written := make(chan string, 16)
 			sum := func(name string) Summarizer {
 				return Summarizer{
-					Summarize: func(ctx context.Context, prompt string) (string, error) {
+					Summarize: func(ctx context.Context, req string) (string, error) {
+						// The piece's one line: ns/chat.
+						_, prompt, _ := strings.Cut(req, "The conversation:\n")
+						prompt, _, _ = strings.Cut(prompt, "\n")
 						asked <- prompt
 						if !strings.HasPrefix(prompt, "mallory/") {
 							return "what " + prompt + " said", nil
@@ -219,7 +222,7 @@ func TestHungSummaryIsAbandonedAfterItsTimeout(t *testing.T) {
 
 			// Its next turn asks again, and this time the model answers.
 			written := make(chan struct{})
-			cs.locked(func() { tn.conv.Compaction.job = &summaryJob{upTo: 1, window: 2048, prompt: "again"} })
+			cs.locked(func() { tn.conv.Compaction.job = &summaryJob{upTo: 1, window: 2048, pieces: [][]string{{"again"}}} })
 			cs.Compact(tn, Summarizer{
 				Summarize: func(context.Context, string) (string, error) { return "a summary", nil },
 				Done:      func(int) { close(written) },
