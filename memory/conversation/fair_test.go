@@ -98,7 +98,9 @@ func TestFairSharesAmongNamespacesAlike(t *testing.T) {
 // returns its turn.
 func dueSummary(cs *Set, ns, chat string) *Turn {
 	t := chatTurn(cs, ns, Thread{ChatID: chat, FirstUser: "hi"}, false)
-	cs.locked(func() { t.conv.Compaction.job = &summaryJob{upTo: 1, window: 2048, pieces: [][]string{{ns + "/" + chat}}} })
+	cs.locked(func() {
+		t.conv.Compaction.job = &summaryJob{upTo: 1, window: 2048, pieces: [][]string{{ns + "/" + chat}}}
+	})
 	return t
 }
 
