@@ -210,10 +210,15 @@ func TestCompactionNeverDelaysAChat(t *testing.T) {
 			assert.LessOrEqual(t, calls.Load(), int64(3), "a summary waits for a pause in the conversation")
 			// Paced as a person types: a summary starts after each answer;
 			// a slow one is stopped by the next turn, a failed one dropped,
-			// and either is asked for again after it.
+			// and either is asked for again after it (a slow one once the
+			// conversation pauses longer: each one stopped cost the turn
+			// that stopped it Ollama's prompt cache).
 			for i := 41; i <= 43; i++ {
 				lc.say(filler(i))
 				time.Sleep(400 * time.Millisecond)
+			}
+			if mode == "slow" {
+				time.Sleep(2500 * time.Millisecond)
 			}
 			assert.Greater(t, calls.Load(), int64(1), "asked again at later turns")
 			last = lc.sent[len(lc.sent)-1]

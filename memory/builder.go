@@ -538,8 +538,10 @@ type historySet struct {
 	user, assistant map[string]bool
 	// exchanges, for a later block, holds the words of each exchange the
 	// request forwards (a user message and the answer after it): a
-	// memory that mostly repeats one is left out (repeats).
+	// memory that mostly repeats one is left out (repeats), unless what
+	// it adds is what the last user message asks about (asked).
 	exchanges []map[string]bool
+	asked     map[string]bool
 }
 
 // withExchanges adds msgs' exchanges to h, for repeats.
@@ -552,6 +554,9 @@ func (h historySet) withExchanges(msgs []Message) historySet {
 		if m.Role == "user" || cur == nil {
 			cur = map[string]bool{}
 			h.exchanges = append(h.exchanges, cur)
+		}
+		if m.Role == "user" {
+			h.asked = cur // the last user message's words, once read
 		}
 		for _, w := range Terms(m.Content) {
 			cur[w] = true
@@ -583,14 +588,20 @@ func (h historySet) repeats(text string) bool {
 	if len(words) == 0 {
 		return false
 	}
-	for _, ex := range h.exchanges {
-		in := 0
+	for i, ex := range h.exchanges {
+		if i == len(h.exchanges)-1 && len(h.exchanges) > 1 {
+			continue // the question itself: a memory that answers it repeats it
+		}
+		in, adds := 0, false
 		for w := range words {
-			if ex[w] {
+			switch {
+			case ex[w]:
 				in++
+			case h.asked[w]:
+				adds = true // it adds what the question asks about
 			}
 		}
-		if float64(in) >= repeatShare*float64(len(words)) {
+		if !adds && float64(in) >= repeatShare*float64(len(words)) {
 			return true
 		}
 	}

@@ -301,7 +301,7 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	record = record && !ch.forgetting
 	// A request chained by previous_response_id carries only its newest
 	// messages: its count says nothing of what vera sent.
-	learn := s.Calibrator != nil && !ch.untouched && ch.plan.window > 0 && !ch.req.ChainsByID()
+	learn := s.Calibrator != nil && !ch.untouched && ch.plan.window > 0 && ch.req.PreviousResponseID() == ""
 	if !record && !learn && (s.Debug == nil || ch.untouched) {
 		return nil
 	}

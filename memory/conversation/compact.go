@@ -56,12 +56,17 @@ const summaryIntro = "Summary of the earlier part of this conversation (its mess
 // conversation's next turn. A summary starts summaryGrace after its
 // turn's answer, and only if no later request of the conversation came
 // meanwhile: an agent's next step, or a client's immediate reply, must
-// not queue behind it.
+// not queue behind it. One that the next request still interrupts has
+// cost that request Ollama's prompt cache (a runner with one slot keeps
+// the prompt it read last), so its conversation waits twice as long
+// before the next (at most maxSummaryGrace), and half as long again
+// after one written.
 const (
 	defaultSummaryTimeout = 3 * time.Minute
 	maxSummaries          = 2
 	maxNamespaceSummaries = 1
 	summaryGrace          = 250 * time.Millisecond
+	maxSummaryGrace       = time.Minute
 )
 
 // summaryTimeout is how long a summary may take.
@@ -107,6 +112,9 @@ type compaction struct {
 	interrupted bool
 	// arrived is when the conversation's latest request came.
 	arrived time.Time
+	// grace is how long after an answer its summary starts (0:
+	// summaryGrace).
+	grace time.Duration
 	// digest identifies the messages before KeepFrom (coveredDigest).
 	digest string
 	ready  *summaryJob // written, for the next turn's plan
@@ -540,9 +548,11 @@ func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *con
 	defer cs.work.Done()
 	defer cs.locked(func() { cs.giveSlot(cv.NS) })
 	defer cancel()
+	var grace time.Duration
+	cs.locked(func() { grace = max(cv.Compaction.grace, summaryGrace) })
 	select {
 	case <-ctx.Done():
-	case <-time.After(summaryGrace):
+	case <-time.After(grace):
 	}
 	later := false
 	cs.locked(func() { later = cv.Compaction.arrived.After(t.arrived) || ctx.Err() != nil })
@@ -562,6 +572,12 @@ func (cs *Set) summarize(ctx context.Context, cancel context.CancelFunc, cv *con
 		interrupted = c.interrupted && err != nil
 		if !interrupted {
 			c.job = nil // an interrupted one is asked for again as it was
+		}
+		switch {
+		case interrupted:
+			c.grace = min(2*grace, maxSummaryGrace)
+		case err == nil:
+			c.grace = grace / 2
 		}
 		if err == nil {
 			job.text, job.pieces = text, nil

@@ -58,10 +58,16 @@ type conversation struct {
 	// Compaction is its summary, once it outgrew its window.
 	Compaction compaction
 	// id names it in the store (keep.go), rev counts the saves of it
-	// this instance made or read; saving orders its saves.
+	// this instance made or read; saving orders its saves. stored: the
+	// store held this copy (saved or read); synced is when this copy was
+	// last known to be the chat's (begun, saved or read); sum is the
+	// digest of the copy saved last.
 	id     string
 	rev    uint64
 	saving sync.Mutex
+	stored bool
+	synced time.Time
+	sum    [32]byte
 }
 
 // holds reports whether the conversation's prompt carries one of ids, or
@@ -334,7 +340,7 @@ func (cs *Set) get(key string) *conversation {
 func (cs *Set) start(ns, key string, strong bool) *conversation {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	cv := &conversation{NS: ns}
+	cv := &conversation{NS: ns, synced: time.Now()}
 	if e, ok := cs.keys[key]; ok {
 		if old := e.Value.(*conversation); strong || !old.Advanced {
 			cv.turns = append(cv.turns, old.turns...)

@@ -2,6 +2,7 @@ package conversation
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -204,9 +205,14 @@ func (cs *Set) sync(ns string, at place) {
 	}
 	switch {
 	case err != nil: // not found
-		if cv != nil && cv.rev > 0 {
-			cv.Plan, cv.Blocks, cv.Last, cv.rev = nil, nil, nil, 0
+		if cv != nil && cv.stored {
+			// Its rev stays: the rebuilt plan is saved as newer than
+			// any copy another instance still holds.
+			cv.Plan, cv.Blocks, cv.Last, cv.stored = nil, nil, nil, false
 		}
+	case cv != nil && cv.id != p.ID && !p.Used.After(cv.synced):
+		// This instance's conversation is the newer (begun or saved
+		// after the store's copy, or never saved).
 	case cv == nil || cv.id != p.ID:
 		cv = &conversation{NS: ns, id: p.ID}
 		cv.restore(&k, p.Rev)
@@ -235,6 +241,7 @@ func (cs *Set) sync(ns string, at place) {
 
 // restore sets cv from the store's copy k, saved as rev; cs.mu is held.
 func (cv *conversation) restore(k *kept, rev uint64) {
+	cv.stored, cv.synced = true, time.Now()
 	cv.Plan = k.Plan.context()
 	cv.Blocks = nil
 	for _, b := range k.Blocks {
@@ -280,7 +287,12 @@ func (cs *Set) save(cv *conversation) {
 	defer cv.saving.Unlock()
 	var p memory.Plan
 	var body []byte
+	var gen uint64
 	cs.locked(func() {
+		if !cs.filed(cv) {
+			return // replaced or forgotten meanwhile: its copy is not the chat's
+		}
+		gen = cs.gen
 		k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced}
 		ids := map[string]bool{}
 		if cv.Plan != nil {
@@ -310,6 +322,12 @@ func (cs *Set) save(cv *conversation) {
 			body = nil
 			return
 		}
+		sum := sha256.Sum256(body)
+		if cv.stored && sum == cv.sum {
+			body = nil // unchanged since saved (a tool loop's step)
+			return
+		}
+		cv.sum = sum
 		cv.rev++
 		p = memory.Plan{ID: cv.id, Namespace: cv.NS, Rev: cv.rev, Used: time.Now().UTC(), Body: body}
 		for _, key := range cv.keys {
@@ -324,7 +342,54 @@ func (cs *Set) save(cv *conversation) {
 	}
 	ctx, cancel := context.WithTimeout(cs.ctx, saveTimeout)
 	defer cancel()
-	cs.failed(cs.Plans.SavePlan(ctx, p))
+	err := cs.Plans.SavePlan(ctx, p)
+	cs.failed(err)
+	var withdrawn []string
+	cs.locked(func() {
+		if err == nil {
+			cv.stored, cv.synced = true, p.Used
+		} else {
+			cv.sum = [32]byte{}
+		}
+		withdrawn = cs.withdrawnSince(gen, p.Namespace, p.Memories)
+	})
+	if err == nil && len(withdrawn) > 0 {
+		// A memory it carries was deleted while it was being saved: the
+		// store must not keep it.
+		cs.drop("", withdrawn)
+	}
+}
+
+// filed reports whether cv is still in the set; cs.mu is held.
+func (cs *Set) filed(cv *conversation) bool {
+	for _, k := range cv.keys {
+		if e, ok := cs.keys[k]; ok && e.Value == cv {
+			return true
+		}
+	}
+	return false
+}
+
+// withdrawnSince returns those of ids withdrawn since generation gen (all
+// of them when ns was forgotten whole, or the withdrawals kept do not
+// reach back so far); cs.mu is held.
+func (cs *Set) withdrawnSince(gen uint64, ns string, ids []string) []string {
+	if gen == cs.gen || len(ids) == 0 {
+		return nil
+	}
+	if gen < cs.floor {
+		return ids
+	}
+	var out []string
+	for _, id := range ids {
+		for _, w := range cs.withdrawals {
+			if w.gen > gen && (w.ids[id] || w.ns != "" && w.ns == ns) {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // drop withdraws the store's plans that carry ids (or, with ns and no

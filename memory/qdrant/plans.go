@@ -49,7 +49,9 @@ func (s *Store) ensurePlans(ctx context.Context) error {
 		return nil
 	}
 	coll := s.plansCollection()
-	cctx, cancel := withTimeout(ctx)
+	// Made to the end even when the chat that asked has gone on: a
+	// collection without its indexes would be scanned whole.
+	cctx, cancel := withTimeout(context.WithoutCancel(ctx))
 	defer cancel()
 	exists, err := s.client.CollectionExists(cctx, coll)
 	if err != nil {
@@ -64,18 +66,20 @@ func (s *Store) ensurePlans(ctx context.Context) error {
 				return s.wrap("creating "+coll, err)
 			}
 		}
-		wait := true
-		for _, ix := range []*qdrant.CreateFieldIndexCollection{
-			{FieldName: planKeys, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
-			{FieldName: planMemories, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
-			{FieldName: fieldNamespace, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
-			{FieldName: planUsed, FieldType: qdrant.FieldType_FieldTypeInteger.Enum(),
-				FieldIndexParams: qdrant.NewPayloadIndexParamsInt(&qdrant.IntegerIndexParams{Lookup: ptr(false), Range: ptr(true)})},
-		} {
-			ix.CollectionName, ix.Wait = coll, &wait
-			if _, err := s.client.CreateFieldIndex(cctx, ix); err != nil {
-				return s.wrap("indexing "+coll+"."+ix.FieldName, err)
-			}
+	}
+	// Creating an index that exists changes nothing: each process
+	// makes sure of them once.
+	wait := true
+	for _, ix := range []*qdrant.CreateFieldIndexCollection{
+		{FieldName: planKeys, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
+		{FieldName: planMemories, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
+		{FieldName: fieldNamespace, FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()},
+		{FieldName: planUsed, FieldType: qdrant.FieldType_FieldTypeInteger.Enum(),
+			FieldIndexParams: qdrant.NewPayloadIndexParamsInt(&qdrant.IntegerIndexParams{Lookup: ptr(false), Range: ptr(true)})},
+	} {
+		ix.CollectionName, ix.Wait = coll, &wait
+		if _, err := s.client.CreateFieldIndex(cctx, ix); err != nil {
+			return s.wrap("indexing "+coll+"."+ix.FieldName, err)
 		}
 	}
 	s.plans.made = true
@@ -161,6 +165,36 @@ func (s *Store) SavePlan(ctx context.Context, p memory.Plan) error {
 	}}})
 	if err != nil {
 		return s.wrap("saving a conversation's plan", err)
+	}
+	// Its keys are its own now: an older plan that held one (a chat
+	// begun again under its id) lets go of it.
+	others, err := s.client.Scroll(cctx, &qdrant.ScrollPoints{
+		CollectionName: s.plansCollection(),
+		Filter: &qdrant.Filter{
+			Must:    []*qdrant.Condition{qdrant.NewMatchKeywords(planKeys, p.Keys...)},
+			MustNot: []*qdrant.Condition{qdrant.NewHasID(planPoint(p.ID))},
+		},
+		Limit: ptr(uint32(64)), WithPayload: qdrant.NewWithPayloadInclude(planKeys),
+	})
+	if err != nil {
+		return s.wrap("saving a conversation's plan", err)
+	}
+	mine := map[string]bool{}
+	for _, k := range p.Keys {
+		mine[k] = true
+	}
+	for _, o := range others {
+		var left []string
+		for _, k := range strs(o.GetPayload()[planKeys]) {
+			if !mine[k] {
+				left = append(left, k)
+			}
+		}
+		if _, err := s.client.SetPayload(cctx, &qdrant.SetPayloadPoints{CollectionName: s.plansCollection(), Wait: ptr(true),
+			Payload:        qdrant.NewValueMap(map[string]any{planKeys: list(left)}),
+			PointsSelector: qdrant.NewPointsSelector(o.GetId())}); err != nil {
+			return s.wrap("saving a conversation's plan", err)
+		}
 	}
 	s.plans.mu.Lock()
 	expire := time.Since(s.plans.expired) > time.Hour

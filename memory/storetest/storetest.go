@@ -516,6 +516,21 @@ func Run(t *testing.T, open Open) {
 		assert.Equal(t, uint64(2), got.Rev)
 		assert.Equal(t, `{"plan":"a2"}`, string(got.Body))
 
+		// A key saved with another plan moves to it, and the plan it left
+		// no longer answers to it, even once the new one is dropped.
+		c := memory.Plan{ID: "conv-c", Namespace: "a", Keys: []string{memory.PlanKey("k4")}, Memories: []string{"m7"}, Rev: 1, Used: now.Add(2 * time.Second), Body: []byte(`{"plan":"c"}`)}
+		require.NoError(t, ps.SavePlan(ctx, c))
+		got, err = ps.LoadPlan(ctx, memory.PlanKey("k4"))
+		require.NoError(t, err)
+		assert.Equal(t, "conv-c", got.ID)
+		_, err = ps.DropPlans(ctx, "", "m7")
+		require.NoError(t, err)
+		_, err = ps.LoadPlan(ctx, memory.PlanKey("k4"))
+		assert.ErrorIs(t, err, memory.ErrNotFound, "the older plan let go of the key")
+		got, err = ps.LoadPlan(ctx, memory.PlanKey("k1"))
+		require.NoError(t, err)
+		assert.Equal(t, "conv-a", got.ID, "and keeps its others")
+
 		// A plan unused for PlanTTL is not found.
 		old := memory.Plan{ID: "conv-old", Namespace: "a", Keys: []string{memory.PlanKey("k9")}, Rev: 1, Used: now.Add(-memory.PlanTTL - time.Hour), Body: []byte(`{}`)}
 		require.NoError(t, ps.SavePlan(ctx, old))

@@ -148,7 +148,9 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
 			fl.Flush()
 		}
-		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, req.Model, prompt))
+		// As Ollama: message_start carries an estimate (a quarter of the
+		// request's bytes), message_delta the count.
+		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, req.Model, max(len(body)/4, 1)))
 		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`)
 		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me think"}}`)
 		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
@@ -158,7 +160,7 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 			event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":%q}}`, tok))
 		}
 		event("content_block_stop", `{"type":"content_block_stop","index":1}`)
-		event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`)
+		event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":3}}`, prompt))
 		event("message_stop", `{"type":"message_stop"}`)
 	}
 }

@@ -214,11 +214,13 @@ func (AnthropicMessages) Read(a *Answer, data []byte) {
 		return
 	}
 	// Read in place (jsonscan.go): no allocation per event.
-	var typ, delta, block, message []byte
+	var typ, delta, block, message, usage []byte
 	if !members(data, func(key, val []byte) {
 		switch string(key) {
 		case "type":
 			typ = val
+		case "usage":
+			usage = val
 		case "delta":
 			delta = val
 		case "content_block":
@@ -239,6 +241,12 @@ func (AnthropicMessages) Read(a *Answer, data []byte) {
 		a.ToolCalls = a.ToolCalls || jsonIs(field(block, "type"), "tool_use")
 	case jsonIs(typ, "message_delta"):
 		a.ToolCalls = a.ToolCalls || jsonIs(field(delta, "stop_reason"), "tool_use")
+		// Ollama's message_start carries an estimate (a quarter of the
+		// request's bytes) when the count is not known yet; the final
+		// count comes here.
+		if n := jsonCount(field(usage, "input_tokens")); n > 0 {
+			a.PromptTokens = n
+		}
 	case jsonIs(typ, "message_start"):
 		a.PromptTokens = jsonCount(field(field(message, "usage"), "input_tokens"))
 	case jsonIs(typ, "message_stop"):

@@ -39,6 +39,14 @@ func TestAnswerReadsThePromptsSize(t *testing.T) {
 			`{"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}`,
 			`{"type":"message_stop"}`,
 		}, `{"type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":1234}}`},
+		// Ollama's message_start holds an estimate (a quarter of the
+		// request's bytes) until the count is known: message_delta's wins.
+		{"anthropic from ollama", AnthropicMessages{}, []string{
+			`{"type":"message_start","message":{"id":"m","usage":{"input_tokens":311,"output_tokens":1}}}`,
+			`{"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}`,
+			`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":1234,"output_tokens":2}}`,
+			`{"type":"message_stop"}`,
+		}, `{"type":"message","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":1234}}`},
 	} {
 		var a Answer
 		for _, ev := range c.stream {
