@@ -100,8 +100,12 @@ type Request struct {
 	// already in the prompt (Conversations): only memories
 	// relevant now and not yet in the prompt, as a block for the last
 	// user message (Context.Block), within a third of the semantic
-	// budget. The system layer is only read for Context.Sources.
+	// budget (on a small window, an eighth of it unless Roomy). The
+	// system layer is only read for Context.Sources.
 	Later bool
+	// Roomy lets a later block take the whole third: the conversation's
+	// cut was moved to make room for it (Context.Crowded).
+	Roomy bool
 	// Exclude holds the IDs of memories never to inject: those already in
 	// the prompt, and the turn a regenerate or an edit replaces.
 	Exclude map[string]bool
@@ -286,6 +290,9 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	// window an eighth of it, so that one block does not use the room
 	// of the next several turns.
 	turnShare := min(sem/3, max(req.Window()/8, 0))
+	if req.Roomy {
+		turnShare = sem / 3
+	}
 	avail := b.room(req, "", turnShare)
 	c.Full = avail <= 0
 	if c.Full && req.Reserve > 0 {
@@ -297,18 +304,21 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 		c.Full = b.room(whole, "", 0) <= 0
 	}
 	marks := b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2
-	share := turnShare - marks
 	c.SemanticBudget = max(min(turnShare, avail)-marks, 0)
 	hist := history(recall).withExchanges(req.Messages)
 	var entries []string
 	if c.SemanticBudget > 0 {
 		entries = b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, c)
 	}
-	if len(entries) == 0 && c.SemanticBudget < share && !c.Full && c.Err == nil {
-		// Squeezed out: would the turn's share have held a memory the
-		// prompt does not?
-		probe := &Context{SemanticBudget: share, qvec: c.qvec, queried: c.queried}
-		c.Crowded = len(b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, probe)) > 0 && probe.Err == nil
+	if len(entries) == 0 && c.SemanticBudget < sem/3-marks && !c.Full && c.Err == nil {
+		// Squeezed out: would a third of the semantic budget have held
+		// a memory with what the question asks about and the prompt
+		// lacks?
+		probe := &Context{SemanticBudget: sem/3 - marks, qvec: c.qvec, queried: c.queried}
+		b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, probe)
+		for _, h := range probe.Semantic {
+			c.Crowded = c.Crowded || probe.Err == nil && hist.needs(h.Text, req.Held)
+		}
 	}
 	if len(entries) == 0 {
 		return
@@ -481,8 +491,8 @@ func (b *Builder) countAtMost(s string, limit int) int {
 // semanticQuery builds the retrieval query from the last user message and
 // the two messages before it: a follow-up such as "and what about her
 // sister?" needs what came before (a message of its own, standaloneTerms,
-// is embedded alone). The lexical query repeats the last user message so
-// its terms weigh double.
+// is its own query). The lexical query then repeats the last user message
+// so its terms weigh double.
 func semanticQuery(msgs []Message) (query, lexical string) {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -502,22 +512,22 @@ func semanticQuery(msgs []Message) (query, lexical string) {
 	}
 	slices.Reverse(before)
 	cur := clip(msgs[last].Content, 4000)
-	query = strings.Join(append(before, cur), "\n")
 	if len(Terms(cur)) >= standaloneTerms {
-		// A message that names what it is about stands on its own:
-		// embedded with the turns before, they would outweigh it (a
-		// question about a fact told long ago, after many turns on
-		// another topic, would find only those turns).
-		query = cur
+		// A message that names what it is about stands on its own: with
+		// the turns before, they would outweigh it (a question about a
+		// fact told long ago, after many turns on another topic, would
+		// find only those turns).
+		return cur, cur
 	}
+	query = strings.Join(append(before, cur), "\n")
 	lexical = strings.Join(append(before, cur, cur), "\n")
 	return query, lexical
 }
 
 // standaloneTerms is how many words that are not stop words make a user
-// message its own query: "what is my locker code at the gym?" has three,
-// a follow-up such as "and what about her sister?" one.
-const standaloneTerms = 3
+// message its own query: "what is my locker code?" has two, a follow-up
+// such as "and what about her sister?" one.
+const standaloneTerms = 2
 
 // clip keeps the end of s (the most recent words of a long message) within
 // n bytes, on a rune boundary.
@@ -564,6 +574,50 @@ func (h historySet) withExchanges(msgs []Message) historySet {
 	}
 	return h
 }
+
+// needs reports whether text holds a word the last user message asks
+// about that the model sees nowhere else in the request (in the turns
+// forwarded before it, or in held, what the prompt carries besides):
+// what a question about something told long ago needs, where an agent's
+// alike turns only find more of what the prompt holds.
+func (h historySet) needs(text string, held []string) bool {
+	missing := map[string]bool{}
+	for w := range h.asked {
+		missing[w] = true
+	}
+	for i, ex := range h.exchanges {
+		if i == len(h.exchanges)-1 {
+			break // the question itself
+		}
+		for w := range ex {
+			delete(missing, w)
+		}
+	}
+	for _, s := range held {
+		if len(missing) == 0 {
+			break
+		}
+		for _, w := range Terms(s) {
+			delete(missing, w)
+		}
+	}
+	if len(missing) > neededWords {
+		// Not a question about one thing: a long message whose words the
+		// prompt lacks (an agent's step, a pasted page) finds more of the
+		// same, not something it needs.
+		return false
+	}
+	for _, w := range Terms(text) {
+		if missing[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// neededWords is the most words a question names that the prompt lacks:
+// "what is my locker code?" names two.
+const neededWords = 3
 
 // repeatShare is the share of a memory's words that, all found in one
 // exchange the model sees, make it a repeat of that exchange.

@@ -21,6 +21,11 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Threshold: thr,
 		Text: lexical, Limit: min(200, c.SemanticBudget/40+10), Around: b.aroundShare(),
 	}
+	if req.Later {
+		// A later turn's best hits are mostly in the prompt already (the
+		// plan's, the blocks', the turns forwarded): look further.
+		q.Limit = max(q.Limit, laterHits)
+	}
 	n := b.contextHits(c.SemanticBudget)
 	_, contextual := b.store.(Contextual)
 	if contextual {
@@ -151,6 +156,9 @@ func (b *Builder) embed(ctx context.Context, query string, c *Context) []float32
 	}
 	return v[0]
 }
+
+// laterHits is how many hits a later turn's block looks through.
+const laterHits = 50
 
 // defaultAround: see Builder.Around.
 const defaultAround = 0.3

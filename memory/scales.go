@@ -44,6 +44,8 @@ const (
 	// minScale and maxScale bound what is learnt: a report outside them
 	// is not the prompt's size (images, a cut prompt, a bad count).
 	minScale, maxScale = 0.3, 8
+	// minLearnt is the shortest estimate learnt from.
+	minLearnt = 100
 )
 
 // Prior is the scale to use before a model's first answer, from the size
@@ -160,7 +162,10 @@ func (s *Scales) Observe(model string, estimate, reported, window int, prior Sca
 		s.dirty = true
 		return Observation{Overflow: true, First: r.Overflows == 1}
 	}
-	if ratio < minScale || ratio > maxScale {
+	if ratio < minScale || ratio > maxScale || estimate < minLearnt {
+		// A short prompt's count is mostly its template's own tokens (a
+		// date header, a default system prompt): its ratio says little
+		// of the tokenizer, and a short prompt is never cut anyway.
 		return Observation{}
 	}
 	r.Ratios = append(r.Ratios, ratio)

@@ -46,6 +46,9 @@ func TestScalesLearnKeepAndTellCuts(t *testing.T) {
 	// Nonsense (an image's tokens, a zero) teaches nothing either.
 	assert.False(t, s.Observe("tiny", 10, 5000, 0, prior).Learnt)
 	assert.False(t, s.Observe("tiny", 0, 5000, 0, prior).Learnt)
+	// A short prompt's count is mostly its template's: "hi" and a date
+	// header are six of the model's tokens for two of vera's.
+	assert.False(t, s.Observe("tiny", 40, 240, 8192, prior).Learnt)
 
 	// Kept across a restart.
 	require.NoError(t, s.Save())

@@ -143,21 +143,27 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
 	}
 	full := now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom()))
-	// A conversation already cut whose block finds a memory the prompt
-	// lacks and no room for it (a turn cut long ago, say) moves its cut
-	// now, not a few turns later.
-	if full || now.Crowded && plan.KeepFrom > 0 {
-		if p, kept, ok := cs.recut(cv, plan, blocks, req.Msgs, mreq); ok {
+	// A conversation already cut whose block finds no room (and, when
+	// it could tell, a memory the prompt lacks: a turn cut long ago, say)
+	// moves its cut now, not a few turns later.
+	if full || (now.Crowded || now.Full) && plan.KeepFrom > 0 {
+		crowded := now.Crowded
+		p, kept, moved := cs.recut(cv, plan, blocks, req.Msgs, mreq)
+		if moved {
 			plan, blocks = p, kept
+		}
+		if moved || crowded {
+			// Once cut, the room left (less the room to grow) is the
+			// block's: the memory the question needs may be longer than
+			// a turn's share of a small window.
 			lreq = laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
-			lreq.Reserve = growRoom(mreq)
+			lreq.Reserve, lreq.Roomy = growRoom(mreq), crowded
 			now = st.Recall(lreq)
 			full = now.Full
 		}
 		if full {
 			return cs.fresh(req, t, cv, mreq, st, "the conversation outgrew the context window")
 		}
-		// Crowded, and the cut cannot move yet: the block is left out.
 	}
 	switch {
 	case again != nil:
