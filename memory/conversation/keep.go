@@ -42,6 +42,9 @@ type kept struct {
 	Turns    []keptTurn   `json:"turns,omitempty"`
 	Point    string       `json:"point,omitempty"`
 	Advanced bool         `json:"advanced,omitempty"`
+	// User is the turn under way's user text, for a Responses tool loop
+	// chained by id whose next step reaches another instance.
+	User string `json:"user,omitempty"`
 }
 
 type keptSummary struct {
@@ -257,7 +260,10 @@ func (cv *conversation) restore(k *kept, rev uint64) {
 	if c.stop != nil {
 		c.stop() // the conversation went on elsewhere
 	}
-	*c = compaction{Summary: k.Summary, Covered: k.Covered, KeepFrom: k.KeepFrom, digest: k.Digest, arrived: c.arrived}
+	// A summary still running is told it was interrupted: it is no
+	// failure, only overtaken.
+	*c = compaction{Summary: k.Summary, Covered: k.Covered, KeepFrom: k.KeepFrom, digest: k.Digest, arrived: c.arrived,
+		grace: c.grace, running: c.running, interrupted: c.running}
 	if k.Ready != nil {
 		c.ready = &summaryJob{upTo: k.Ready.UpTo, text: k.Ready.Text}
 	}
@@ -265,7 +271,7 @@ func (cv *conversation) restore(k *kept, rev uint64) {
 	for _, t := range k.Turns {
 		cv.turns = append(cv.turns, recordedTurn{point: t.Point, id: t.ID, at: t.At})
 	}
-	cv.Point, cv.Advanced, cv.rev = k.Point, k.Advanced, rev
+	cv.Point, cv.Advanced, cv.User, cv.rev = k.Point, k.Advanced, k.User, rev
 }
 
 // Keep writes the turn's conversation to the store, once its answer is
@@ -293,7 +299,7 @@ func (cs *Set) save(cv *conversation) {
 			return // replaced or forgotten meanwhile: its copy is not the chat's
 		}
 		gen = cs.gen
-		k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced}
+		k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced, User: cv.User}
 		ids := map[string]bool{}
 		if cv.Plan != nil {
 			for _, id := range cv.Plan.IDs() {
