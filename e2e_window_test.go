@@ -239,3 +239,29 @@ func TestNothingIsCutInAnyDialect(t *testing.T) {
 		})
 	}
 }
+
+// The same through every dialect's official client: turn 61 of a
+// back-to-back chat on a 2048 window gets the turn-2 fact back.
+func TestCutFactIsRecalledInEveryDialect(t *testing.T) {
+	for _, d := range conversationDialects {
+		t.Run(d.name, func(t *testing.T) {
+			up := ollamatest.NewDialects(t)
+			up.Fake.Scale = 2
+			up.Fake.ContextLength = 2048
+			up.Fake.Whole = func(api.ChatRequest) (string, int) { return "", http.StatusInternalServerError }
+			p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+			var h []msg
+			log := converse(t, d, p, up, "alice", "c1", &h, "Hello! I am setting up my gym bag today.")
+			time.Sleep(100 * time.Millisecond) // the first answer is learnt from
+			log = append(log, converse(t, d, p, up, "alice", "c1", &h, "My locker code at the gym is 4417, please keep it in mind.")...)
+			for i := 3; i <= 60; i++ {
+				log = append(log, converse(t, d, p, up, "alice", "c1", &h, filler(i))...)
+			}
+			require.Eventually(t, func() bool { return settledOK(p) }, 10*time.Second, 20*time.Millisecond)
+			require.NotContains(t, log[len(log)-1].prompt, "4417", "turn 60 no longer forwards turn 2")
+			log = append(log, converse(t, d, p, up, "alice", "c1", &h, "What is my locker code at the gym?")...)
+			assert.Contains(t, log[len(log)-1].prompt, "4417", "turn 61 gets the turn-2 fact back")
+			assert.Empty(t, up.Fake.Cuts(), "nothing is cut")
+		})
+	}
+}
