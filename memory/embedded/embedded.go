@@ -147,7 +147,7 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	q := url.Values{}
 	// A larger page cache than SQLite's 2 MB: searches read their hits'
 	// rows from the file, and the latest turns are read by every chat.
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(2000)", "locking_mode(EXCLUSIVE)", "cache_size(-16384)"} {
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(2000)", "locking_mode(EXCLUSIVE)", "cache_size(-16384)", "secure_delete(ON)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -197,6 +197,13 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		j.f.Close()
 		db.Close()
 		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
+	}
+	// A run killed before it checkpointed leaves erased rows' older pages
+	// in the write-ahead log (erase.go).
+	if err := d.checkpoint(ctx); err != nil {
+		j.f.Close()
+		db.Close()
+		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
 	d.cache.size = 8192
 	d.load.afterChunk = afterChunk
@@ -665,7 +672,6 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 		return nil
 	}
 	d.wmu.Lock()
-	defer d.wmu.Unlock()
 	var seqs []int64
 	var gen int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
@@ -684,19 +690,35 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 		return err
 	})
 	if err != nil {
+		d.wmu.Unlock()
 		return fmt.Errorf("delete: %w", err)
 	}
 	d.cache.drop(seqs)
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.gen = max(d.gen, gen)
 	d.change(func(nsm map[string]*index) {
+		touched := map[*index]bool{}
 		for _, seq := range seqs {
 			for _, ix := range nsm {
-				ix.remove(seq)
+				if _, ok := ix.bySeq[seq]; ok {
+					ix.remove(seq)
+					touched[ix] = true
+				}
 			}
 		}
+		for ix := range touched {
+			ix.scrub()
+		}
 	})
+	d.mu.Unlock()
+	d.wmu.Unlock()
+	if len(seqs) == 0 {
+		return nil
+	}
+	// Erased, not only deleted (erase.go).
+	if err := d.erase(ctx); err != nil {
+		return fmt.Errorf("delete: erasing: %w", err)
+	}
 	return nil
 }
 

@@ -431,6 +431,29 @@ func (ix *index) compact() {
 	ix.commonAll()
 }
 
+// scrub drops what removed rows leave in the index: their slots, and the
+// words no row holds any longer (a snapshot would still name them).
+func (ix *index) scrub() {
+	if ix.live < len(ix.meta) {
+		ix.compact()
+	}
+	post := make([]postings, 0, len(ix.post))
+	terms := make(map[string]int32, len(ix.terms))
+	for t, id := range ix.terms {
+		if ix.post[id].n > 0 {
+			terms[t] = int32(len(post))
+			post = append(post, ix.post[id])
+		}
+	}
+	if len(post) == len(ix.post) {
+		return
+	}
+	ix.post, ix.terms = post, terms
+	ix.removals++
+	ix.changes++
+	ix.commonAll()
+}
+
 // listKinds lists the slots of each type but raw again, from meta.
 func (ix *index) listKinds() {
 	ix.kinds = [8][]int32{}

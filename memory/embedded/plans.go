@@ -86,7 +86,8 @@ func (d *DB) SavePlan(ctx context.Context, p memory.Plan) error {
 			}
 		}
 		if expire {
-			return dropPlansWhere(ctx, tx, `used < ?`, time.Now().Add(-memory.PlanTTL).UnixNano())
+			_, err := dropPlansWhere(ctx, tx, `used < ?`, time.Now().Add(-memory.PlanTTL).UnixNano())
+			return err
 		}
 		return nil
 	})
@@ -107,7 +108,7 @@ func (d *DB) DropPlans(ctx context.Context, ns string, ids ...string) (int, erro
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		n = 0
 		if len(ids) == 0 {
-			c, err := countDropped(ctx, tx, `namespace = ?`, ns)
+			c, err := dropPlansWhere(ctx, tx, `namespace = ?`, ns)
 			n = c
 			return err
 		}
@@ -118,7 +119,7 @@ func (d *DB) DropPlans(ctx context.Context, ns string, ids ...string) (int, erro
 			for i, id := range chunk {
 				args[i] = id
 			}
-			c, err := countDropped(ctx, tx, `id IN (SELECT plan FROM plan_memories WHERE memory IN (?`+strings.Repeat(",?", len(chunk)-1)+`))`, args...)
+			c, err := dropPlansWhere(ctx, tx, `id IN (SELECT plan FROM plan_memories WHERE memory IN (?`+strings.Repeat(",?", len(chunk)-1)+`))`, args...)
 			n += c
 			if err != nil {
 				return err
@@ -126,28 +127,45 @@ func (d *DB) DropPlans(ctx context.Context, ns string, ids ...string) (int, erro
 		}
 		return nil
 	})
+	if err == nil && n > 0 {
+		// A plan carries its memories' text: dropped with them, it
+		// leaves none in the write-ahead log either (erase.go).
+		err = d.checkpoint(ctx)
+	}
 	return n, err
 }
 
-// countDropped drops the plans matching where, and reports how many.
-func countDropped(ctx context.Context, tx *sql.Tx, where string, args ...any) (int, error) {
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM plans WHERE `+where, args...).Scan(&n); err != nil || n == 0 {
+// dropPlansWhere drops the plans matching where, their keys and memories,
+// and reports how many. The plans are found first: where may read the
+// tables the drop empties.
+func dropPlansWhere(ctx context.Context, tx *sql.Tx, where string, args ...any) (int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM plans WHERE `+where, args...)
+	if err != nil {
 		return 0, err
 	}
-	return n, dropPlansWhere(ctx, tx, where, args...)
-}
-
-// dropPlansWhere drops the plans matching where, their keys and memories.
-func dropPlansWhere(ctx context.Context, tx *sql.Tx, where string, args ...any) error {
-	for _, q := range []string{
-		`DELETE FROM plan_keys WHERE plan IN (SELECT id FROM plans WHERE ` + where + `)`,
-		`DELETE FROM plan_memories WHERE plan IN (SELECT id FROM plans WHERE ` + where + `)`,
-		`DELETE FROM plans WHERE ` + where,
-	} {
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return err
+	var ids []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	n := len(ids)
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), 500)]
+		ids = ids[len(chunk):]
+		in := "(?" + strings.Repeat(",?", len(chunk)-1) + ")"
+		for _, q := range []string{`DELETE FROM plan_keys WHERE plan IN ` + in, `DELETE FROM plan_memories WHERE plan IN ` + in, `DELETE FROM plans WHERE id IN ` + in} {
+			if _, err := tx.ExecContext(ctx, q, chunk...); err != nil {
+				return 0, err
+			}
 		}
 	}
-	return nil
+	return n, nil
 }

@@ -551,7 +551,7 @@ func Run(t *testing.T, open Open) {
 		require.NoError(t, ps.SavePlan(ctx, b))
 		n, err = ps.DropPlans(ctx, "a")
 		require.NoError(t, err)
-		assert.GreaterOrEqual(t, n, 1)
+		assert.Equal(t, 2, n, "conv-a and the expired conv-old: conv-c went with its memory")
 		_, err = ps.LoadPlan(ctx, memory.PlanKey("k1"))
 		assert.ErrorIs(t, err, memory.ErrNotFound)
 		_, err = ps.LoadPlan(ctx, memory.PlanKey("k3"))

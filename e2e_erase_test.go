@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// holding lists the files under dir that hold secret, in any case (the
+// index keeps words lowercased), read as bytes.
+func holding(t *testing.T, dir, secret string) []string {
+	t.Helper()
+	var out []string
+	want := bytes.ToLower([]byte(secret))
+	require.NoError(t, filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(bytes.ToLower(b), want); n > 0 {
+			out = append(out, fmt.Sprintf("%s (%d)", filepath.Base(path), n))
+		}
+		return nil
+	}))
+	return out
+}
+
+// copyDir copies dir's files as they are on disk now: what a kill -9 at
+// this moment would leave.
+func copyDir(t *testing.T, dir string) string {
+	t.Helper()
+	to := t.TempDir()
+	require.NoError(t, filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		require.NoError(t, os.MkdirAll(filepath.Join(to, filepath.Dir(rel)), 0o755))
+		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
+	}))
+	return to
+}
+
+// DELETE /memories/{id} erases: the moment it answers (what a kill -9
+// then would leave), and after a start on those files, no file under the
+// data dir holds a byte of the memory's text: not the database, its
+// write-ahead log, the index snapshot, the queue's journal, nor a
+// conversation's kept plan that carried it.
+func TestDeleteErasesToTheByte(t *testing.T) {
+	const secret = "ZX9988776SECRET"
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	data := t.TempDir()
+	p := conversationVera(t, up, data, t.TempDir())
+	sendOllama(t, p, "alice", "tell", []msg{{"user", "My passport number is " + secret + "."}}, "")
+	settled(t, p)
+	// A second chat recalls it: its kept plan carries the text too.
+	var h []msg
+	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "What is my passport number?", "And when does it expire?")
+	require.Contains(t, up.LastRaw("/api/chat"), secret, "recalled")
+	settled(t, p)
+	id := memoryIDWith(t, p, "alice", secret)
+	require.NotEmpty(t, holding(t, data, secret), "on disk before")
+
+	require.Equal(t, 204, adminCall(t, p, "", "DELETE", "/memories/"+id, "", nil))
+	killed := copyDir(t, data)
+	if d := os.Getenv("KEEP_ERASED"); d != "" {
+		_ = os.CopyFS(d, os.DirFS(killed))
+	}
+	assert.Empty(t, holding(t, killed, secret), "nothing of it the moment DELETE answered")
+	time.Sleep(200 * time.Millisecond)
+	assert.Empty(t, holding(t, data, secret), "nor after")
+
+	// A start on what a kill -9 left.
+	db := openStore(t, killed)
+	require.NoError(t, db.Close())
+	assert.Empty(t, holding(t, killed, secret), "nor after a start on those files")
+
+	// The chat goes on without it.
+	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "Tell me again?")
+	assert.NotContains(t, up.LastRaw("/api/chat"), secret)
+}
