@@ -15,33 +15,10 @@ import (
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
-// holding lists the files under dir that hold secret, in any case (the
-// index keeps words lowercased), read as bytes.
-func holding(t *testing.T, dir, secret string) []string {
+// eachFile calls fn with every file under dir: its path from dir and
+// its bytes.
+func eachFile(t *testing.T, dir string, fn func(rel string, b []byte)) {
 	t.Helper()
-	var out []string
-	want := bytes.ToLower([]byte(secret))
-	require.NoError(t, filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if n := bytes.Count(bytes.ToLower(b), want); n > 0 {
-			out = append(out, fmt.Sprintf("%s (%d)", filepath.Base(path), n))
-		}
-		return nil
-	}))
-	return out
-}
-
-// copyDir copies dir's files as they are on disk now: what a kill -9 at
-// this moment would leave.
-func copyDir(t *testing.T, dir string) string {
-	t.Helper()
-	to := t.TempDir()
 	require.NoError(t, filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
@@ -51,9 +28,34 @@ func copyDir(t *testing.T, dir string) string {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
-		require.NoError(t, os.MkdirAll(filepath.Join(to, filepath.Dir(rel)), 0o755))
-		return os.WriteFile(filepath.Join(to, rel), b, 0o600)
+		fn(rel, b)
+		return nil
 	}))
+}
+
+// holding lists the files under dir that hold secret, in any case (the
+// index keeps words lowercased), read as bytes.
+func holding(t *testing.T, dir, secret string) []string {
+	t.Helper()
+	var out []string
+	want := bytes.ToLower([]byte(secret))
+	eachFile(t, dir, func(rel string, b []byte) {
+		if n := bytes.Count(bytes.ToLower(b), want); n > 0 {
+			out = append(out, fmt.Sprintf("%s (%d)", rel, n))
+		}
+	})
+	return out
+}
+
+// copyDir copies dir's files as they are on disk now: what a kill -9 at
+// this moment would leave.
+func copyDir(t *testing.T, dir string) string {
+	t.Helper()
+	to := t.TempDir()
+	eachFile(t, dir, func(rel string, b []byte) {
+		require.NoError(t, os.MkdirAll(filepath.Join(to, filepath.Dir(rel)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(to, rel), b, 0o600))
+	})
 	return to
 }
 
