@@ -59,6 +59,15 @@ func copyDir(t *testing.T, dir string) string {
 	return to
 }
 
+// eraseVera starts vera on a data dir of its own, with small layers.
+func eraseVera(t *testing.T) (*ollamatest.Dialects, string, *inProcess) {
+	t.Helper()
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	data := t.TempDir()
+	return up, data, conversationVera(t, up, data, t.TempDir())
+}
+
 // DELETE /memories/{id} erases: the moment it answers (what a kill -9
 // then would leave), and after a start on those files, no file under the
 // data dir holds a byte of the memory's text: not the database, its
@@ -66,10 +75,7 @@ func copyDir(t *testing.T, dir string) string {
 // conversation's kept plan that carried it.
 func TestDeleteErasesToTheByte(t *testing.T) {
 	const secret = "ZX9988776SECRET"
-	up := ollamatest.NewDialects(t)
-	numberedReplies(up)
-	data := t.TempDir()
-	p := conversationVera(t, up, data, t.TempDir())
+	up, data, p := eraseVera(t)
 	sendOllama(t, p, "alice", "tell", []msg{{"user", "My passport number is " + secret + "."}}, "")
 	settled(t, p)
 	// A second chat recalls it: its kept plan carries the text too.
@@ -97,4 +103,53 @@ func TestDeleteErasesToTheByte(t *testing.T) {
 	// The chat goes on without it.
 	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "Tell me again?")
 	assert.NotContains(t, up.LastRaw("/api/chat"), secret)
+}
+
+// DELETE /namespaces/{ns} erases everything of one person: every type of
+// memory, the conversation plans, the row in /namespaces; the receipt
+// counts what was there, and no file holds a byte of it. Another
+// person's memories stay.
+func TestNamespaceEraseLeavesNothing(t *testing.T) {
+	const secret = "QW4455SECRETPIN"
+	up, data, p := eraseVera(t)
+	for i, d := range conversationDialects {
+		d.send(t, p, "alice", fmt.Sprintf("chat-%d", i), []msg{{"user", fmt.Sprintf("Remember my PIN %s, number %d.", secret, i)}}, "")
+	}
+	for _, m := range []string{`{"namespace":"alice","text":"Alice's PIN is ` + secret + `."}`,
+		`{"namespace":"alice","type":"rule","text":"Never say ` + secret + ` aloud."}`,
+		`{"namespace":"alice","type":"profile","text":"Alice, whose PIN is ` + secret + `."}`,
+		`{"namespace":"bob","text":"Bob's PIN is 1234."}`} {
+		require.Equal(t, 201, adminCall(t, p, "", "POST", "/memories", m, nil))
+	}
+	settled(t, p)
+	var h []msg
+	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "What is my PIN?", "Say it again?")
+	require.NotEmpty(t, holding(t, data, secret))
+
+	var r struct {
+		Namespace string         `json:"namespace"`
+		Erased    map[string]int `json:"erased"`
+		At        time.Time      `json:"at"`
+	}
+	require.Equal(t, 200, adminCall(t, p, "", "DELETE", "/namespaces/alice", "", &r))
+	killed := copyDir(t, data)
+	assert.Equal(t, "alice", r.Namespace)
+	assert.Equal(t, len(conversationDialects)+2, r.Erased["raw"], "a turn a chat, the two of the last chat")
+	assert.Equal(t, 1, r.Erased["curated"])
+	assert.Equal(t, 1, r.Erased["rule"])
+	assert.Equal(t, 1, r.Erased["profile"])
+	assert.Positive(t, r.Erased["plans"])
+	assert.WithinDuration(t, time.Now(), r.At, time.Minute)
+	assert.Empty(t, holding(t, killed, secret), "nothing of it the moment the erase answered")
+	db := openStore(t, killed)
+	require.NoError(t, db.Close())
+	assert.Empty(t, holding(t, killed, secret), "nor after a start on those files")
+
+	var spaces struct {
+		Namespaces []struct{ Namespace string } `json:"namespaces"`
+	}
+	require.Equal(t, 200, adminCall(t, p, "", "GET", "/namespaces", "", &spaces))
+	require.Len(t, spaces.Namespaces, 1)
+	assert.Equal(t, "bob", spaces.Namespaces[0].Namespace)
+	assert.NotEmpty(t, memoryIDWith(t, p, "bob", "1234"))
 }

@@ -37,6 +37,7 @@ const memoriesUsage = `memories: want one of
   vera memories add    [--namespace NS] [--type curated|rule|profile] TEXT
   vera memories edit   ID TEXT
   vera memories delete ID... | --namespace NS --confirm
+  vera memories erase  --namespace NS --yes
   vera memories export [--namespace NS] [--output FILE]
   vera memories import FILE|-
   vera memories import --from-vera-ai --url QDRANT_URL [--collection NAME] [--namespace NS]
@@ -67,6 +68,7 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	fs.StringVar(&o.until, "until", "", "")
 	fs.BoolVar(&o.all, "all", false, "")
 	fs.BoolVar(&o.confirm, "confirm", false, "")
+	fs.BoolVar(&o.yes, "yes", false, "")
 	fs.StringVar(&o.output, "output", "", "")
 	var flags config.Flags
 	configFlags(fs, &flags)
@@ -102,7 +104,7 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 type memoriesOptions struct {
 	url, ns, typ, cursor, since, until, output string
 	limit                                      int
-	json, all, confirm, nsSet                  bool
+	json, all, confirm, nsSet, yes             bool
 }
 
 // memoriesCommand checks a command's arguments, then runs it.
@@ -128,6 +130,7 @@ var memoriesCommands = map[string]memoriesCommand{
 	"add":        {validate: wantArgs(1, -1, "the memory's text"), do: addMemory},
 	"edit":       {validate: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
 	"delete":     {validate: checkDelete, do: deleteMemories},
+	"erase":      {validate: checkErase, do: eraseNamespace},
 	"export":     {validate: wantArgs(0, 0, "no arguments (--output FILE, or standard output)"), do: exportMemories},
 	"import":     {validate: wantArgs(1, 1, "one JSONL file, or - for standard input"), do: importMemories},
 }
@@ -141,6 +144,30 @@ func checkDelete(pos []string, o *memoriesOptions) error {
 	case len(pos) > 0 && o.confirm:
 		return errors.New("either memory ids or --namespace NS --confirm, not both")
 	}
+	return nil
+}
+
+func checkErase(pos []string, o *memoriesOptions) error {
+	if len(pos) > 0 || !o.nsSet || !o.yes {
+		return errors.New("erasing everything of one person needs it named and confirmed: --namespace NS --yes")
+	}
+	return nil
+}
+
+// eraseNamespace erases a namespace and prints the receipt.
+func eraseNamespace(ctx context.Context, c *admin.Client, _ []string, o memoriesOptions, out io.Writer) error {
+	r, err := c.EraseNamespace(ctx, o.ns)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(out, r)
+	}
+	fmt.Fprintf(out, "erased namespace %q at %s:", r.Namespace, r.At.Format(time.RFC3339))
+	for _, k := range []string{"raw", "curated", "rule", "profile", "forgotten", "queued", "plans"} {
+		fmt.Fprintf(out, " %s %d", k, r.Erased[k])
+	}
+	fmt.Fprintln(out)
 	return nil
 }
 

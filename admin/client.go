@@ -138,6 +138,14 @@ func (c *Client) ForgetNamespace(ctx context.Context, ns string) (int, error) {
 	return out.Forgotten, err
 }
 
+// EraseNamespace erases everything of namespace ns (DELETE
+// /namespaces/NS) and returns the receipt.
+func (c *Client) EraseNamespace(ctx context.Context, ns string) (Receipt, error) {
+	var r Receipt
+	err := c.do(ctx, http.MethodDelete, "/namespaces/"+url.PathEscape(ns), nil, "", &r)
+	return r, err
+}
+
 // Export copies the JSONL export (of one namespace, or all for "") to w
 // as it streams.
 func (c *Client) Export(ctx context.Context, ns string, w io.Writer) error {

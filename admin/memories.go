@@ -92,6 +92,7 @@ func (s *Server) mountMemories(e *gin.Engine) {
 	e.DELETE("/memories/:id", s.guard, handle(s.deleteMemory))
 	e.DELETE("/memories", s.guard, handle(s.forgetNamespace))
 	e.GET("/namespaces", s.guard, handle(s.listNamespaces))
+	e.DELETE("/namespaces/:ns", s.guard, handle(s.eraseNamespaceRoute))
 }
 
 // filterOf reads namespace, type, since and until.
@@ -341,24 +342,66 @@ func queued(ctx context.Context, q memory.Queue, id, ns string) bool {
 	return false
 }
 
-// forgetNamespace forgets a whole namespace, its queued turns included.
+// forgetNamespace forgets a whole namespace, its queued turns included
+// (DELETE /memories?namespace=NS&confirm=true): eraseNamespace, answered
+// with the count alone.
 func (s *Server) forgetNamespace(c *gin.Context) error {
 	ns := strings.TrimSpace(c.Query("namespace"))
 	if ns == "" || c.Query("confirm") != "true" {
 		return httpError(http.StatusBadRequest, "forgetting a namespace needs ?namespace=NS&confirm=true")
 	}
-	ctx := c.Request.Context()
-	n := 0
+	r, err := s.eraseNamespace(c.Request.Context(), ns)
+	if err != nil {
+		return err
+	}
+	n := r.Erased["queued"]
+	for _, t := range []memory.Type{memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten} {
+		n += r.Erased[string(t)]
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": ns, "forgotten": n})
+	return nil
+}
+
+// eraseNamespaceRoute erases everything of one person (DELETE
+// /namespaces/{ns}) and answers the receipt.
+func (s *Server) eraseNamespaceRoute(c *gin.Context) error {
+	ns := strings.TrimSpace(c.Param("ns"))
+	if ns == "" {
+		return httpError(http.StatusBadRequest, "erasing a namespace needs it named: DELETE /namespaces/NS")
+	}
+	r, err := s.eraseNamespace(c.Request.Context(), ns)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, r)
+	return nil
+}
+
+// Receipt is what an erased namespace held, by kind: each memory type,
+// the turns still queued, the conversation plans; and when.
+type Receipt struct {
+	Namespace string         `json:"namespace"`
+	Erased    map[string]int `json:"erased"`
+	At        time.Time      `json:"at"`
+}
+
+// eraseNamespace erases every memory of ns (every type, and the turns
+// still queued), its conversation plans and its row in /namespaces.
+func (s *Server) eraseNamespace(ctx context.Context, ns string) (Receipt, error) {
+	r := Receipt{Namespace: ns, Erased: map[string]int{"queued": 0, "plans": 0}}
+	for _, t := range []memory.Type{memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten} {
+		r.Erased[string(t)] = 0
+	}
 	if s.Memories.ForgetNamespace != nil {
 		s.Memories.ForgetNamespace(ns)
 	}
 	if err := s.Memories.Directory.Forget(ctx, ns); err != nil {
-		return httpError(http.StatusServiceUnavailable, "the namespaces seen: "+err.Error())
+		return r, httpError(http.StatusServiceUnavailable, "the namespaces seen: "+err.Error())
 	}
 	if s.Memories.Queue != nil {
 		queued, err := s.Memories.Queue.Pending(ctx, 1<<20)
 		if err != nil {
-			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
+			return r, httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
 		}
 		var ids []string
 		for _, m := range queued {
@@ -367,14 +410,14 @@ func (s *Server) forgetNamespace(c *gin.Context) error {
 			}
 		}
 		if err := s.Memories.Queue.Done(ctx, ids...); err != nil {
-			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
+			return r, httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
 		}
-		n += len(ids)
+		r.Erased["queued"] = len(ids)
 	}
 	for {
 		page, _, err := s.Memories.Store.Scroll(ctx, memory.Filter{Namespace: ns}, "", 500)
 		if err != nil {
-			return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+			return r, httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
 		}
 		if len(page) == 0 {
 			break
@@ -382,15 +425,17 @@ func (s *Server) forgetNamespace(c *gin.Context) error {
 		ids := make([]string, len(page))
 		for i, m := range page {
 			ids[i] = m.ID
+			r.Erased[string(m.Type)]++
 		}
 		if err := s.Memories.Store.Delete(ctx, ids...); err != nil {
-			return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+			return r, httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 		}
-		n += len(ids)
 	}
-	s.Memories.withdraw(ns)
-	c.JSON(http.StatusOK, gin.H{"namespace": ns, "forgotten": n})
-	return nil
+	if s.Memories.Conversations != nil {
+		r.Erased["plans"] = s.Memories.Conversations.Withdraw(ns)
+	}
+	r.At = time.Now().UTC()
+	return r, nil
 }
 
 // exportMemories streams every memory (of one namespace, or all) as

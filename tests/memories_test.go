@@ -99,6 +99,20 @@ func memoriesRoundTrip(t *testing.T, env []string, via ...string) {
 	require.NoError(t, err)
 	assert.Equal(t, string(b), string(b2), "export → import reproduces the store")
 
+	// Erase everything of one person: named and confirmed, with a receipt.
+	code, _, _ = runVera(t, env, append([]string{"memories", "erase", "--namespace", "alice"}, via...)...)
+	assert.Equal(t, 2, code, "erasing needs --yes")
+	var receipt struct {
+		Namespace string
+		Erased    map[string]int
+	}
+	require.NoError(t, json.Unmarshal([]byte(vera("erase", "--namespace", "alice", "--yes", "--json")), &receipt))
+	assert.Equal(t, "alice", receipt.Namespace)
+	assert.Equal(t, 1, receipt.Erased["curated"])
+	assert.Equal(t, 1, receipt.Erased["rule"])
+	assert.Contains(t, vera("list", "--namespace", "alice"), `no memories in namespace "alice"`)
+	assert.Contains(t, vera("list", "--namespace", "bob"), "Oslo", "bob's stay")
+
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"namespace":"carol","type":"curated","text":"Carol likes tea."}`+"\n{oops\n"), 0o644))
 	code, out, stderr := runVera(t, env, append([]string{"memories", "import", bad}, via...)...)
