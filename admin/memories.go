@@ -203,6 +203,7 @@ func (s *Server) addMemory(c *gin.Context) error {
 	if m.Type == memory.Profile {
 		byHand(&m)
 	}
+	m.Metadata = memory.WithSource(m.Metadata, memory.Source{Via: memory.ViaAdmin, Client: memory.ClientOf(c.Request.UserAgent()), Model: m.Model, RequestID: c.GetHeader("X-Request-Id")})
 	out, err := s.Memories.Add(c.Request.Context(), m)
 	if err != nil {
 		return writeFailed(err)

@@ -120,13 +120,19 @@ func (t tools) search(ctx context.Context, _ *sdk.CallToolRequest, in searchIn) 
 	return answer(fmt.Sprintf("%d memories match %q.", len(out.Memories), q), out), out, nil
 }
 
-func (t tools) add(ctx context.Context, _ *sdk.CallToolRequest, in addIn) (*sdk.CallToolResult, ID, error) {
+func (t tools) add(ctx context.Context, req *sdk.CallToolRequest, in addIn) (*sdk.CallToolResult, ID, error) {
 	text := strings.TrimSpace(in.Content)
 	if text == "" {
 		return nil, ID{}, badArg("content", "must not be empty")
 	}
+	src := memory.Source{Via: memory.ViaMCP}
+	if req != nil && req.Session != nil {
+		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
+			src.Client = memory.ClientOf(p.ClientInfo.Name + "/" + p.ClientInfo.Version)
+		}
+	}
 	m, err := t.s.Memories.Add(ctx, memory.Memory{ID: memory.NewID(), Namespace: t.ns, Type: memory.Curated, Text: text,
-		Time: time.Now().UTC(), Model: "mcp"})
+		Time: time.Now().UTC(), Model: "mcp", Metadata: memory.WithSource(nil, src)})
 	if err != nil {
 		return nil, ID{}, writeFailed(err)
 	}

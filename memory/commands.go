@@ -108,7 +108,7 @@ func (c *Commands) Parse(text string) (Command, string) {
 // namespace holds it already; it returns the memory's id. A statement
 // over MaxTokens is kept as its head and tail, so a megabyte costs what
 // the cap allows.
-func (c *Commands) Remember(ctx context.Context, ns, statement string) (string, error) {
+func (c *Commands) Remember(ctx context.Context, ns, statement string, src Source) (string, error) {
 	statement, tokens, _ := CapText(c.Tokens, statement, c.MaxTokens)
 	if r, size := utf8.DecodeRuneInString(statement); size > 0 {
 		statement = string(unicode.ToUpper(r)) + statement[size:]
@@ -124,7 +124,7 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string) (string, 
 		}
 	}
 	m := Memory{ID: NewID(), Namespace: ns, Type: Curated, Text: statement, Time: c.now().UTC(),
-		Metadata: map[string]any{"source": "remember"}, Tokens: tokens}
+		Metadata: WithSource(nil, src), Tokens: tokens}
 	if c.Embed != nil {
 		if v, err := c.Embed.Embed(ctx, []string{m.Text}); err == nil && len(v) == 1 {
 			m.Vector = v[0]

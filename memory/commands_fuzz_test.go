@@ -89,7 +89,7 @@ func TestRememberCapsTheStatement(t *testing.T) {
 	kind, statement := c.Parse("Remember that my notes are " + strings.Repeat("abcdefghijklmnopqrstuvwxyz", 1<<20/26))
 	require.Equal(t, memory.Remember, kind)
 	var id string
-	within(t, "Remember", func() { id, err = c.Remember(ctx, "ns", statement) })
+	within(t, "Remember", func() { id, err = c.Remember(ctx, "ns", statement, memory.Source{Via: memory.ViaCommand}) })
 	require.NoError(t, err)
 	m, err := db.Get(ctx, id)
 	require.NoError(t, err)

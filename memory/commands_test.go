@@ -86,13 +86,13 @@ func TestCommandRememberAndForget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, memory.Raw, got.Type)
 
-	id, err := c.Remember(ctx, "a", "my bike is blue")
+	id, err := c.Remember(ctx, "a", "my bike is blue", memory.Source{Via: memory.ViaCommand})
 	require.NoError(t, err)
 	m, err := db.Get(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, "My bike is blue", m.Text)
 	assert.Equal(t, memory.Curated, m.Type)
-	again, err := c.Remember(ctx, "a", "My bike is blue")
+	again, err := c.Remember(ctx, "a", "My bike is blue", memory.Source{Via: memory.ViaCommand})
 	require.NoError(t, err)
 	assert.Equal(t, id, again, "asked twice, stored once")
 }

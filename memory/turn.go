@@ -22,6 +22,9 @@ type Turn struct {
 	// edited answer): once this turn is stored, that one is
 	// deleted, from the store or from the durable queue.
 	Replaces string
+	// Source is where the turn came from (metadata.source); Via empty:
+	// none recorded.
+	Source Source
 }
 
 // MetaReplaces is the metadata key under which a turn carries the ID of

@@ -194,6 +194,9 @@ func (w *Writer) memoryOf(t Turn) Memory {
 	if t.Replaces != "" && t.Replaces != m.ID {
 		m.Metadata = map[string]any{MetaReplaces: t.Replaces}
 	}
+	if t.Source.Via != "" {
+		m.Metadata = WithSource(m.Metadata, t.Source)
+	}
 	if m.Namespace == "" {
 		m.Namespace = DefaultNamespace
 	}

@@ -804,8 +804,14 @@ func TestDialectsWithMemoryThroughServeChat(t *testing.T) {
 				tc.check(t, fwd)
 				turns := rec.all()
 				require.Len(t, turns, 1, "the finished turn is stored: %s", body)
-				assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: tc.user, Assistant: "Hello there.", Time: turns[0].Time, ID: turns[0].ID}, turns[0],
+				assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: tc.user, Assistant: "Hello there.", Time: turns[0].Time, ID: turns[0].ID, Source: turns[0].Source}, turns[0],
 					"no thinking, no tool call in the stored answer")
+				src := turns[0].Source
+				assert.Equal(t, memory.ViaChat, src.Via)
+				assert.NotEmpty(t, src.Dialect)
+				assert.Equal(t, "llama3.2", src.Model)
+				assert.Equal(t, "Go-http-client/1.1", src.Client)
+				assert.NotEmpty(t, src.RequestID)
 			})
 		}
 	}

@@ -146,7 +146,8 @@ func TestOpenAIChatWithMemory(t *testing.T) {
 
 	turns := rec.all()
 	require.Len(t, turns, 1)
-	assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: "who is my sister?", Assistant: "Hello there.", Time: turns[0].Time, ID: turns[0].ID}, turns[0])
+	assert.Equal(t, memory.Turn{Namespace: "alice", Model: "llama3.2", User: "who is my sister?", Assistant: "Hello there.", Time: turns[0].Time, ID: turns[0].ID, Source: turns[0].Source}, turns[0])
+	assert.Equal(t, "openai-chat", turns[0].Source.Dialect)
 }
 
 func TestOpenAIChatUnchangedIsForwardedAsItCame(t *testing.T) {

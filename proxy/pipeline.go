@@ -317,9 +317,15 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		tee.onKept = func() { s.convs.Keep(ch.turn) }
 	}
 	if record && strings.TrimSpace(ch.user) != "" {
-		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user})
+		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user, Source: sourceOf(c, ch, memory.ViaChat)})
 	}
 	return tee
+}
+
+// sourceOf is where a memory a chat writes comes from (metadata.source).
+func sourceOf(c *gin.Context, ch *chat, via string) memory.Source {
+	return memory.Source{Via: via, Dialect: ch.d.String(), ChatID: ch.chatID, Client: memory.ClientOf(c.Request.UserAgent()),
+		Model: ch.req.ModelName(), RequestID: c.GetString(requestIDKey)}
 }
 
 // readChatBody reads a chat request's body, which vera must have whole to
@@ -520,7 +526,7 @@ func (s *Server) command(c *gin.Context, ch *chat) {
 	ctx, id := c.Request.Context(), slog.String("request_id", c.GetString(requestIDKey))
 	switch kind {
 	case memory.Remember:
-		mid, err := s.Commands.Remember(ctx, ch.ns, statement)
+		mid, err := s.Commands.Remember(ctx, ch.ns, statement, sourceOf(c, ch, memory.ViaCommand))
 		if err != nil {
 			s.log.Warn("remembering at the user's request", slog.Any("error", err), id)
 			return
