@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
 // sourceOfMemory returns the metadata.source of ns's memory holding word.
@@ -58,4 +62,37 @@ func TestEveryMemorySaysWhereItCameFrom(t *testing.T) {
 	src = sourceOfMemory(t, p, "alice", "Mcpzz")
 	assert.Equal(t, "mcp", src["via"])
 	assert.Equal(t, "vera-test/1", src["client"])
+}
+
+// A curated memory names the chats of the turns it distils and their time
+// span, and keeps them once the curator has deleted those turns.
+func TestCuratedMemoryKeepsItsChats(t *testing.T) {
+	up := ollamatest.New(t)
+	up.Curate = func(req api.ChatRequest) string {
+		var in struct {
+			Raw []struct{ ID, Text string } `json:"raw_turns"`
+		}
+		_ = json.Unmarshal([]byte(req.Messages[1].Content), &in)
+		var ids []string
+		for _, r := range in.Raw {
+			ids = append(ids, r.ID)
+		}
+		b, _ := json.Marshal(map[string]any{"new_curated_turns": []any{map[string]any{
+			"content": "User: My sister Ana lives in Curatedzz.\nAssistant: Noted.", "source_ids": ids}},
+			"permanent_rules": []any{}, "deletions": []string{}, "summary": "s"})
+		return string(b)
+	}
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	ollamatest.ChatWith(t, p.addr, headersFor("alice", "trip-1"), api.Message{Role: "user", Content: "My sister Ana lives in Oslo."})
+	ollamatest.ChatWith(t, p.addr, headersFor("alice", "trip-2"), api.Message{Role: "user", Content: "Ana moved last spring."})
+	settled(t, p)
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/curator/run", "", nil))
+	var raws struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=raw", "", &raws))
+	assert.Empty(t, raws.Memories, "the turns it distils are gone")
+	src := sourceOfMemory(t, p, "alice", "Curatedzz")
+	assert.Equal(t, "curator", src["via"])
+	assert.ElementsMatch(t, []any{"trip-1", "trip-2"}, src["chats"])
+	assert.NotEmpty(t, src["from"])
+	assert.NotEmpty(t, src["until"])
 }

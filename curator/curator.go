@@ -426,7 +426,7 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 		}
 		p.dropRepeats(curated)
 		p.supersede(curated)
-		p.newProfile(c.profileFrom(ns, ans.Profile, runAt), profile)
+		p.newProfile(c.profileFrom(ns, ans.Profile, runAt, sourceOf(batch)), profile)
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
 		}

@@ -321,7 +321,10 @@ func TestRuleIsARuleMemory(t *testing.T) {
 	assert.Equal(t, "Always answer in French.", r.Text, "spacing collapsed")
 	assert.Equal(t, "curator-test", r.Model)
 	assert.True(t, r.Time.Equal(now))
-	assert.Equal(t, "curator", r.Metadata["source"])
+	src, _ := r.Metadata["source"].(map[string]any)
+	assert.Equal(t, "curator", src["via"])
+	assert.Equal(t, "2026-11-22T09:00:00Z", src["from"], "the span of the turns it came from")
+	assert.Equal(t, "2026-11-22T11:00:00Z", src["until"])
 	assert.Equal(t, f.cur.Tokens.Count(r.Text), r.Tokens)
 	assert.NotContains(t, r.Metadata, "source_ids", "a rule is no curated successor of a raw turn")
 }

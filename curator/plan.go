@@ -192,7 +192,7 @@ func (c *Curator) plan(ctx context.Context, ns string, batch []memory.Memory, a 
 		}
 	}
 	var err error
-	if p.rules, err = c.newRules(ctx, ns, a.Rules, rules, c.now()); err != nil {
+	if p.rules, err = c.newRules(ctx, ns, a.Rules, rules, c.now(), sourceOf(batch)); err != nil {
 		return plan{}, fmt.Errorf("reading rules: %w", err)
 	}
 	return p, nil
@@ -209,6 +209,11 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 		Time: runAt.UTC(), Model: c.ModelName,
 		Metadata: map[string]any{"source_ids": toAny(ct.SourceIDs), "curated_at": runAt.UTC().Format(time.RFC3339)},
 	}
+	var from []memory.Memory
+	for _, id := range ct.SourceIDs {
+		from = append(from, byID[id])
+	}
+	m.Metadata[memory.MetaSource] = sourceOf(from).Meta()
 	if k := Key(ct.Key); k != "" {
 		m.Metadata["key"] = k
 	}

@@ -46,7 +46,7 @@ func (c *Curator) readRules(ctx context.Context, ns string, s *ruleSet) error {
 // updates) and those that normalise to nothing. A rule's target_file is
 // ignored: a rule belongs to the namespace whose turns taught it, never to
 // a prompt file.
-func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *ruleSet, at time.Time) ([]memory.Memory, error) {
+func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *ruleSet, at time.Time, src memory.Source) ([]memory.Memory, error) {
 	if len(rules) == 0 {
 		return nil, nil
 	}
@@ -65,7 +65,7 @@ func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *
 		m := memory.Memory{
 			ID: memory.NewID(), Namespace: ns, Type: memory.Rule, Text: text,
 			Time: at.UTC(), Model: c.ModelName,
-			Metadata: map[string]any{"source": "curator"},
+			Metadata: memory.WithSource(nil, src),
 		}
 		if c.Tokens != nil {
 			m.Tokens = n
