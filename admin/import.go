@@ -114,6 +114,11 @@ func (im *importer) line(ctx context.Context, n int, line []byte) error {
 		in.Timestamp = time.Now().UTC()
 	}
 	m := memory.Memory{ID: in.ID, Namespace: in.Namespace, Type: in.Type, Text: in.Text, Time: in.Timestamp, Model: in.Model, Metadata: in.Metadata}
+	if _, ok := m.Metadata[memory.MetaSource].(map[string]any); !ok {
+		// An export keeps where each memory came from; one without says
+		// it came in by an import.
+		m.Metadata = memory.WithSource(m.Metadata, memory.Source{Via: memory.ViaImport})
+	}
 	if err := m.Validate(); err != nil {
 		im.bad(n, err.Error)
 		return nil

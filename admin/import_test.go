@@ -307,3 +307,21 @@ func TestImportErrorsAreShort(t *testing.T) {
 		assert.True(t, utf8.ValidString(e.Error))
 	}
 }
+
+// An imported memory keeps the source its export carries; one without
+// says it came in by an import.
+func TestImportKeepsOrNamesTheSource(t *testing.T) {
+	s, db := newMemoriesServer(t)
+	body := `{"id":"` + lineID(1) + `","namespace":"a","type":"curated","text":"From an export."` +
+		`,"metadata":{"source":{"via":"chat","chat_id":"c9"}}}` + "\n" +
+		`{"id":"` + lineID(2) + `","namespace":"a","type":"curated","text":"From elsewhere."}` + "\n"
+	w := postImport(s, strings.NewReader(body))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	ctx := context.Background()
+	kept, err := db.Get(ctx, lineID(1))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"via": "chat", "chat_id": "c9"}, kept.Metadata["source"])
+	named, err := db.Get(ctx, lineID(2))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"via": "import"}, named.Metadata["source"])
+}

@@ -74,7 +74,7 @@ func Convert(id *qdrant.PointId, payload map[string]*qdrant.Value, ns string, no
 	} else {
 		m.Time, undated = now.UTC(), true
 	}
-	m.Metadata = map[string]any{"imported_from": "vera-ai"}
+	m.Metadata = memory.WithSource(map[string]any{"imported_from": "vera-ai"}, memory.Source{Via: memory.ViaImport})
 	for k, v := range payload {
 		switch k {
 		case "type", "text", "content", "timestamp":
