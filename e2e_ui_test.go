@@ -240,6 +240,7 @@ func TestUIInBrowser(t *testing.T) {
 	// Delete through the page, confirmed on the page.
 	b.show("alice", "")
 	b.do("delete", chromedp.Click(chromedp.CSS(memSel(cat.ID, `button[data-action=delete]`))))
+	b.until("it says the memory is erased, not hidden", fmt.Sprintf(`%s?.textContent.includes('Nothing of it is kept')`, memJS(cat.ID)))
 	b.do("confirm", chromedp.Click(chromedp.CSS(memSel(cat.ID, `button[data-action=confirm-delete]`))))
 	b.do("the memory goes", chromedp.WaitNotPresent(chromedp.CSS(memSel(cat.ID, ""))))
 

@@ -267,7 +267,7 @@
   function actionsFor(m, textID) {
     return el('div', { class: 'actions', 'data-role': 'actions' },
       el('button', { type: 'button', 'data-action': 'edit', 'aria-describedby': textID, text: 'Edit' }),
-      el('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-describedby': textID, text: 'Delete' }));
+      el('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-describedby': textID, text: 'Erase' }));
   }
 
   function itemOf(node) {
@@ -327,7 +327,7 @@
   async function saveEdit(li, form) {
     const text = form.elements.text.value.trim();
     if (!text) {
-      say('A memory cannot be empty: delete it instead.', 'error');
+      say('A memory cannot be empty: erase it instead.', 'error');
       return;
     }
     const btn = form.querySelector('button[type=submit]');
@@ -348,8 +348,8 @@
   // it is styled, announced and reachable as any other control.
   function askDelete(li) {
     const box = el('div', { class: 'confirm', 'data-role': 'confirm', role: 'group', 'aria-label': 'Confirm deletion' },
-      el('span', { text: 'Delete this memory for good?' }),
-      el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-delete', text: 'Yes, delete' }),
+      el('span', { text: 'Erase this memory? Nothing of it is kept, on disk either.' }),
+      el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-delete', text: 'Yes, erase' }),
       el('button', { type: 'button', 'data-action': 'cancel-delete', text: 'Keep it' }));
     li.querySelector('[data-role=actions]').replaceWith(box);
     box.querySelector('[data-action=cancel-delete]').focus();
@@ -369,7 +369,7 @@
       li.remove();
       describeList();
       (next ? next.querySelector('button[data-action=edit]') : $('search')).focus();
-      say('Memory deleted.');
+      say('Memory erased.');
     } catch (err) {
       btn.disabled = false;
       failed('Deleting the memory', err);
