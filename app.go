@@ -83,7 +83,9 @@ type app struct {
 	local *embedded.DB // the durable queue; with the embedded backend, the store too
 	// directory tells who each namespace is (GET /namespaces).
 	directory *memory.Directory
-	qdrant    *qdrant.Store
+	// usage counts the answers each memory was injected into.
+	usage  *memory.Usage
+	qdrant *qdrant.Store
 
 	prompts *prompts.Dir
 	// convs are the running conversations, shared by the proxy and the
@@ -240,6 +242,7 @@ func (a *app) openMemory(ctx context.Context, background bool) error {
 	a.startWriter()
 	a.backfillTokens()
 	a.startDirectory()
+	a.startUsage()
 	a.builder = a.newBuilder()
 	a.commands = &memory.Commands{Store: a.store, Queue: a.local, Skip: a.writer.Forget, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands,
 		MaxTokens: a.cfg.Memory.MaxTurnTokens}
@@ -285,6 +288,32 @@ func (a *app) startDirectory() {
 			case <-t.C:
 				if err := a.directory.Flush(a.bg); err != nil && a.bg.Err() == nil {
 					a.logger.Warn("keeping the namespaces seen", slog.Any("error", err))
+				}
+			}
+		}
+	})
+}
+
+// startUsage counts the answers each memory was injected into, in the
+// local file, written every two seconds off the chat path and when the
+// app closes.
+func (a *app) startUsage() {
+	a.usage = memory.NewUsage(a.local)
+	a.bgWork.Go(func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.bg.Done():
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(a.bg), 5*time.Second)
+				defer cancel()
+				if err := a.usage.Flush(ctx); err != nil {
+					a.logger.Warn("counting the memories used", slog.Any("error", err))
+				}
+				return
+			case <-t.C:
+				if err := a.usage.Flush(a.bg); err != nil && a.bg.Err() == nil {
+					a.logger.Debug("counting the memories used", slog.Any("error", err))
 				}
 			}
 		}
@@ -485,6 +514,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	}
 	srv.Recorder = a.writer
 	srv.Directory = a.directory
+	srv.Usage = a.usage
 	srv.Memory = a.builder
 	srv.Commands = a.commands
 	adm.MemoryHealth = a.health
@@ -513,7 +543,7 @@ func (a *app) loading() bool {
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
 	m := &admin.Memories{Store: a.store, Tokens: a.tok, MaxTokens: a.cfg.Memory.MaxTurnTokens, Embed: a.embedder.Embed,
-		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory}
+		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory, Usage: a.usage}
 	if a.local != nil {
 		m.Queue = a.local
 	}

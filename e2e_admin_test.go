@@ -43,6 +43,8 @@ func adminCall(t *testing.T, p *inProcess, token, method, path, body string, out
 type adminMemory struct {
 	ID, Namespace, Type, Text string
 	Score                     *float64
+	UsedCount                 int        `json:"used_count"`
+	LastUsed                  *time.Time `json:"last_used"`
 }
 
 // The memory routes, end to end on the embedded store: add, read, search,

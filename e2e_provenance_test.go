@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
@@ -95,4 +96,28 @@ func TestCuratedMemoryKeepsItsChats(t *testing.T) {
 	assert.ElementsMatch(t, []any{"trip-1", "trip-2"}, src["chats"])
 	assert.NotEmpty(t, src["from"])
 	assert.NotEmpty(t, src["until"])
+}
+
+// N chats that recall a memory make its used_count N, within a few
+// seconds, with the time of the last; an erased memory's count goes with
+// it.
+func TestUsageCountsTheAnswersAMemoryShaped(t *testing.T) {
+	_, _, p := eraseVera(t)
+	require.Equal(t, 201, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's cat is called Usagezz."}`, nil))
+	id := memoryIDWith(t, p, "alice", "Usagezz")
+	var m adminMemory
+	require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories/"+id, "", &m))
+	assert.Zero(t, m.UsedCount)
+	assert.Nil(t, m.LastUsed, "never used")
+	const n = 3
+	for i := range n {
+		sendOllama(t, p, "alice", fmt.Sprintf("cat-%d", i), []msg{{"user", "What is my cat called?"}}, "")
+	}
+	sendOllama(t, p, "bob", "bob", []msg{{"user", "What is my cat called?"}}, "")
+	require.Eventually(t, func() bool {
+		require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories/"+id, "", &m))
+		return m.UsedCount == n
+	}, 5*time.Second, 50*time.Millisecond, "used_count %d", m.UsedCount)
+	require.NotNil(t, m.LastUsed)
+	assert.WithinDuration(t, time.Now(), *m.LastUsed, time.Minute)
 }

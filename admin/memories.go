@@ -42,6 +42,8 @@ type Memories struct {
 	// Directory tells who each namespace is (GET /namespaces); nil: only
 	// what the store holds.
 	Directory *memory.Directory
+	// Usage tells how often each memory was injected; nil: not counted.
+	Usage *memory.Usage
 }
 
 // Withdrawer takes memories out of the conversations whose kept prompt
@@ -68,6 +70,25 @@ type memoryJSON struct {
 	Model     string         `json:"model,omitempty"`
 	Metadata  map[string]any `json:"metadata,omitempty"`
 	Score     *float64       `json:"score,omitempty"`
+	// UsedCount is how many answers the memory was injected into,
+	// LastUsed the latest (absent when never).
+	UsedCount int        `json:"used_count"`
+	LastUsed  *time.Time `json:"last_used,omitempty"`
+}
+
+// withUsage adds their usage to ms.
+func (s *Server) withUsage(ctx context.Context, ms []memoryJSON) {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	uses := s.Memories.Usage.Of(ctx, ids...)
+	for i := range ms {
+		if u, ok := uses[ms[i].ID]; ok && u.Count > 0 {
+			last := u.Last
+			ms[i].UsedCount, ms[i].LastUsed = u.Count, &last
+		}
+	}
 }
 
 // MemoryOf is m as the API answers it (the MCP tools answer the same).
@@ -144,6 +165,7 @@ func (s *Server) listMemories(c *gin.Context) error {
 			m.Score = &score
 			out = append(out, m)
 		}
+		s.withUsage(ctx, out)
 		c.JSON(http.StatusOK, gin.H{"memories": out, "next_cursor": ""})
 		return nil
 	}
@@ -154,6 +176,7 @@ func (s *Server) listMemories(c *gin.Context) error {
 	for _, m := range page {
 		out = append(out, toJSON(m))
 	}
+	s.withUsage(ctx, out)
 	c.JSON(http.StatusOK, gin.H{"memories": out, "next_cursor": next})
 	return nil
 }
@@ -181,7 +204,9 @@ func (s *Server) getMemory(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, toJSON(m))
+	out := []memoryJSON{toJSON(m)}
+	s.withUsage(c.Request.Context(), out)
+	c.JSON(http.StatusOK, out[0])
 	return nil
 }
 
@@ -322,6 +347,9 @@ func (s *Server) deleteMemory(c *gin.Context) error {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
 	s.Memories.withdraw("", id)
+	if err := s.Memories.Usage.Forget(ctx, "", id); err != nil {
+		return httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
+	}
 	c.Status(http.StatusNoContent)
 	return nil
 }
@@ -434,6 +462,9 @@ func (s *Server) eraseNamespace(ctx context.Context, ns string) (Receipt, error)
 	}
 	if s.Memories.Conversations != nil {
 		r.Erased["plans"] = s.Memories.Conversations.Withdraw(ns)
+	}
+	if err := s.Memories.Usage.Forget(ctx, ns); err != nil {
+		return r, httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
 	}
 	r.At = time.Now().UTC()
 	return r, nil

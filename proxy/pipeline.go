@@ -47,6 +47,9 @@ type chat struct {
 	// for no record.
 	chatID    string
 	temporary bool
+	// injected is the memories the request carries, counted once its
+	// answer is complete (Server.Usage).
+	injected []string
 	// untouched requests carry no conversation vera works on (a load or
 	// unload call, a raw prompt, an Open WebUI background task): they
 	// are forwarded byte for byte, nothing injected, nothing stored.
@@ -110,6 +113,9 @@ func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 	default:
 		if mc, err = s.inject(c, ch); err != nil {
 			return err
+		}
+		if mc != nil && mc.Err == nil {
+			ch.injected = mc.IDs()
 		}
 	}
 	tee := s.teeFor(c, ch)
@@ -302,7 +308,8 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	// A request chained by previous_response_id carries only its newest
 	// messages: its count says nothing of what vera sent.
 	learn := s.Calibrator != nil && !ch.untouched && ch.plan.window > 0 && ch.req.PreviousResponseID() == ""
-	if !record && !learn && (s.Debug == nil || ch.untouched) {
+	use := s.Usage != nil && len(ch.injected) > 0
+	if !record && !learn && !use && (s.Debug == nil || ch.untouched) {
 		return nil
 	}
 	tee := &answerTee{d: ch.d}
@@ -315,6 +322,17 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 	if ch.turn != nil {
 		tee.onStep = func(t *answerTee) { s.convs.Answered(ch.turn, ch.ns, t.Content.String(), t.ResponseID) }
 		tee.onKept = func() { s.convs.Keep(ch.turn) }
+	}
+	if use {
+		// Off the chat path: Note adds to a map, flushed in the
+		// background.
+		keep, ids := tee.onKept, ch.injected
+		tee.onKept = func() {
+			if keep != nil {
+				keep()
+			}
+			s.Usage.Note(ch.ns, ids, time.Now().UTC())
+		}
 	}
 	if record && strings.TrimSpace(ch.user) != "" {
 		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user, Source: sourceOf(c, ch, memory.ViaChat)})

@@ -129,6 +129,9 @@ type Server struct {
 	// Directory notes who each namespace is, from Open WebUI's user
 	// headers; nil: nobody.
 	Directory *memory.Directory
+	// Usage counts the answers each memory was injected into; nil:
+	// none are counted.
+	Usage *memory.Usage
 	// KeepMemoryLocal sends no memory layers with chats that leave the
 	// machine (cloud.inject_memory = false); their turns are still stored.
 	KeepMemoryLocal bool

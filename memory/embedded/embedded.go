@@ -158,7 +158,7 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	// and SQLite serialises writers anyway.
 	db.SetMaxOpenConns(1)
 	d := &DB{path: path, db: db, ns: map[string]*index{}}
-	if _, err := db.ExecContext(ctx, schema+plansSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+plansSchema+usageSchema); err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy") {
 			return nil, fmt.Errorf("embedded store %s is %w: %w", path, ErrInUse, err)
@@ -679,6 +679,9 @@ func (d *DB) Delete(ctx context.Context, ids ...string) error {
 		for _, id := range ids {
 			seq, ok, err := seqOf(tx.QueryRowContext(ctx, `DELETE FROM memories WHERE id = ? RETURNING seq`, id))
 			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM usage WHERE id = ?`, id); err != nil {
 				return err
 			}
 			if ok {
