@@ -273,25 +273,7 @@ func (a *app) startWriter() {
 // every few seconds and when the app closes.
 func (a *app) startDirectory() {
 	a.directory = memory.NewDirectory(a.local)
-	a.bgWork.Go(func() {
-		t := time.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.bg.Done():
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(a.bg), 5*time.Second)
-				defer cancel()
-				if err := a.directory.Flush(ctx); err != nil {
-					a.logger.Warn("keeping the namespaces seen", slog.Any("error", err))
-				}
-				return
-			case <-t.C:
-				if err := a.directory.Flush(a.bg); err != nil && a.bg.Err() == nil {
-					a.logger.Warn("keeping the namespaces seen", slog.Any("error", err))
-				}
-			}
-		}
-	})
+	a.flushEvery(10*time.Second, "keeping the namespaces seen", a.directory.Flush)
 }
 
 // startUsage counts the answers each memory was injected into, in the
@@ -299,21 +281,27 @@ func (a *app) startDirectory() {
 // app closes.
 func (a *app) startUsage() {
 	a.usage = memory.NewUsage(a.local)
+	a.flushEvery(2*time.Second, "counting the memories used", a.usage.Flush)
+}
+
+// flushEvery runs flush in the background every period, and once more
+// when the app closes; what fails is logged as what.
+func (a *app) flushEvery(period time.Duration, what string, flush func(context.Context) error) {
 	a.bgWork.Go(func() {
-		t := time.NewTicker(2 * time.Second)
+		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			select {
 			case <-a.bg.Done():
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(a.bg), 5*time.Second)
 				defer cancel()
-				if err := a.usage.Flush(ctx); err != nil {
-					a.logger.Warn("counting the memories used", slog.Any("error", err))
+				if err := flush(ctx); err != nil {
+					a.logger.Warn(what, slog.Any("error", err))
 				}
 				return
 			case <-t.C:
-				if err := a.usage.Flush(a.bg); err != nil && a.bg.Err() == nil {
-					a.logger.Debug("counting the memories used", slog.Any("error", err))
+				if err := flush(a.bg); err != nil && a.bg.Err() == nil {
+					a.logger.Warn(what, slog.Any("error", err))
 				}
 			}
 		}

@@ -270,19 +270,7 @@ func tellFacts(t *testing.T, p *inProcess, ns string) {
 // settled waits until every recorded turn is in the store.
 func settled(t *testing.T, p *inProcess) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		res, err := http.Get("http://" + p.addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		defer res.Body.Close()
-		var h struct {
-			Store struct {
-				Pending int `json:"pending"`
-			} `json:"store"`
-		}
-		return json.NewDecoder(res.Body).Decode(&h) == nil && h.Store.Pending == 0
-	}, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return settledOK(p) }, 10*time.Second, 20*time.Millisecond)
 }
 
 // The 6-turn chat of the issue, on every dialect: each turn's prompt

@@ -151,7 +151,7 @@ func TestCutFactIsRecalledWhenAsked(t *testing.T) {
 			for i := 3; i <= 60; i++ {
 				lc.say(filler(i))
 			}
-			require.Eventually(t, func() bool { return settledOK(p) }, 10*time.Second, 20*time.Millisecond)
+			settled(t, p)
 			first := lc.sent[len(lc.sent)-1].Messages
 			require.False(t, holds(first, "4417"), "turn 60 no longer forwards turn 2")
 			lc.say("What is my locker code at the gym?")
@@ -257,7 +257,7 @@ func TestCutFactIsRecalledInEveryDialect(t *testing.T) {
 			for i := 3; i <= 60; i++ {
 				log = append(log, converse(t, d, p, up, "alice", "c1", &h, filler(i))...)
 			}
-			require.Eventually(t, func() bool { return settledOK(p) }, 10*time.Second, 20*time.Millisecond)
+			settled(t, p)
 			require.NotContains(t, log[len(log)-1].prompt, "4417", "turn 60 no longer forwards turn 2")
 			log = append(log, converse(t, d, p, up, "alice", "c1", &h, "What is my locker code at the gym?")...)
 			assert.Contains(t, log[len(log)-1].prompt, "4417", "turn 61 gets the turn-2 fact back")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
@@ -112,20 +111,11 @@ func (d *DB) DropPlans(ctx context.Context, ns string, ids ...string) (int, erro
 			n = c
 			return err
 		}
-		for len(ids) > 0 {
-			chunk := ids[:min(len(ids), 500)]
-			ids = ids[len(chunk):]
-			args := make([]any, len(chunk))
-			for i, id := range chunk {
-				args[i] = id
-			}
-			c, err := dropPlansWhere(ctx, tx, `id IN (SELECT plan FROM plan_memories WHERE memory IN (?`+strings.Repeat(",?", len(chunk)-1)+`))`, args...)
+		return inChunks(ids, func(in string, args []any) error {
+			c, err := dropPlansWhere(ctx, tx, `id IN (SELECT plan FROM plan_memories WHERE memory IN `+in+`)`, args...)
 			n += c
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+			return err
+		})
 	})
 	if err == nil && n > 0 {
 		// A plan carries its memories' text: dropped with them, it
@@ -143,7 +133,7 @@ func dropPlansWhere(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 	if err != nil {
 		return 0, err
 	}
-	var ids []any
+	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
@@ -156,16 +146,16 @@ func dropPlansWhere(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	n := len(ids)
-	for len(ids) > 0 {
-		chunk := ids[:min(len(ids), 500)]
-		ids = ids[len(chunk):]
-		in := "(?" + strings.Repeat(",?", len(chunk)-1) + ")"
+	err = inChunks(ids, func(in string, args []any) error {
 		for _, q := range []string{`DELETE FROM plan_keys WHERE plan IN ` + in, `DELETE FROM plan_memories WHERE plan IN ` + in, `DELETE FROM plans WHERE id IN ` + in} {
-			if _, err := tx.ExecContext(ctx, q, chunk...); err != nil {
-				return 0, err
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return err
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-	return n, nil
+	return len(ids), nil
 }

@@ -44,6 +44,32 @@ func (d *DB) AddUsage(ctx context.Context, uses ...memory.Use) error {
 // Usage implements memory.UsageStore.
 func (d *DB) Usage(ctx context.Context, ids ...string) (map[string]memory.Use, error) {
 	out := map[string]memory.Use{}
+	err := inChunks(ids, func(in string, args []any) error {
+		rows, err := d.db.QueryContext(ctx, `SELECT id, namespace, count, last FROM usage WHERE id IN `+in, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var u memory.Use
+			var last int64
+			if err := rows.Scan(&u.ID, &u.Namespace, &u.Count, &last); err != nil {
+				return err
+			}
+			u.Last = time.Unix(0, last).UTC()
+			out[u.ID] = u
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inChunks calls fn with ids in runs of at most 500, each as the list
+// "(?,?,...)" and its arguments: SQLite bounds a statement's variables.
+func inChunks(ids []string, fn func(in string, args []any) error) error {
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), 500)]
 		ids = ids[len(chunk):]
@@ -51,26 +77,11 @@ func (d *DB) Usage(ctx context.Context, ids ...string) (map[string]memory.Use, e
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := d.db.QueryContext(ctx, `SELECT id, namespace, count, last FROM usage WHERE id IN (?`+strings.Repeat(",?", len(chunk)-1)+`)`, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var u memory.Use
-			var last int64
-			if err := rows.Scan(&u.ID, &u.Namespace, &u.Count, &last); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			u.Last = time.Unix(0, last).UTC()
-			out[u.ID] = u
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
+		if err := fn("(?"+strings.Repeat(",?", len(chunk)-1)+")", args); err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // DeleteUsage implements memory.UsageStore.
