@@ -84,8 +84,12 @@ type app struct {
 	// directory tells who each namespace is (GET /namespaces).
 	directory *memory.Directory
 	// usage counts the answers each memory was injected into.
-	usage  *memory.Usage
-	qdrant *qdrant.Store
+	usage *memory.Usage
+	// history records every change of a memory; withheld keeps out of
+	// chats what the curator wrote from a memory since removed.
+	history  *memory.History
+	withheld *memory.Withheld
+	qdrant   *qdrant.Store
 
 	prompts *prompts.Dir
 	// convs are the running conversations, shared by the proxy and the
@@ -239,14 +243,18 @@ func (a *app) openMemory(ctx context.Context, background bool) error {
 	a.prompts = prompts.New(a.cfg.Prompts.Dir)
 	admin.RegisterStore(a.metrics, a.store, a.local)
 	a.gate = memory.NewGate(a.embedder, model, space, a.logger)
+	if err := a.startHistory(ctx); err != nil {
+		return err
+	}
 	a.startWriter()
 	a.backfillTokens()
 	a.startDirectory()
 	a.startUsage()
 	a.builder = a.newBuilder()
 	a.commands = &memory.Commands{Store: a.store, Queue: a.local, Skip: a.writer.Forget, Embed: a.gate, Tokens: a.tok, Phrases: a.prompts.Commands,
-		MaxTokens: a.cfg.Memory.MaxTurnTokens}
+		MaxTokens: a.cfg.Memory.MaxTurnTokens, History: a.history, Withheld: a.withheld}
 	a.curator = a.newCurator()
+	a.withheld.Rewrite = a.rewriteWithheld
 	if a.qdrant != nil {
 		a.logger.Info("memory", slog.String("backend", "qdrant"), slog.String("qdrant", a.qdrant.Addr()),
 			slog.String("collection", a.qdrant.Collection()), slog.String("queue", a.local.Path()), slog.String("embedding_model", model))
@@ -260,6 +268,7 @@ func (a *app) openMemory(ctx context.Context, background bool) error {
 func (a *app) startWriter() {
 	a.writer = memory.NewWriter(a.store, a.local, a.gate, a.tok, a.logger)
 	a.writer.MaxTurnTokens = a.cfg.Memory.MaxTurnTokens
+	a.writer.History = a.history
 	a.writer.Start()
 	a.bgWork.Go(func() {
 		a.gate.Settle(a.bg, 30*time.Second)
@@ -282,6 +291,35 @@ func (a *app) startDirectory() {
 func (a *app) startUsage() {
 	a.usage = memory.NewUsage(a.local)
 	a.flushEvery(2*time.Second, "counting the memories used", a.usage.Flush)
+}
+
+// startHistory keeps the history of every memory in the local file (what
+// a failing write refused is written again every two seconds), and reads
+// what is withheld from chats.
+func (a *app) startHistory(ctx context.Context) error {
+	a.history = memory.NewHistory(a.local)
+	a.flushEvery(2*time.Second, "keeping the history of memories", a.history.Flush)
+	var err error
+	a.withheld, err = memory.NewWithheld(ctx, a.local, a.store)
+	return err
+}
+
+// rewriteWithheld has the curator rewrite namespace ns's withheld
+// memories now, in the background; while another run goes it tries again
+// every 30 s, for half an hour (the scheduled runs rewrite them too).
+func (a *app) rewriteWithheld(ns string) {
+	a.bgWork.Go(func() {
+		for range 60 {
+			if a.curator.RewriteWithheld(a.bg, ns).Status != curator.StatusBusy {
+				return
+			}
+			select {
+			case <-a.bg.Done():
+				return
+			case <-time.After(30 * time.Second):
+			}
+		}
+	})
 }
 
 // flushEvery runs flush in the background every period, and once more
@@ -350,6 +388,7 @@ func (a *app) newBuilder() *memory.Builder {
 	b.RulesBudget = l.RulesTokenBudget
 	b.ProfileBudget = l.ProfileTokenBudget
 	b.SystemPrompt = a.prompts.System
+	b.Withheld = a.withheld
 	return b
 }
 
@@ -365,6 +404,8 @@ func (a *app) newCurator() *curator.Curator {
 		Observe:       curator.NewMetrics(a.metrics).Observe,
 		ProfileTokens: a.cfg.Layers.ProfileTokenBudget,
 		MaxTokens:     a.cfg.Memory.MaxTurnTokens,
+		History:       a.history,
+		Withheld:      a.withheld,
 	}
 	if q := a.qdrant; q != nil {
 		// Instances sharing the collection curate one at a time. A run
@@ -508,6 +549,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	adm.MemoryHealth = a.health
 	adm.Memories = a.adminMemories()
 	adm.Memories.Conversations = a.convs
+	a.withheld.Withdraw = func(ids ...string) { a.convs.Withdraw("", ids...) }
 	tools := mcp.New(adm.Memories, version)
 	tools.Metrics = mcp.NewMetrics(a.metrics)
 	srv.MCP = tools
@@ -531,7 +573,8 @@ func (a *app) loading() bool {
 // and the writer (a deleted memory must not arrive later from either).
 func (a *app) adminMemories() *admin.Memories {
 	m := &admin.Memories{Store: a.store, Tokens: a.tok, MaxTokens: a.cfg.Memory.MaxTurnTokens, Embed: a.embedder.Embed,
-		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory, Usage: a.usage}
+		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory, Usage: a.usage,
+		History: a.history, Withheld: a.withheld}
 	if a.local != nil {
 		m.Queue = a.local
 	}

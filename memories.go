@@ -34,6 +34,7 @@ const memoriesUsage = `memories: want one of
   vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--since T] [--until T] [--limit N] [--cursor C] [--all]
   vera memories search QUERY [--namespace NS] [--type T] [--limit N]
   vera memories show   ID
+  vera memories history ID
   vera memories add    [--namespace NS] [--type curated|rule|profile] TEXT
   vera memories edit   ID TEXT
   vera memories delete ID... | --namespace NS --confirm
@@ -127,6 +128,7 @@ var memoriesCommands = map[string]memoriesCommand{
 	"namespaces": {validate: wantArgs(0, 0, "no arguments"), do: listNamespaces},
 	"search":     {validate: wantArgs(1, -1, "a query: vera memories search \"where does my sister live\""), do: listMemories},
 	"show":       {validate: wantArgs(1, 1, "one memory id"), do: showMemory},
+	"history":    {validate: wantArgs(1, 1, "one memory id"), do: memoryHistory},
 	"add":        {validate: wantArgs(1, -1, "the memory's text"), do: addMemory},
 	"edit":       {validate: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
 	"delete":     {validate: checkDelete, do: deleteMemories},
@@ -360,7 +362,48 @@ func showMemory(ctx context.Context, c *admin.Client, pos []string, o memoriesOp
 	if err != nil {
 		return err
 	}
-	return printMemory(out, m, o.json)
+	if o.json {
+		return writeJSON(out, m)
+	}
+	es, err := c.History(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if err := printMemory(out, m, false); err != nil {
+		return err
+	}
+	if len(es) > 0 {
+		fmt.Fprintln(out, "\nhistory:")
+		writeHistory(out, es)
+	}
+	return nil
+}
+
+// memoryHistory prints what changed a memory, and who, oldest first; an
+// erased memory still has its history (which holds no text).
+func memoryHistory(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {
+	es, err := c.History(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(out, map[string]any{"history": es})
+	}
+	if len(es) == 0 {
+		fmt.Fprintf(out, "%s has no history: it was written before vera kept one.\n", pos[0])
+		return nil
+	}
+	writeHistory(out, es)
+	return nil
+}
+
+func writeHistory(out io.Writer, es []memory.Entry) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME (UTC)\tACTION\tBY")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", e.At.UTC().Format(time.DateTime), e.Action, e.Actor)
+	}
+	tw.Flush()
 }
 
 func addMemory(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {
@@ -510,12 +553,52 @@ func printMemory(out io.Writer, m admin.Memory, asJSON bool) error {
 	if m.Model != "" {
 		fmt.Fprintf(out, "model:      %s\n", m.Model)
 	}
+	fmt.Fprintf(out, "from:       %s\n", sourceLine(m.Metadata))
+	if m.LastUsed != nil {
+		fmt.Fprintf(out, "used:       in %d answers, last %s\n", m.UsedCount, m.LastUsed.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(out, "used:       never\n")
+	}
 	if len(m.Metadata) > 0 {
 		md, _ := json.Marshal(m.Metadata)
 		fmt.Fprintf(out, "metadata:   %s\n", md)
 	}
 	fmt.Fprintf(out, "\n%s\n", m.Text)
 	return nil
+}
+
+// sourceLine says where a memory came from (metadata.source) in a line:
+// "chat (ollama-chat, chat trip-1, ollama/0.24.0, llama3)"; "unknown" for
+// one written before vera kept it.
+func sourceLine(md map[string]any) string {
+	src, _ := md[memory.MetaSource].(map[string]any)
+	via, _ := src["via"].(string)
+	if via == "" {
+		return "unknown"
+	}
+	var parts []string
+	for _, k := range []string{"dialect", "chat_id", "client", "model", "request_id"} {
+		if v, _ := src[k].(string); v != "" {
+			if k == "chat_id" {
+				v = "chat " + v
+			}
+			if k == "request_id" {
+				v = "request " + v
+			}
+			parts = append(parts, v)
+		}
+	}
+	if chats, _ := src["chats"].([]any); len(chats) > 0 {
+		parts = append(parts, fmt.Sprintf("from %d chats", len(chats)))
+	}
+	if from, _ := src["from"].(string); from != "" {
+		until, _ := src["until"].(string)
+		parts = append(parts, "turns of "+from+" to "+until)
+	}
+	if len(parts) == 0 {
+		return via
+	}
+	return via + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // importVeraAICmd runs `vera memories import --from-vera-ai`.
@@ -606,7 +689,17 @@ func importVeraAI(ctx context.Context, a *app, from, collection, ns string) (ver
 				withVectors += len(ms)
 			}
 		}
-		return store.Upsert(ctx, ms...)
+		var fresh []memory.Memory // new here: an import run again changes nothing
+		for _, m := range ms {
+			if _, err := store.Get(ctx, m.ID); errors.Is(err, memory.ErrNotFound) {
+				fresh = append(fresh, m)
+			}
+		}
+		if err := store.Upsert(ctx, ms...); err != nil {
+			return err
+		}
+		a.history.Record(ctx, memory.ViaImport, memory.Created, fresh...)
+		return nil
 	})
 	rep.Embedded = withVectors
 	return rep, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vera-proxy/vera/memory"
 	"io"
 	"net/http"
 	"net/url"
@@ -107,6 +108,18 @@ func (c *Client) Namespaces(ctx context.Context) ([]Namespace, error) {
 func (c *Client) Get(ctx context.Context, id string) (Memory, error) {
 	var m Memory
 	return m, c.do(ctx, http.MethodGet, c.one(id), nil, "", &m)
+}
+
+// History answers GET /memories/{id}/history: its changes, oldest first.
+func (c *Client) History(ctx context.Context, id string) ([]memory.Entry, error) {
+	p := "/memories/" + url.PathEscape(id) + "/history"
+	if c.Scope != "" {
+		p += "?" + url.Values{"namespace": {c.Scope}}.Encode()
+	}
+	var out struct {
+		History []memory.Entry `json:"history"`
+	}
+	return out.History, c.do(ctx, http.MethodGet, p, nil, "", &out)
 }
 
 // Add adds a curated memory or a rule by hand.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -79,6 +80,9 @@ type importer struct {
 	imported   int
 	batch      []memory.Memory
 	held       int // the batch's text bytes: lines may hold 1 MiB each
+	// change is what the batch does to each memory, for its history:
+	// created, edited, or "" (the same again).
+	change map[string]string
 }
 
 // bad counts line n as bad and lists it, while the list has room: msg is
@@ -131,11 +135,23 @@ func (im *importer) line(ctx context.Context, n int, line []byte) error {
 		im.bad(n, func() string { return "text: " + err.Error() })
 		return nil
 	}
-	if old, err := im.s.Memories.Store.Get(ctx, m.ID); err == nil && old.Namespace != m.Namespace {
+	old, err := im.s.Memories.Store.Get(ctx, m.ID)
+	if err == nil && old.Namespace != m.Namespace {
 		im.bad(n, func() string {
 			return fmt.Sprintf("id %s is a memory of another namespace: an import never moves one", m.ID)
 		})
 		return nil
+	}
+	if im.change == nil {
+		im.change = map[string]string{}
+	}
+	switch {
+	case err != nil:
+		im.change[m.ID] = memory.Created
+	case old.Text != m.Text || old.Type != m.Type || !reflect.DeepEqual(old.Metadata, m.Metadata):
+		im.change[m.ID] = memory.Edited
+	default:
+		im.change[m.ID] = ""
 	}
 	im.batch = append(im.batch, m)
 	im.held += len(m.Text)
@@ -159,6 +175,12 @@ func (im *importer) flush(ctx context.Context) error {
 		ids[i] = m.ID
 	}
 	im.s.Memories.withdraw("", ids...) // a memory replaced: its old text leaves conversations
+	for _, m := range im.batch {
+		if action := im.change[m.ID]; action != "" {
+			im.s.Memories.History.Record(ctx, memory.ViaImport, action, m)
+		}
+	}
+	clear(im.change)
 	im.imported += len(im.batch)
 	im.batch, im.held = im.batch[:0], 0
 	return nil

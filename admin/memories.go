@@ -44,6 +44,11 @@ type Memories struct {
 	Directory *memory.Directory
 	// Usage tells how often each memory was injected; nil: not counted.
 	Usage *memory.Usage
+	// History records every change; nil: none is.
+	History *memory.History
+	// Withheld keeps out of chats what the curator wrote from a memory
+	// since forgotten or erased; nil: nothing is.
+	Withheld *memory.Withheld
 }
 
 // Withdrawer takes memories out of the conversations whose kept prompt
@@ -114,6 +119,7 @@ func (s *Server) mountMemories(e *gin.Engine) {
 	e.DELETE("/memories", s.guard, handle(s.forgetNamespace))
 	e.GET("/namespaces", s.guard, handle(s.listNamespaces))
 	e.DELETE("/namespaces/:ns", s.guard, handle(s.eraseNamespaceRoute))
+	s.mountHistory(e)
 }
 
 // filterOf reads namespace, type, since and until.
@@ -335,20 +341,8 @@ func (s *Server) deleteMemory(c *gin.Context) error {
 			return err
 		}
 	}
-	if s.Memories.Forget != nil {
-		s.Memories.Forget(id)
-	}
-	if s.Memories.Queue != nil {
-		if err := s.Memories.Queue.Done(ctx, id); err != nil {
-			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
-		}
-	}
-	if err := s.Memories.Store.Delete(ctx, id); err != nil {
-		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
-	}
-	s.Memories.withdraw("", id)
-	if err := s.Memories.Usage.Forget(ctx, "", id); err != nil {
-		return httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
+	if err := s.Memories.Erase(ctx, id); err != nil {
+		return err
 	}
 	c.Status(http.StatusNoContent)
 	return nil
@@ -465,6 +459,12 @@ func (s *Server) eraseNamespace(ctx context.Context, ns string) (Receipt, error)
 	}
 	if err := s.Memories.Usage.Forget(ctx, ns); err != nil {
 		return r, httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
+	}
+	if err := s.Memories.History.Forget(ctx, ns); err != nil {
+		return r, httpError(http.StatusServiceUnavailable, "the history: "+err.Error())
+	}
+	if err := s.Memories.Withheld.Forget(ctx, ns); err != nil {
+		return r, httpError(http.StatusServiceUnavailable, "the withheld memories: "+err.Error())
 	}
 	r.At = time.Now().UTC()
 	return r, nil

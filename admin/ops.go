@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -50,7 +52,11 @@ func (m *Memories) Add(ctx context.Context, mem memory.Memory) (memory.Memory, e
 	if err := m.CheckLength(mem.Text); err != nil {
 		return memory.Memory{}, err
 	}
-	return m.store(ctx, mem)
+	out, err := m.store(ctx, mem)
+	if err == nil {
+		m.History.Record(ctx, actor(ctx), memory.Created, out)
+	}
+	return out, err
 }
 
 // store counts, embeds and stores mem.
@@ -63,14 +69,17 @@ func (m *Memories) store(ctx context.Context, mem memory.Memory) (memory.Memory,
 	return ms[0], nil
 }
 
+// actor is who changes memories under ctx: the admin API unless told.
+func actor(ctx context.Context) string { return memory.ActorOf(ctx, memory.ViaAdmin) }
+
 // Rewrite stores a changed memory (embedded again) and takes its old form
 // out of the conversations that carry it. A new text over MaxTokens is
 // refused with memory.ErrTooLong; the text the memory already has is not,
 // so a memory stored before the cap can still be hidden, restored or
 // marked.
 func (m *Memories) Rewrite(ctx context.Context, mem memory.Memory) (memory.Memory, error) {
+	old, gerr := m.Store.Get(ctx, mem.ID)
 	if err := m.CheckLength(mem.Text); err != nil {
-		old, gerr := m.Store.Get(ctx, mem.ID)
 		if gerr != nil || old.Text != mem.Text {
 			return memory.Memory{}, err
 		}
@@ -81,7 +90,69 @@ func (m *Memories) Rewrite(ctx context.Context, mem memory.Memory) (memory.Memor
 		return out, err
 	}
 	m.withdraw("", mem.ID)
+	action := memory.Edited
+	switch {
+	case gerr != nil:
+		action = memory.Created
+	case old.Type != memory.Forgotten && mem.Type == memory.Forgotten:
+		action = memory.Hidden
+	case old.Type == memory.Forgotten && mem.Type != memory.Forgotten:
+		action = memory.Restored
+	}
+	m.History.Record(ctx, actor(ctx), action, out)
+	switch {
+	case action == memory.Hidden:
+		m.removed(ctx, old)
+	case gerr == nil && old.Text != mem.Text:
+		// Rewritten by hand: it is the person's own now.
+		if err := m.Withheld.Release(ctx, mem.Namespace, mem.ID); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// removed withholds what the curator wrote from r (forgotten or erased,
+// as it was before).
+func (m *Memories) removed(ctx context.Context, r memory.Memory) {
+	if _, err := m.Withheld.Removed(ctx, r); err != nil {
+		slog.Warn("withholding what a removed memory lives on in", "namespace", r.Namespace, "error", err)
+	}
+}
+
+// Erase erases memory id: from the store, the durable queue if its turn
+// still waits there, the writer on its way, the conversations, its usage;
+// its history records the erasure, and what the curator wrote from it is
+// withheld.
+func (m *Memories) Erase(ctx context.Context, id string) error {
+	was, gerr := m.Store.Get(ctx, id)
+	if m.Forget != nil {
+		m.Forget(id)
+	}
+	if m.Queue != nil {
+		if err := m.Queue.Done(ctx, id); err != nil {
+			return httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
+		}
+	}
+	if err := m.Store.Delete(ctx, id); err != nil {
+		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+	}
+	m.withdraw("", id)
+	if err := m.Usage.Forget(ctx, "", id); err != nil {
+		return httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
+	}
+	if gerr != nil {
+		return nil // never stored (still queued): it has no history
+	}
+	m.History.Record(ctx, actor(ctx), memory.Erased, was)
+	if err := m.Withheld.Release(ctx, was.Namespace, id); err != nil {
+		return httpError(http.StatusServiceUnavailable, err.Error())
+	}
+	if was.Type == memory.Forgotten {
+		was.Restore() // as it was when it was current
+	}
+	m.removed(ctx, was)
+	return nil
 }
 
 // CheckLength returns memory.ErrTooLong, wrapped with the figures, when

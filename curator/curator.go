@@ -82,6 +82,11 @@ type Curator struct {
 	Lock func(ctx context.Context) (release func(), ok bool, err error)
 	// Observe, when set, hears of every run's result (busy ones too).
 	Observe func(Result)
+	// History records what each run changes; nil: nothing is.
+	History *memory.History
+	// Withheld are the memories a run rewrites first: what it wrote from
+	// a memory since forgotten or erased; nil: none.
+	Withheld *memory.Withheld
 
 	running sync.Mutex
 	mu      sync.Mutex
@@ -207,7 +212,9 @@ func (c *Curator) Run(ctx context.Context, o Options) Result {
 	return res
 }
 
-func (c *Curator) run(ctx context.Context, o Options) Result {
+// exclusive runs fn as the only run: in this process, and with Lock in
+// every instance. A run going already makes it a busy result at once.
+func (c *Curator) exclusive(ctx context.Context, fn func() Result) Result {
 	if !c.running.TryLock() {
 		return Result{Status: StatusBusy, Error: "a curator run is already going"}
 	}
@@ -222,6 +229,14 @@ func (c *Curator) run(ctx context.Context, o Options) Result {
 		}
 		defer release()
 	}
+	return fn()
+}
+
+func (c *Curator) run(ctx context.Context, o Options) Result {
+	return c.exclusive(ctx, func() Result { return c.runAll(ctx, o) })
+}
+
+func (c *Curator) runAll(ctx context.Context, o Options) Result {
 	start := c.now()
 	res := Result{Status: StatusOK, Mode: c.ModeAt(start), DryRun: o.DryRun, Started: start.UTC()}
 	if o.DryRun {
@@ -345,16 +360,20 @@ func sources(m memory.Memory) []string {
 // curate runs one namespace: it finishes what an interrupted run left,
 // then curates the rest batch by batch.
 func (c *Curator) curate(ctx context.Context, ns string, since, until time.Time, res *Result) error {
+	if err := c.rewriteWithheld(ctx, ns, until, res); err != nil {
+		return err
+	}
 	curated, raws, err := c.read(ctx, ns, since, until)
 	if err != nil {
 		return err
 	}
 	leftovers, todo := planLeftovers(curated, raws)
+	leftovers.ns = ns
 	expired, err := c.expiredForgotten(ctx, ns)
 	if err != nil {
 		return err
 	}
-	leftovers.leftover = append(leftovers.leftover, expired...)
+	leftovers.expired = expired
 	if err := c.carryOut(ctx, leftovers, res); err != nil {
 		return err
 	}
@@ -510,21 +529,13 @@ func (c *Curator) ask(ctx context.Context, batch, sample []memory.Memory, profil
 		return nil, err
 	}
 	inBatch, shown := ids(batch), ids(sample)
-	attempts := max(c.Attempts, 0)
-	if attempts == 0 {
-		attempts = 2
-	}
-	timeout := c.CallTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Minute
-	}
 	var last error
-	for range attempts {
+	for range c.attempts() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cctx, cancel := context.WithTimeout(ctx, timeout)
-		text, err := c.Model.Complete(cctx, system, user)
+		cctx, cancel := context.WithTimeout(ctx, c.callTimeout())
+		text, err := c.Model.Complete(cctx, system, user, Schema)
 		cancel()
 		if err != nil {
 			last = err

@@ -29,7 +29,7 @@ type fakeModel struct {
 	calls  atomic.Int64
 }
 
-func (f *fakeModel) Complete(ctx context.Context, system, user string) (string, error) {
+func (f *fakeModel) Complete(ctx context.Context, system, user string, _ json.RawMessage) (string, error) {
 	f.calls.Add(1)
 	return f.answer(ctx, system, user)
 }

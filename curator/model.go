@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/vera-proxy/vera/ollama"
@@ -10,14 +11,14 @@ import (
 // Model answers the curator's requests.
 type Model interface {
 	// Complete sends the system prompt and the batch and returns the
-	// model's answer text.
-	Complete(ctx context.Context, system, user string) (string, error)
+	// model's answer text, which schema (a JSON schema) describes.
+	Complete(ctx context.Context, system, user string, schema json.RawMessage) (string, error)
 }
 
 var _ Model = (*OllamaModel)(nil)
 
 // OllamaModel is curator_model on Ollama's /api/chat, with the answer
-// constrained to Schema (Ollama structured outputs) at low temperature.
+// constrained to the schema asked (Ollama structured outputs) at low temperature.
 type OllamaModel struct {
 	client *ollama.Client
 	name   string
@@ -32,7 +33,7 @@ func NewOllamaModel(client *ollama.Client, name string) *OllamaModel {
 }
 
 // Complete implements Model.
-func (m *OllamaModel) Complete(ctx context.Context, system, user string) (string, error) {
+func (m *OllamaModel) Complete(ctx context.Context, system, user string, schema json.RawMessage) (string, error) {
 	opts := ollama.Options{"temperature": 0.1}
 	if m.NumCtx > 0 {
 		opts["num_ctx"] = m.NumCtx
@@ -40,7 +41,7 @@ func (m *OllamaModel) Complete(ctx context.Context, system, user string) (string
 	res, err := m.client.Chat(ctx, ollama.ChatRequest{
 		Model:    m.name,
 		Messages: []ollama.Message{{Role: "system", Content: system}, {Role: "user", Content: user}},
-		Format:   Schema,
+		Format:   schema,
 		Options:  opts,
 	})
 	if ollama.IsNotFound(err) {

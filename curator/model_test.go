@@ -41,7 +41,7 @@ func TestOllamaModelAsksForTheSchema(t *testing.T) {
 		Message: api.Message{Role: "assistant", Content: `{"memories":[]}`}, Done: true, DoneReason: "stop"}, &got)
 	m := NewOllamaModel(c, "qwen2.5:7b")
 	m.NumCtx = 8192
-	out, err := m.Complete(context.Background(), "the curator's prompt", "the batch")
+	out, err := m.Complete(context.Background(), "the curator's prompt", "the batch", Schema)
 	require.NoError(t, err)
 	assert.Equal(t, `{"memories":[]}`, out)
 
@@ -56,7 +56,7 @@ func TestOllamaModelAsksForTheSchema(t *testing.T) {
 
 	m.NumCtx = 0
 	got = api.ChatRequest{}
-	_, err = m.Complete(context.Background(), "s", "u")
+	_, err = m.Complete(context.Background(), "s", "u", Schema)
 	require.NoError(t, err)
 	assert.NotContains(t, got.Options, "num_ctx", "Ollama's own window")
 }
@@ -76,7 +76,7 @@ func TestOllamaModelErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got api.ChatRequest
-			_, err := NewOllamaModel(chatServer(t, tt.status, tt.body, &got), "qwen2.5:7b").Complete(context.Background(), "s", "u")
+			_, err := NewOllamaModel(chatServer(t, tt.status, tt.body, &got), "qwen2.5:7b").Complete(context.Background(), "s", "u", Schema)
 			require.Error(t, err)
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)

@@ -18,10 +18,14 @@ import (
 // anything is written. A dry run previews it; a real run executes it. Since
 // both take the same plan, a preview shows exactly what a run then does.
 type plan struct {
+	// ns is the namespace it changes.
+	ns string
 	// leftover are raw turns that a stored curated memory already names
 	// as its source: an interrupted run wrote their successor and did not
 	// get to delete them.
 	leftover []string
+	// expired are forgotten memories past ForgottenFor.
+	expired []string
 	// curated are the memories to write, each naming its source ids.
 	curated []memory.Memory
 	// rawGone are the batch's raw turns to delete: those distilled and
@@ -148,6 +152,9 @@ func planLeftovers(curated, raws []memory.Memory) (plan, []memory.Memory) {
 		}
 	}
 	var p plan
+	if len(raws) > 0 {
+		p.ns = raws[0].Namespace
+	}
 	todo := raws[:0:0]
 	for _, m := range raws {
 		if succeeded[m.ID] {
@@ -168,7 +175,7 @@ func (c *Curator) plan(ctx context.Context, ns string, batch []memory.Memory, a 
 	for _, m := range batch {
 		byID[m.ID] = m
 	}
-	var p plan
+	p := plan{ns: ns}
 	for _, m := range batch {
 		p.batch = append(p.batch, m.ID)
 	}
@@ -288,6 +295,7 @@ func (c *Curator) preview(ctx context.Context, p plan, res *Result) {
 func (p plan) deleted() []string {
 	var out []string
 	out = append(out, p.leftover...)
+	out = append(out, p.expired...)
 	out = append(out, p.rawGone...)
 	return append(out, p.curatedGone...)
 }
@@ -298,8 +306,11 @@ func (p plan) deleted() []string {
 // leftovers (see planLeftovers). Rules come last: they are not needed to
 // finish an interrupted run.
 func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
-	if err := c.delete(ctx, p.leftover, res); err != nil {
+	if err := c.delete(ctx, p.ns, memory.Distilled, p.leftover, res); err != nil {
 		return fmt.Errorf("deleting raw turns already curated: %w", err)
+	}
+	if err := c.delete(ctx, p.ns, memory.Deleted, p.expired, res); err != nil {
+		return fmt.Errorf("deleting forgotten memories past their 30 days: %w", err)
 	}
 	if len(p.curated) > 0 {
 		c.embed(ctx, p.curated)
@@ -312,21 +323,23 @@ func (c *Curator) execute(ctx context.Context, p plan, res *Result) error {
 		if err := c.Store.Upsert(ctx, p.curated...); err != nil {
 			return fmt.Errorf("writing curated memories: %w", err)
 		}
+		c.History.Record(ctx, memory.ViaCurator, memory.Created, p.curated...)
 		res.Curated += len(p.curated)
 	}
 	if err := c.markSuperseded(ctx, p.superseded, res); err != nil {
 		return fmt.Errorf("marking superseded memories: %w", err)
 	}
-	if err := c.delete(ctx, p.rawGone, res); err != nil {
+	if err := c.delete(ctx, p.ns, memory.Distilled, p.rawGone, res); err != nil {
 		return fmt.Errorf("deleting curated raw turns: %w", err)
 	}
-	if err := c.delete(ctx, p.curatedGone, res); err != nil {
+	if err := c.delete(ctx, p.ns, memory.Deleted, p.curatedGone, res); err != nil {
 		return fmt.Errorf("deleting replaced curated memories: %w", err)
 	}
 	if len(p.rules) > 0 {
 		if err := c.Store.Upsert(ctx, p.rules...); err != nil {
 			return fmt.Errorf("writing rules: %w", err)
 		}
+		c.History.Record(ctx, memory.ViaCurator, memory.Created, p.rules...)
 		res.Rules += len(p.rules)
 	}
 	return c.writeProfile(ctx, p)
@@ -364,7 +377,7 @@ func (c *Curator) withoutDeleted(ctx context.Context, p plan) (plan, error) {
 	}
 	c.log().Info("curator: memories of a batch were deleted or hidden during the run; the batch is left for the next run",
 		slog.Int("changed", gone), slog.Int("batch", len(p.batch)))
-	return plan{leftover: p.leftover}, nil
+	return plan{ns: p.ns, leftover: p.leftover, expired: p.expired}, nil
 }
 
 // embed gives curated memories their vectors when it can; otherwise the
@@ -413,17 +426,23 @@ func (c *Curator) markSuperseded(ctx context.Context, sps []supersession, res *R
 		ms = append(ms, m)
 		res.Superseded = append(res.Superseded, m.ID)
 	}
-	return c.Store.Upsert(ctx, ms...)
+	if err := c.Store.Upsert(ctx, ms...); err != nil {
+		return err
+	}
+	c.History.Record(ctx, memory.ViaCurator, memory.Superseded, ms...)
+	return nil
 }
 
-// delete deletes ids from the store and counts them.
-func (c *Curator) delete(ctx context.Context, ids []string, res *Result) error {
+// delete deletes ids of namespace ns from the store, counts them, and
+// records action in their history.
+func (c *Curator) delete(ctx context.Context, ns, action string, ids []string, res *Result) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	if err := c.Store.Delete(ctx, ids...); err != nil {
 		return err
 	}
+	c.History.RecordIDs(ctx, memory.ViaCurator, action, ns, ids...)
 	res.Deleted += len(ids)
 	return nil
 }

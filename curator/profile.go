@@ -101,6 +101,7 @@ func (c *Curator) writeProfile(ctx context.Context, p plan) error {
 	if err := c.Store.Upsert(ctx, *p.profile); err != nil {
 		return fmt.Errorf("writing the profile: %w", err)
 	}
+	c.History.Record(ctx, memory.ViaCurator, memory.Created, *p.profile)
 	if p.pastProfile == nil {
 		return nil
 	}
@@ -114,6 +115,7 @@ func (c *Curator) writeProfile(ctx context.Context, p plan) error {
 	if err := c.Store.Upsert(ctx, past); err != nil {
 		return fmt.Errorf("keeping the past profile: %w", err)
 	}
+	c.History.Record(ctx, memory.ViaCurator, memory.Superseded, past)
 	return nil
 }
 

@@ -121,6 +121,7 @@ func (t tools) search(ctx context.Context, _ *sdk.CallToolRequest, in searchIn) 
 }
 
 func (t tools) add(ctx context.Context, req *sdk.CallToolRequest, in addIn) (*sdk.CallToolResult, ID, error) {
+	ctx = memory.WithActor(ctx, memory.ViaMCP) // its changes are an agent's
 	text := strings.TrimSpace(in.Content)
 	if text == "" {
 		return nil, ID{}, badArg("content", "must not be empty")
@@ -196,6 +197,7 @@ func mayRewrite(m memory.Memory) error {
 }
 
 func (t tools) update(ctx context.Context, _ *sdk.CallToolRequest, in updateIn) (*sdk.CallToolResult, ID, error) {
+	ctx = memory.WithActor(ctx, memory.ViaMCP) // its changes are an agent's
 	text := strings.TrimSpace(in.Content)
 	if text == "" {
 		return nil, ID{}, badArg("content", "must not be empty (forget_memory forgets a memory)")
@@ -216,6 +218,7 @@ func (t tools) update(ctx context.Context, _ *sdk.CallToolRequest, in updateIn) 
 }
 
 func (t tools) forget(ctx context.Context, _ *sdk.CallToolRequest, in forgetIn) (*sdk.CallToolResult, ID, error) {
+	ctx = memory.WithActor(ctx, memory.ViaMCP) // its changes are an agent's
 	m, err := t.own(ctx, in.ID)
 	if err != nil {
 		return nil, ID{}, err

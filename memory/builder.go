@@ -65,6 +65,9 @@ type Builder struct {
 	EmbedTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Withheld keeps out what the curator wrote from a memory since
+	// forgotten or erased, until it is rewritten; nil: nothing is.
+	Withheld *Withheld
 }
 
 // NewBuilder returns a Builder over store.

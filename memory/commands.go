@@ -44,6 +44,11 @@ type Commands struct {
 	// (memory.max_turn_tokens); 0: DefaultMaxTurnTokens. A longer one
 	// keeps its head and tail around a "[…]" marker.
 	MaxTokens int
+	// History records what the commands change; nil: nothing is.
+	History *History
+	// Withheld withholds what the curator wrote from what Forget hides;
+	// nil: nothing is.
+	Withheld *Withheld
 }
 
 func (c *Commands) now() time.Time {
@@ -133,6 +138,7 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string, src Sourc
 	if err := c.Store.Upsert(ctx, m); err != nil {
 		return "", fmt.Errorf("remember: %w", err)
 	}
+	c.History.Record(ctx, ViaCommand, Created, m)
 	return m.ID, nil
 }
 
@@ -141,7 +147,9 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string, src Sourc
 // left out): a soft delete, restorable. A statement of fewer than two
 // content terms ("forget about work") hides nothing, and one that matches
 // more than maxForget memories is taken for too broad (ErrTooBroad): a
-// request to forget names a fact, not a topic. It returns the ids it hid.
+// request to forget names a fact, not a topic. It returns the ids it hid,
+// with an error too when what the curator wrote from them could not be
+// withheld.
 func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, error) {
 	want := Terms(statement)
 	if len(want) < 2 {
@@ -177,7 +185,7 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	if n := len(strong) + len(queued); n > maxForget {
 		return nil, fmt.Errorf("%w: %d memories hold every word of %q", ErrTooBroad, n, statement)
 	}
-	var hidden []Memory
+	var hidden, was []Memory // was: as they were, current
 	seen := map[string]bool{}
 	queuedIDs := make([]string, len(queued))
 	for i, m := range queued {
@@ -187,6 +195,7 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 		c.Skip(queuedIDs...) // the writer will not store them now
 	}
 	for _, m := range queued {
+		was = append(was, m)
 		m.Hide(c.now())
 		if m.Tokens == 0 && c.Tokens != nil {
 			// The writer counts a short turn only as it stores it.
@@ -205,6 +214,7 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 		if err != nil {
 			return nil, fmt.Errorf("forget: %w", err)
 		}
+		was = append(was, m)
 		m.Hide(c.now())
 		hidden = append(hidden, m)
 	}
@@ -220,9 +230,14 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 			return nil, fmt.Errorf("forget: the queue: %w", err)
 		}
 	}
+	c.History.Record(ctx, ViaChat, Created, queued...) // stored now, hidden
+	c.History.Record(ctx, ViaCommand, Hidden, hidden...)
 	ids := make([]string, len(hidden))
 	for i, m := range hidden {
 		ids[i] = m.ID
+	}
+	if _, err := c.Withheld.Removed(ctx, was...); err != nil {
+		return ids, fmt.Errorf("forget: hidden, but %w", err) // hidden all the same
 	}
 	return ids, nil
 }

@@ -56,7 +56,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	header := b.fixed("[2006-01-02]\n")
 	days := map[string]bool{}
 	take := func(h Hit) {
-		if req.Exclude[h.ID] {
+		if req.Exclude[h.ID] || b.Withheld.Is(h.ID) {
 			return
 		}
 		// What it costs first: once the budget is nearly spent, most

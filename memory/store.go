@@ -212,6 +212,8 @@ var (
 	// ErrLoading: the store is still loading the index searches run on
 	// (after a start); the caller answers without memory for now.
 	ErrLoading = errors.New("the memory index is still loading")
+	// ErrBadCursor: a page's cursor that no page gave.
+	ErrBadCursor = errors.New("bad cursor")
 )
 
 // SearchAhead is a store that can start a search's lexical side before

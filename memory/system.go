@@ -75,7 +75,7 @@ func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
 		c.Err = fmt.Errorf("profile: %w", err)
 		return ""
 	}
-	if latest == nil || strings.TrimSpace(latest.Text) == "" {
+	if latest == nil || strings.TrimSpace(latest.Text) == "" || b.Withheld.Is(latest.ID) {
 		return ""
 	}
 	text, _ := frame(strings.TrimSpace(latest.Text))
@@ -121,7 +121,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 	var lines []string
 	for _, r := range rules {
 		key := normalizeRule(r.Text)
-		if key == "" || seen[key] {
+		if key == "" || seen[key] || b.Withheld.Is(r.ID) {
 			continue
 		}
 		line, _ := frame("- " + strings.Join(strings.Fields(strings.TrimLeft(r.Text, "-*• \t")), " "))

@@ -40,6 +40,9 @@ type Writer struct {
 	// MaxTurnTokens caps a stored turn (memory.max_turn_tokens); 0 means
 	// DefaultMaxTurnTokens.
 	MaxTurnTokens int
+	// History records each turn stored, and each a regenerate replaced;
+	// nil: none.
+	History *History
 
 	in chan pending
 	// overflow holds turns that found in full; more tells the committer.
@@ -428,7 +431,7 @@ func (w *Writer) drain() (bool, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	done := append(ids, replaced...)
-	settled, err := w.storeBatch(sctx, batch, replaced, done)
+	settled, stored, err := w.storeBatch(sctx, batch, replaced, done)
 	if err != nil {
 		w.storeOK.Store(false)
 		w.fail("store", err)
@@ -436,6 +439,8 @@ func (w *Writer) drain() (bool, error) {
 	}
 	w.storeOK.Store(true)
 	w.ok("store")
+	w.History.Record(ctx, ViaChat, Created, stored...)
+	w.History.Record(ctx, ViaChat, Superseded, replacedMemories(batch)...)
 	if settled {
 		return true, nil
 	}
@@ -453,22 +458,22 @@ func (w *Writer) drain() (bool, error) {
 // deleted by hand is either skipped here or deleted after. A store that
 // keeps the queue too takes done off it in the same transaction
 // (settled).
-func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced, done []string) (settled bool, err error) {
+func (w *Writer) storeBatch(ctx context.Context, batch []Memory, replaced, done []string) (settled bool, stored []Memory, err error) {
 	w.storing.Lock()
 	defer w.storing.Unlock()
 	batch = slices.DeleteFunc(batch, w.forgotten) // done with, never stored
 	if len(replaced) > 0 {
 		if err := w.store.Delete(ctx, replaced...); err != nil {
-			return false, err
+			return false, nil, err
 		}
 	}
 	if w.settler != nil {
-		return true, w.settler.Settle(ctx, batch, done)
+		return true, batch, w.settler.Settle(ctx, batch, done)
 	}
 	if len(batch) == 0 {
-		return false, nil
+		return false, nil, nil
 	}
-	return false, w.store.Upsert(ctx, batch...)
+	return false, batch, w.store.Upsert(ctx, batch...)
 }
 
 // same reports whether a and b are the one value (a store that keeps the
@@ -487,12 +492,22 @@ func same(a, b any) (ok bool) {
 // replacedBy lists the turns that turns in batch replace.
 func replacedBy(batch []Memory) []string {
 	var ids []string
-	for _, m := range batch {
-		if id, ok := m.Metadata[MetaReplaces].(string); ok && id != "" {
-			ids = append(ids, id)
-		}
+	for _, m := range replacedMemories(batch) {
+		ids = append(ids, m.ID)
 	}
 	return ids
+}
+
+// replacedMemories are the turns the batch's replace (by id and
+// namespace).
+func replacedMemories(batch []Memory) []Memory {
+	var out []Memory
+	for _, m := range batch {
+		if id, ok := m.Metadata[MetaReplaces].(string); ok && id != "" {
+			out = append(out, Memory{ID: id, Namespace: m.Namespace})
+		}
+	}
+	return out
 }
 
 // embed fills in the vectors of ms; it reports whether it could.

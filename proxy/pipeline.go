@@ -559,7 +559,6 @@ func (s *Server) command(c *gin.Context, ch *chat) {
 		}
 		if err != nil {
 			s.log.Warn("forgetting at the user's request", slog.Any("error", err), id)
-			return
 		}
 		if len(ids) > 0 {
 			s.withdraw("", ids...)

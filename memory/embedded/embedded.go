@@ -158,7 +158,7 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	// and SQLite serialises writers anyway.
 	db.SetMaxOpenConns(1)
 	d := &DB{path: path, db: db, ns: map[string]*index{}}
-	if _, err := db.ExecContext(ctx, schema+plansSchema+usageSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+plansSchema+usageSchema+historySchema+withheldSchema); err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy") {
 			return nil, fmt.Errorf("embedded store %s is %w: %w", path, ErrInUse, err)
