@@ -62,9 +62,13 @@ func memoryOfType(t *testing.T, p *inProcess, ns, typ, word string) string {
 func TestEveryChangeWritesOneHistoryEntry(t *testing.T) {
 	_, _, p := eraseVera(t)
 	sendOllama(t, p, "alice", "c1", []msg{{"user", "My bike is called Bikezz."}}, "")
+	settled(t, p)
+	first := memoryOfType(t, p, "alice", "raw", "Bikezz")
+	sendOllama(t, p, "alice", "c1", []msg{{"user", "My bike is called Bikezz."}}, "") // a regenerate
 	sendOllama(t, p, "alice", "c2", []msg{{"user", "Remember that my locker is Lockzz 12"}}, "")
 	settled(t, p)
 	raw := memoryOfType(t, p, "alice", "raw", "Bikezz")
+	require.NotEqual(t, first, raw, "the regenerate replaced the turn")
 	cmd := memoryOfType(t, p, "alice", "curated", "Lockzz")
 	sendOllama(t, p, "alice", "c3", []msg{{"user", "Forget that my locker is Lockzz 12"}}, "")
 
@@ -88,6 +92,7 @@ func TestEveryChangeWritesOneHistoryEntry(t *testing.T) {
 	require.Equal(t, 201, adminCall(t, p, "", "POST", "/memories", `{"namespace":"bob","text":"Bob's bike is Bobzz."}`, nil))
 
 	want := map[string][]string{
+		first:    {"created by chat", "superseded by chat"},
 		raw:      {"created by chat"},
 		cmd:      {"created by command", "forgotten by command"},
 		adm.ID:   {"created by admin", "edited by admin", "forgotten by admin", "restored by admin", "erased by admin"},
@@ -187,7 +192,13 @@ func TestDerivedTextFollowsItsSource(t *testing.T) {
 	ollamatest.ChatWith(t, p.addr, headersFor("alice", "health"), api.Message{Role: "user", Content: "I have diabetes, Diabzz."})
 	ollamatest.ChatWith(t, p.addr, headersFor("alice", "trips"), api.Message{Role: "user", Content: "I like hiking, Hikezz."})
 	settled(t, p)
+	var raws struct{ Memories []adminMemory }
+	require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories?namespace=alice&type=raw", "", &raws))
+	require.Len(t, raws.Memories, 2)
 	require.Equal(t, 200, adminCall(t, p, "", "POST", "/curator/run", "", nil))
+	for _, r := range raws.Memories {
+		assert.Equal(t, []string{"created by chat", "curated by curator"}, historyOf(t, p, r.ID))
+	}
 	fact := memoryOfType(t, p, "alice", "curated", "Diabzz")
 	profile := memoryOfType(t, p, "alice", "profile", "Diabzz")
 	assert.Equal(t, []string{"created by curator"}, historyOf(t, p, fact))
