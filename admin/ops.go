@@ -155,6 +155,10 @@ func (m *Memories) Erase(ctx context.Context, id string) error {
 	return nil
 }
 
+// Withholds reports whether memory id is withheld from chats until it is
+// rewritten.
+func (m *Memories) Withholds(id string) bool { return m.Withheld.Is(id) }
+
 // CheckLength returns memory.ErrTooLong, wrapped with the figures, when
 // text is over MaxTokens: what a person or an agent writes is refused, not
 // cut behind their back.

@@ -25,6 +25,10 @@ type Memories interface {
 	Get(ctx context.Context, ns, id string) (memory.Memory, error)
 	Add(ctx context.Context, m memory.Memory) (memory.Memory, error)
 	Rewrite(ctx context.Context, m memory.Memory) (memory.Memory, error)
+	// Withholds reports whether memory id is withheld from chats (written
+	// by the curator from a memory since removed): agents do not read it
+	// either.
+	Withholds(id string) bool
 }
 
 // Server serves the tools over one Memories.

@@ -112,6 +112,9 @@ func (t tools) search(ctx context.Context, _ *sdk.CallToolRequest, in searchIn) 
 	}
 	out := Found{Memories: []Memory{}}
 	for _, h := range hits {
+		if t.s.Memories.Withholds(h.ID) {
+			continue
+		}
 		m := toMemory(h.Memory)
 		score := h.Score
 		m.Score = &score
@@ -262,7 +265,9 @@ func (t tools) list(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sd
 	}
 	out := Found{Memories: []Memory{}}
 	for _, m := range ms {
-		out.Memories = append(out.Memories, toMemory(m))
+		if !t.s.Memories.Withholds(m.ID) {
+			out.Memories = append(out.Memories, toMemory(m))
+		}
 	}
 	return answer(fmt.Sprintf("%d memories, newest first.", len(out.Memories)), out), out, nil
 }
