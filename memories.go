@@ -211,7 +211,7 @@ func memoriesClient(ctx context.Context, cfg config.Config, rawURL string, stder
 	herr := admin.GetJSON(ctx, hc, base.JoinPath("/healthz").String(), &health)
 	switch {
 	case herr == nil && health["version"] != nil:
-		return &admin.Client{Base: base, Token: cfg.Server.AdminToken, HTTP: hc}, func() {}, nil
+		return &admin.Client{Base: base, Token: cfg.Server.AdminToken, HTTP: hc, UserAgent: "vera/" + version}, func() {}, nil
 	case herr == nil || explicit || !refused(herr):
 		why := "it does not answer /healthz as vera does"
 		if herr != nil {
@@ -283,7 +283,7 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 		srv.Close()
 		a.Close()
 	}
-	return &admin.Client{Base: &url.URL{Scheme: "http", Host: ln.Addr().String()}}, done, nil
+	return &admin.Client{Base: &url.URL{Scheme: "http", Host: ln.Addr().String()}, UserAgent: "vera/" + version}, done, nil
 }
 
 func listMemories(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {
@@ -555,7 +555,11 @@ func printMemory(out io.Writer, m admin.Memory, asJSON bool) error {
 	}
 	fmt.Fprintf(out, "from:       %s\n", sourceLine(m.Metadata))
 	if m.LastUsed != nil {
-		fmt.Fprintf(out, "used:       in %d answers, last %s\n", m.UsedCount, m.LastUsed.UTC().Format(time.RFC3339))
+		answers := "answers"
+		if m.UsedCount == 1 {
+			answers = "answer"
+		}
+		fmt.Fprintf(out, "used:       in %d %s, last %s\n", m.UsedCount, answers, m.LastUsed.UTC().Format(time.RFC3339))
 	} else {
 		fmt.Fprintf(out, "used:       never\n")
 	}

@@ -25,6 +25,9 @@ type Client struct {
 	// Scope, when set, scopes the calls on one memory (Get, Edit,
 	// Delete) to that namespace: a memory of another is not found.
 	Scope string
+	// UserAgent names the client (a memory it adds says so in its
+	// metadata.source.client); empty: Go's.
+	UserAgent string
 }
 
 // one is the path of a memory, scoped when Scope is set.
@@ -212,6 +215,9 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
 	}
 	hc := c.HTTP
 	if hc == nil {

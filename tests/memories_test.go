@@ -157,10 +157,20 @@ func TestMemoriesCommandThroughRunningVera(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &dog))
 	chat(t, p, "dave", false, user("What is my dog called?"))
 	assert.Contains(t, systemOf(up.LastChat(t)), "Biscuit")
+	// Where it came from, what it shaped, who changed it.
+	require.Eventually(t, func() bool {
+		_, out, _ = runVera(t, env, "memories", "show", dog.ID, "--url", "http://"+p.addr)
+		return strings.Contains(out, "used:       in 1 answer,")
+	}, 10*time.Second, 200*time.Millisecond, out)
+	assert.Regexp(t, `from: +admin \(vera/`, out)
+	assert.Regexp(t, `(?m)^\S+ \S+ +created +admin$`, out)
 	code, _, _ = runVera(t, env, "memories", "delete", dog.ID, "--url", "http://"+p.addr)
 	require.Equal(t, 0, code)
 	chat(t, p, "dave", false, user("What is my dog called, again?"))
 	assert.NotContains(t, systemOf(up.LastChat(t)), "Biscuit")
+	_, out, _ = runVera(t, env, "memories", "history", dog.ID, "--url", "http://"+p.addr)
+	assert.Regexp(t, `(?s)created +admin.*erased +admin`, out, "an erased memory keeps its history")
+	assert.NotContains(t, out, "Biscuit", "which holds no text")
 
 	// The default address is not where this vera listens, and its store
 	// is taken: the command says so rather than opening it twice.
