@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vera-proxy/vera/memory"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // Client calls a vera's memory routes: what `vera memories` uses, against
