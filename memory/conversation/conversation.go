@@ -178,9 +178,15 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 		}
 	}
 	n := 0
+	var told []*list.Element
 	for _, sp := range spaces {
 		for e := sp.order.Front(); e != nil; e = e.Next() {
 			cv := e.Value.(*conversation)
+			if cv.told(ids, ns != "") {
+				told = append(told, e)
+				n++
+				continue
+			}
 			if !cv.holds(ids, ns != "") {
 				continue
 			}
@@ -188,7 +194,28 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 			n++
 		}
 	}
+	// A conversation that told one of them keeps its text in what it
+	// holds of its own (a Responses chain's user text, the summary of its
+	// turns): it is forgotten whole, its summary under way stopped, and
+	// nothing of it saved again. The client's next request starts it anew.
+	for _, e := range told {
+		if stop := e.Value.(*conversation).Compaction.stop; stop != nil {
+			stop()
+		}
+		cs.remove(e)
+	}
 	return n
+}
+
+// told reports whether one of the turns cv recorded is among ids (any,
+// with all).
+func (cv *conversation) told(ids map[string]bool, all bool) bool {
+	for _, t := range cv.turns {
+		if all || ids[t.id] {
+			return true
+		}
+	}
+	return false
 }
 
 // footprint estimates the bytes a conversation holds.

@@ -319,6 +319,7 @@ func (cs *Set) save(cv *conversation) {
 		}
 		for _, t := range cv.turns {
 			k.Turns = append(k.Turns, keptTurn{Point: t.point, ID: t.id, At: t.at})
+			ids[t.id] = true // it quotes them (its user text, its summary): erased with them
 		}
 		if cv.id == "" {
 			cv.id = memory.NewID()
