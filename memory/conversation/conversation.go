@@ -44,6 +44,9 @@ type conversation struct {
 	// loop forward it again.
 	Last  *memory.Context
 	turns []recordedTurn // the latest turns recorded, oldest first
+	// older are the ids of the turns recorded before those (at most
+	// maxOlder): its summary may quote them, so erasing one forgets it.
+	older []string
 	// advanced is set once a later turn came: a first message asked again
 	// is then a new chat, never a regenerate of this one's first turn.
 	Advanced bool
@@ -215,12 +218,17 @@ func (cv *conversation) told(ids map[string]bool, all bool) bool {
 			return true
 		}
 	}
+	for _, id := range cv.older {
+		if ids[id] {
+			return true
+		}
+	}
 	return false
 }
 
 // footprint estimates the bytes a conversation holds.
 func (cv *conversation) footprint() int {
-	n := 256 + len(cv.User) + 64*len(cv.turns) + len(cv.Compaction.Summary)
+	n := 256 + len(cv.User) + 64*len(cv.turns) + 40*len(cv.older) + len(cv.Compaction.Summary)
 	for _, j := range []*summaryJob{cv.Compaction.job, cv.Compaction.ready} {
 		if j != nil {
 			n += len(j.prev) + len(j.text)
@@ -267,6 +275,10 @@ type recordedTurn struct {
 // maxTurnsKept bounds the recorded turns a conversation remembers: older
 // ones can no longer be regenerated in place.
 const maxTurnsKept = 64
+
+// maxOlder bounds the ids of older turns a conversation remembers (past
+// it, the oldest's text has long left any summary of a chat that size).
+const maxOlder = 1024
 
 // replaceWindow is how long after a turn a request without a chat id or a
 // previous_response_id is taken for its regenerate or edit.
@@ -371,6 +383,7 @@ func (cs *Set) start(ns, key string, strong bool) *conversation {
 	if e, ok := cs.keys[key]; ok {
 		if old := e.Value.(*conversation); strong || !old.Advanced {
 			cv.turns = append(cv.turns, old.turns...)
+			cv.older = append(cv.older, old.older...)
 		}
 		cs.unkey(e, key)
 	}
@@ -492,8 +505,12 @@ func (cv *conversation) replace(point, id string, now time.Time, strong bool) st
 		break
 	}
 	cv.turns = append(cv.turns, recordedTurn{point: point, id: id, at: now})
-	if len(cv.turns) > maxTurnsKept {
-		cv.turns = cv.turns[len(cv.turns)-maxTurnsKept:]
+	if n := len(cv.turns) - maxTurnsKept; n > 0 {
+		for _, t := range cv.turns[:n] {
+			cv.older = append(cv.older, t.id)
+		}
+		cv.older = cv.older[max(0, len(cv.older)-maxOlder):]
+		cv.turns = cv.turns[n:]
 	}
 	return replaced
 }

@@ -152,3 +152,22 @@ func TestStartAfterTheChatWentOn(t *testing.T) {
 	old.Advanced = true
 	assert.Equal(t, "turn-1", cs.start("alice", "chat", true).replace("p0", "turn-2", now, true), "with a chat id it is the same chat")
 }
+
+// A conversation that told a turn, even one older than the turns it can
+// regenerate, is forgotten whole when that turn is withdrawn: its summary
+// may quote it. Another conversation, which only recalled other
+// memories, stays.
+func TestWithdrawingATurnForgetsTheConversationThatToldIt(t *testing.T) {
+	cs := New(0)
+	now := time.Now()
+	cv := cs.start("alice", "long", true)
+	for i := range maxTurnsKept + 10 {
+		cv.replace(fmt.Sprint("point", i), fmt.Sprint("turn-", i), now, true)
+	}
+	require.Len(t, cv.turns, maxTurnsKept)
+	other := cs.start("alice", "other", true)
+	other.replace("p", "turn-x", now, true)
+	assert.Equal(t, 1, cs.Withdraw("", "turn-3"), "an older turn, past those it can regenerate")
+	assert.False(t, cs.filed(cv), "forgotten: nothing of it is saved again")
+	assert.True(t, cs.filed(other))
+}

@@ -40,6 +40,7 @@ type kept struct {
 	// Ready is a summary written and not yet in the plan.
 	Ready    *keptSummary `json:"ready,omitempty"`
 	Turns    []keptTurn   `json:"turns,omitempty"`
+	Older    []string     `json:"older,omitempty"`
 	Point    string       `json:"point,omitempty"`
 	Advanced bool         `json:"advanced,omitempty"`
 	// User is the turn under way's user text, for a Responses tool loop
@@ -271,6 +272,7 @@ func (cv *conversation) restore(k *kept, rev uint64) {
 	for _, t := range k.Turns {
 		cv.turns = append(cv.turns, recordedTurn{point: t.Point, id: t.ID, at: t.At})
 	}
+	cv.older = k.Older
 	cv.Point, cv.Advanced, cv.User, cv.rev = k.Point, k.Advanced, k.User, rev
 }
 
@@ -320,6 +322,10 @@ func (cs *Set) save(cv *conversation) {
 		for _, t := range cv.turns {
 			k.Turns = append(k.Turns, keptTurn{Point: t.point, ID: t.id, At: t.at})
 			ids[t.id] = true // it quotes them (its user text, its summary): erased with them
+		}
+		k.Older = cv.older
+		for _, id := range cv.older {
+			ids[id] = true
 		}
 		if cv.id == "" {
 			cv.id = memory.NewID()
