@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 )
 
@@ -354,4 +356,161 @@ func TestUIPeoplePicker(t *testing.T) {
 	b.until("Alice's memories show", `document.getElementById('memory-list').textContent.includes('Lisbon')`)
 	assert.NotContains(t, evalJS[string](b, `document.getElementById('memory-list').textContent`), "Peugeot")
 	assert.Equal(t, alice, evalJS[string](b, `document.getElementById('ns-pick').value`))
+}
+
+// The page says where each memory came from, how often it shaped an
+// answer and what happened to it; Forget is undone by Restore; Erase asks
+// first and leaves nothing; "Erase everything of this person" refuses
+// until the namespace is typed exactly, then erases, shows the receipt,
+// and another person's memories stay.
+func TestUIProvenanceHistoryAndErase(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no Chromium (/usr/bin/chromium, or chromium, chromium-browser or google-chrome on PATH): .ci/run installs Debian's chromium package")
+	}
+	// A memory written before vera kept where memories came from, or their
+	// history: put in the store before vera starts on it.
+	data := t.TempDir()
+	db := openStore(t, data)
+	old := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: "Alice's first flat was on Oldzz street.", Time: time.Now().Add(-48 * time.Hour).UTC()}
+	require.NoError(t, db.Upsert(context.Background(), old))
+	require.NoError(t, db.Close())
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	p := conversationVera(t, up, data, t.TempDir())
+
+	// Told in a chat through the OpenAI client, recalled in the next.
+	sendOpenAI(t, p, "alice", "trip-1", []msg{{"user", "My sister Ana lives in Lisbonzz."}}, "")
+	settled(t, p)
+	told := memoryIDWith(t, p, "alice", "Lisbonzz")
+	sendOllama(t, p, "alice", "trip-2", []msg{{"user", "Where does my sister Ana live?"}}, "")
+	settled(t, p)
+	var m adminMemory
+	require.Eventually(t, func() bool {
+		return adminCall(t, p, "", "GET", "/memories/"+told, "", &m) == http.StatusOK && m.UsedCount > 0
+	}, 10*time.Second, 50*time.Millisecond, "the second chat used the first one's turn")
+	// What the curator distilled, as an export keeps it; one added by hand;
+	// another person's.
+	curated := `{"id":"imp-1","namespace":"alice","type":"curated","text":"Ana moved to Curatorzz last spring.",` +
+		`"metadata":{"source":{"via":"curator","chats":["trip-1","trip-2"],"from":"2026-11-20T12:00:00Z","until":"2026-11-22T12:00:00Z"}}}` + "\n"
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/memories/import", curated, nil))
+	var kite, bob adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's kite is <i>Kitezz</i>."}`, &kite))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"bob","text":"Bob's bike is Bobzz."}`, &bob))
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+told, "", &m))
+
+	b := newBrowser(t, bin)
+	b.do("load the page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+p.addr+"/ui/"))
+	b.until("the first list loads", `+(document.getElementById('memory-list').dataset.loads || 0) >= 1`)
+	b.show("alice", "")
+	fact := func(id, role string) string {
+		return evalJS[string](b, fmt.Sprintf(`(%s?.querySelector('[data-role=%s]')?.textContent) ?? ''`, memJS(id), role))
+	}
+
+	// Where each came from, and its use.
+	src := fact(told, "source")
+	assert.True(t, strings.HasPrefix(src, "From a chat (openai-chat, chat trip-1, OpenAI/Go"), src)
+	assert.True(t, strings.HasSuffix(src, ", llama3.2)"), src)
+	when := `, last on \d{4}-\d\d-\d\d \d\d:\d\d$`
+	if m.UsedCount == 1 {
+		assert.Regexp(t, `^Used in 1 answer`+when, fact(told, "usage"))
+	} else {
+		assert.Regexp(t, fmt.Sprintf(`^Used in %d answers`, m.UsedCount)+when, fact(told, "usage"))
+	}
+	assert.Equal(t, "Distilled by the curator from 2 chats, 2026-11-20 to 2026-11-22", fact("imp-1", "source"))
+	assert.Equal(t, "Added by hand (admin, Go-http-client/1.1)", fact(kite.ID, "source"))
+	assert.Equal(t, "Never used yet", fact(kite.ID, "usage"))
+	assert.Contains(t, fact(old.ID, "source"), "unknown")
+	assert.Zero(t, evalJS[int](b, `document.querySelectorAll('#memory-list i').length`), "no element made from a memory's text")
+
+	// History, on demand: read when opened, each time.
+	history := func(id string) []string {
+		n := evalJS[int](b, fmt.Sprintf(`+(%s.querySelector('[data-role=history]').dataset.loads || 0)`, memJS(id)))
+		b.do("open the history", chromedp.Click(chromedp.CSS(memSel(id, `[data-role=history] summary`))))
+		b.until("the history loads", fmt.Sprintf(`+(%s.querySelector('[data-role=history]').dataset.loads || 0) > %d`, memJS(id), n))
+		out := evalJS[[]string](b, fmt.Sprintf(`[...%s.querySelectorAll('[data-role=history-body] li, [data-role=history-body] p')].map((e) => e.textContent)`, memJS(id)))
+		b.do("close the history", chromedp.Click(chromedp.CSS(memSel(id, `[data-role=history] summary`))))
+		return out
+	}
+	h := history(told)
+	require.Len(t, h, 1)
+	assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d — created by chat$`, h[0])
+	assert.Equal(t, []string{"No history: written before vera kept one."}, history(old.ID))
+
+	// Forget hides it, restorably; Restore brings it back.
+	b.do("forget", chromedp.Click(chromedp.CSS(memSel(kite.ID, `button[data-action=forget]`))))
+	b.until("it shows forgotten", fmt.Sprintf(`%s?.dataset.type === 'forgotten'`, memJS(kite.ID)))
+	assert.Regexp(t, `^Forgotten on \d{4}-\d\d-\d\d: restorable until \d{4}-\d\d-\d\d$`, fact(kite.ID, "forgotten"))
+	var got adminMemory
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+kite.ID, "", &got))
+	assert.Equal(t, "forgotten", got.Type)
+	b.do("restore", chromedp.Click(chromedp.CSS(memSel(kite.ID, `button[data-action=restore]`))))
+	b.until("it shows restored", fmt.Sprintf(`%s?.dataset.type === 'curated'`, memJS(kite.ID)))
+	h = history(kite.ID)
+	for i, w := range []string{"created by admin", "forgotten by admin", "restored by admin"} {
+		if assert.Len(t, h, 3) {
+			assert.True(t, strings.HasSuffix(h[i], " — "+w), h[i])
+		}
+	}
+
+	// Erase, confirmed on the page: gone from the list and from vera.
+	b.do("erase", chromedp.Click(chromedp.CSS(memSel(kite.ID, `button[data-action=delete]`))))
+	assert.Contains(t, fact(kite.ID, "confirm"), "Erase this memory? Nothing of it is kept, on disk either.")
+	b.do("confirm", chromedp.Click(chromedp.CSS(memSel(kite.ID, `button[data-action=confirm-delete]`))))
+	b.do("the memory goes", chromedp.WaitNotPresent(chromedp.CSS(memSel(kite.ID, ""))))
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "GET", "/memories/"+kite.ID, "", nil))
+
+	// Erase everything of alice: refused until "alice" is typed exactly.
+	var spaces struct {
+		Namespaces []struct {
+			Namespace string
+			Counts    map[string]int
+		}
+	}
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/namespaces", "", &spaces))
+	var counts map[string]int
+	for _, n := range spaces.Namespaces {
+		if n.Namespace == "alice" {
+			counts = n.Counts
+		}
+	}
+	require.Equal(t, 2, counts["raw"], "a turn a chat")
+	require.Equal(t, 2, counts["curated"], "the old one and the curator's")
+	assert.Equal(t, "alice", evalJS[string](b, `document.getElementById('erase-ns').textContent`))
+	disabled := func() bool { return evalJS[bool](b, `document.getElementById('erase-all').disabled`) }
+	assert.True(t, disabled(), "nothing typed")
+	for _, typed := range []string{"alic", "Alice", "alice ", " alice", "bob"} {
+		b.set("#erase-confirm", "")
+		b.do("type "+typed, chromedp.SendKeys(chromedp.ID("erase-confirm"), typed))
+		assert.True(t, disabled(), "%q is not the namespace", typed)
+	}
+	b.do("submit anyway", chromedp.Evaluate[chromedp.Void](`document.getElementById('erase-form').requestSubmit()`))
+	assert.Contains(t, evalJS[string](b, `document.getElementById('status').textContent`), "Nothing erased")
+	assert.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+told, "", nil), "still there")
+
+	b.set("#erase-confirm", "")
+	b.do("type alice", chromedp.SendKeys(chromedp.ID("erase-confirm"), "alice"))
+	assert.False(t, disabled())
+	b.do("erase everything", chromedp.Click(chromedp.ID("erase-all")))
+	b.until("the receipt shows", `!!document.querySelector('#erase-receipt [data-role=receipt]')`)
+	receipt := evalJS[string](b, `document.querySelector('#erase-receipt [data-role=receipt]').textContent`)
+	assert.Regexp(t, `^Erased 2 chat turns, 2 curated memories(, \d+ conversation plans?)? of “alice” at \d{4}-\d\d-\d\d \d\d:\d\d\.$`, receipt)
+	assert.Zero(t, evalJS[int](b, `document.querySelectorAll('#memory-list > li').length`), "the list is empty")
+	assert.Equal(t, "0 memories in “alice”.", evalJS[string](b, `document.getElementById('list-info').textContent`))
+	b.until("alice leaves the people", `document.querySelectorAll('#people-list [data-ns=alice]').length === 0 && !!document.querySelector('#people-list [data-ns=bob]')`)
+
+	var left struct{ Memories []adminMemory }
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=alice", "", &left))
+	assert.Empty(t, left.Memories)
+	assert.Equal(t, http.StatusNotFound, adminCall(t, p, "", "GET", "/memories/"+told, "", nil))
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories?namespace=bob", "", &left))
+	require.Len(t, left.Memories, 1, "bob's memory stays")
+	assert.Equal(t, bob.ID, left.Memories[0].ID)
+
+	// A phone: no horizontal scroll with a history open.
+	b.show("bob", "")
+	b.do("phone width", chromedp.EmulateViewport(375, 812))
+	history(bob.ID)
+	assert.True(t, evalJS[bool](b, `document.documentElement.scrollWidth <= document.documentElement.clientWidth`), "no horizontal scroll at 375 px")
+	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
 }

@@ -37,6 +37,19 @@
     return isNaN(d) || d.getFullYear() < 2 ? '' : d.toLocaleString();
   }
 
+  // day and minute write a time as 2026-11-28 and 2026-11-28 12:00, in
+  // the browser's time zone; '' when there is none.
+  const pad = (n) => String(n).padStart(2, '0');
+  function day(ts) {
+    const d = new Date(ts);
+    if (!ts || isNaN(d) || d.getFullYear() < 2) return '';
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  }
+  function minute(ts) {
+    const d = new Date(ts);
+    return day(ts) && `${day(ts)} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  }
+
   // ---- the API, and the token it may ask for
 
   class APIError extends Error {
@@ -155,7 +168,9 @@
       if (!more) list.replaceChildren();
       const ms = (data && data.memories) || [];
       for (const m of ms) list.append(memoryItem(m));
+      const before = shown;
       shown = qy;
+      showErase(!before || before.namespace !== qy.namespace);
       cursor = (data && data.next_cursor) || '';
       $('more').hidden = !cursor;
       describeList();
@@ -207,9 +222,10 @@
       btn);
   }
 
-  // loadPeople fills the people list and the picker; the first person
-  // (the most recently seen) is shown, unless a namespace was typed.
-  async function loadPeople() {
+  // loadPeople fills the people list and the picker. At the start, the
+  // first person (the most recently seen) is shown, unless a namespace
+  // was typed.
+  async function loadPeople(start) {
     let data;
     try {
       data = await api('GET', '/namespaces');
@@ -226,7 +242,7 @@
       ? `${people.length} ${people.length === 1 ? 'person' : 'people'}, most recently seen first.`
       : 'Nobody yet: memories appear here after a first chat.';
     $('people-list').dataset.loads = String(Number($('people-list').dataset.loads || 0) + 1);
-    if (people.length && $('ns').value.trim() === 'default' && !people.some((n) => n.namespace === 'default')) {
+    if (start && people.length && $('ns').value.trim() === 'default' && !people.some((n) => n.namespace === 'default')) {
       pick(people[0].namespace);
       return true;
     }
@@ -256,18 +272,107 @@
     if (t) meta.append(el('time', { datetime: m.timestamp, text: t }));
     if (m.model) meta.append(el('span', { class: 'model', text: m.model }));
     if (typeof m.score === 'number') meta.append(el('span', { class: 'score', text: 'score ' + m.score.toFixed(3) }));
+    const src = sourceOf(m);
+    const facts = el('p', { class: 'meta facts' },
+      el('span', { 'data-role': 'source', title: src.more || null, text: src.text }),
+      el('span', { 'data-role': 'usage', text: usageText(m) }),
+      m.type === 'forgotten' ? el('span', { 'data-role': 'forgotten', text: forgottenText(m) }) : null);
+    const history = el('details', { class: 'history', 'data-role': 'history' },
+      el('summary', { text: 'History' }),
+      el('div', { 'data-role': 'history-body' }));
+    history.addEventListener('toggle', () => { if (history.open) loadHistory(m.id, history); });
     const li = el('li', { class: 'memory', 'data-id': m.id, 'data-type': m.type },
       meta,
       el('p', { class: 'text', id: textID, 'data-role': 'text', text: m.text }),
+      facts,
+      history,
       actionsFor(m, textID));
     li.memory = m;
     return li;
   }
 
   function actionsFor(m, textID) {
+    const forgotten = m.type === 'forgotten';
     return el('div', { class: 'actions', 'data-role': 'actions' },
       el('button', { type: 'button', 'data-action': 'edit', 'aria-describedby': textID, text: 'Edit' }),
+      forgotten
+        ? el('button', { type: 'button', 'data-action': 'restore', 'aria-describedby': textID, text: 'Restore' })
+        : el('button', { type: 'button', 'data-action': 'forget', 'aria-describedby': textID, title: 'Hide it from chats; restorable for 30 days', text: 'Forget' }),
       el('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-describedby': textID, text: 'Erase' }));
+  }
+
+  // ---- where a memory came from, how much it is used, its history
+
+  // sourceOf says where a memory came from (metadata.source) in words:
+  // {text, more} (more: the request and chat ids, for a tooltip). A
+  // memory without one was written before vera kept it.
+  function sourceOf(m) {
+    const s = m.metadata && m.metadata.source;
+    if (!s || typeof s !== 'object' || !s.via) return { text: 'From: unknown (written before vera kept where memories came from)' };
+    const str = (v) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
+    const chats = Array.isArray(s.chats) ? s.chats.map(str).filter(Boolean) : [];
+    const heads = {
+      chat: 'From a chat',
+      command: 'Told in a chat with “remember that”',
+      curator: 'Distilled by the curator' + (chats.length ? ` from ${chats.length} chat${chats.length === 1 ? '' : 's'}` : ''),
+      admin: 'Added by hand',
+      mcp: 'Added by an agent over MCP',
+      import: 'Imported',
+    };
+    let text = heads[s.via] || 'Came in by ' + str(s.via);
+    const details = [s.via === 'admin' ? 'admin' : '', str(s.dialect), s.chat_id ? 'chat ' + str(s.chat_id) : '', str(s.client), str(s.model)].filter(Boolean);
+    if (details.length) text += ` (${details.join(', ')})`;
+    const from = day(s.from);
+    const until = day(s.until);
+    if (from && until && from !== until) text += `, ${from} to ${until}`;
+    else if (from || until) text += `, on ${from || until}`;
+    const more = [s.request_id ? 'request ' + str(s.request_id) : '', chats.length ? 'chats: ' + chats.join(', ') : ''].filter(Boolean);
+    return { text, more: more.join('; ') };
+  }
+
+  function usageText(m) {
+    const n = Number(m.used_count) || 0;
+    if (n <= 0) return 'Never used yet';
+    const last = minute(m.last_used);
+    return `Used in ${n} answer${n === 1 ? '' : 's'}` + (last ? `, last on ${last}` : '');
+  }
+
+  // forgottenText says when a forgotten memory goes for good: the
+  // curator erases it 30 days after it was forgotten.
+  function forgottenText(m) {
+    const at = m.metadata && m.metadata.forgotten_at;
+    const d = new Date(at);
+    if (!at || isNaN(d)) return 'Forgotten: restorable for 30 days';
+    return `Forgotten on ${day(at)}: restorable until ${day(new Date(d.getTime() + 30 * 864e5).toISOString())}`;
+  }
+
+  // keepUsage carries a memory's usage over to its rewritten form: vera
+  // answers an edit without it.
+  function keepUsage(m, old) {
+    if (!m.used_count && old.used_count) {
+      m.used_count = old.used_count;
+      m.last_used = old.last_used;
+    }
+    return m;
+  }
+
+  // loadHistory shows a memory's history, read each time it is opened.
+  async function loadHistory(id, box) {
+    const body = box.querySelector('[data-role=history-body]');
+    body.replaceChildren(el('p', { class: 'muted', text: 'Loading…' }));
+    box.setAttribute('aria-busy', 'true');
+    try {
+      const data = await api('GET', '/memories/' + encodeURIComponent(id) + '/history');
+      const es = (data && data.history) || [];
+      body.replaceChildren(es.length
+        ? el('ol', { class: 'history-list' }, ...es.map((e) => el('li', { text: `${minute(e.at) || e.at} — ${e.action} by ${e.actor}` })))
+        : el('p', { class: 'muted', text: 'No history: written before vera kept one.' }));
+    } catch (err) {
+      body.replaceChildren(el('p', { class: 'error', text: 'The history could not be read: ' + err.message }));
+    } finally {
+      box.removeAttribute('aria-busy');
+      box.dataset.loads = String(Number(box.dataset.loads || 0) + 1);
+    }
   }
 
   function itemOf(node) {
@@ -281,6 +386,8 @@
     switch (btn.dataset.action) {
       case 'edit': startEdit(li); break;
       case 'cancel-edit': endEdit(li); break;
+      case 'forget': setForgotten(li, btn, true); break;
+      case 'restore': setForgotten(li, btn, false); break;
       case 'delete': askDelete(li); break;
       case 'cancel-delete': endDelete(li); break;
       case 'confirm-delete': doDelete(li, btn); break;
@@ -334,7 +441,7 @@
     btn.disabled = true;
     try {
       const m = await api('PATCH', '/memories/' + encodeURIComponent(li.memory.id), { text });
-      const fresh = memoryItem(m);
+      const fresh = memoryItem(keepUsage(m, li.memory));
       li.replaceWith(fresh);
       fresh.querySelector('button[data-action=edit]').focus();
       say('Memory saved.');
@@ -365,14 +472,43 @@
     btn.disabled = true;
     try {
       await api('DELETE', '/memories/' + encodeURIComponent(li.memory.id));
-      const next = li.nextElementSibling || li.previousElementSibling;
-      li.remove();
-      describeList();
-      (next ? next.querySelector('button[data-action=edit]') : $('search')).focus();
+      drop(li);
       say('Memory erased.');
     } catch (err) {
       btn.disabled = false;
       failed('Deleting the memory', err);
+    }
+  }
+
+  // drop takes a memory out of the list, focus going to its neighbour.
+  function drop(li) {
+    const next = li.nextElementSibling || li.previousElementSibling;
+    li.remove();
+    describeList();
+    (next ? next.querySelector('button[data-action=edit]') : $('search')).focus();
+  }
+
+  // setForgotten forgets a memory (hidden from chats, restorable for 30
+  // days) or restores a forgotten one. It stays in a list that shows its
+  // new type.
+  async function setForgotten(li, btn, forget) {
+    btn.disabled = true;
+    const path = '/memories/' + encodeURIComponent(li.memory.id);
+    try {
+      const m = keepUsage(forget ? await api('PATCH', path, { type: 'forgotten' }) : await api('POST', path + '/restore'), li.memory);
+      if (!shown.type || shown.type === m.type) {
+        const fresh = memoryItem(m);
+        li.replaceWith(fresh);
+        fresh.querySelector(`button[data-action=${forget ? 'restore' : 'forget'}]`).focus();
+      } else {
+        drop(li);
+      }
+      say(forget
+        ? 'Memory forgotten: chats no longer get it. Restore it within 30 days (type “forgotten”), or it is erased.'
+        : 'Memory restored: chats get it again.');
+    } catch (err) {
+      btn.disabled = false;
+      failed(forget ? 'Forgetting the memory' : 'Restoring the memory', err);
     }
   }
 
@@ -406,6 +542,77 @@
     } finally {
       btn.disabled = false;
     }
+  });
+
+  // ---- erase everything of one person: the namespace the list shows,
+  // once its name is typed exactly.
+
+  const eraseInput = $('erase-confirm');
+
+  // showErase names the namespace shown; changed: another one, whose
+  // confirmation starts empty.
+  function showErase(changed) {
+    const ns = shown ? shown.namespace : '';
+    $('erase-person').hidden = !ns;
+    $('erase-ns').textContent = ns;
+    if (changed) {
+      eraseInput.value = '';
+      $('erase-receipt').replaceChildren();
+    }
+    $('erase-all').disabled = !ns || eraseInput.value !== ns;
+  }
+  eraseInput.addEventListener('input', () => showErase(false));
+
+  const ERASED = [
+    ['raw', 'chat turn', 'chat turns'],
+    ['queued', 'chat turn still queued', 'chat turns still queued'],
+    ['curated', 'curated memory', 'curated memories'],
+    ['rule', 'rule', 'rules'],
+    ['profile', 'profile', 'profiles'],
+    ['forgotten', 'forgotten memory', 'forgotten memories'],
+    ['plans', 'conversation plan', 'conversation plans'],
+  ];
+
+  // receiptText says what DELETE /namespaces/{ns} erased.
+  function receiptText(r) {
+    const e = (r && r.erased) || {};
+    const known = ERASED.map(([k]) => k);
+    const parts = ERASED.filter(([k]) => Number(e[k]) > 0).map(([k, one, many]) => `${e[k]} ${Number(e[k]) === 1 ? one : many}`)
+      .concat(Object.keys(e).filter((k) => !known.includes(k) && Number(e[k]) > 0).map((k) => `${e[k]} ${k}`));
+    const at = minute(r && r.at);
+    return (parts.length ? `Erased ${parts.join(', ')} of “${r.namespace}”` : `Erased “${r.namespace}”, which held nothing`) +
+      (at ? ` at ${at}.` : '.');
+  }
+
+  $('erase-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const ns = shown ? shown.namespace : '';
+    if (!ns || eraseInput.value !== ns) {
+      say(`Nothing erased: type the namespace “${ns}” exactly to erase everything of this person.`, 'error');
+      eraseInput.focus();
+      return;
+    }
+    const box = $('erase-receipt');
+    $('erase-all').disabled = true;
+    let r;
+    try {
+      r = await api('DELETE', '/namespaces/' + encodeURIComponent(ns));
+    } catch (err) {
+      box.replaceChildren(el('p', { class: 'error', 'data-role': 'erase-error', text: 'Erasing failed: ' + err.message }));
+      failed(`Erasing everything of “${ns}”`, err);
+      showErase(false);
+      return;
+    }
+    const text = receiptText(r);
+    eraseInput.value = '';
+    $('ns').value = ns;
+    await loadMemories(false);
+    const receipt = el('p', { class: 'receipt', 'data-role': 'receipt', tabindex: -1, text });
+    box.replaceChildren(receipt);
+    showErase(false);
+    receipt.focus();
+    say(text);
+    loadPeople(false);
   });
 
   // ---- curator
@@ -551,6 +758,6 @@
   // ---- start
 
   loadHealth();
-  loadPeople().then((picked) => { if (!picked) loadMemories(false); });
+  loadPeople(true).then((picked) => { if (!picked) loadMemories(false); });
   loadCurator();
 })();
