@@ -236,3 +236,28 @@ func TestDerivedTextFollowsItsSource(t *testing.T) {
 	assert.Equal(t, []string{"created by curator", "superseded by curator"}, historyOf(t, p, profile))
 	assert.Equal(t, []string{"created by curator", "erased by admin"}, historyOf(t, p, fact))
 }
+
+// A PATCH of metadata merges (a null removes a key) and never changes
+// where the memory came from, nor what a restore needs; its answer says
+// how often the memory was used.
+func TestPatchMetadataKeepsProvenance(t *testing.T) {
+	_, _, p := eraseVera(t)
+	var m struct {
+		ID        string
+		Metadata  map[string]any
+		UsedCount int `json:"used_count"`
+	}
+	require.Equal(t, 201, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's cat is Tomzz.","metadata":{"tag":"pets"}}`, &m))
+	sendOllama(t, p, "alice", "", []msg{{"user", "What is my cat called, Tomzz?"}}, "")
+	require.Eventually(t, func() bool {
+		m.Metadata = nil // decoded afresh
+		require.Equal(t, 200, adminCall(t, p, "", "PATCH", "/memories/"+m.ID, `{"metadata":{"mood":"calm","tag":null}}`, &m))
+		return m.UsedCount == 1
+	}, 5*time.Second, 50*time.Millisecond, "the answer of a PATCH says how often it was used")
+	assert.Equal(t, "calm", m.Metadata["mood"])
+	assert.NotContains(t, m.Metadata, "tag", "a null removes a key")
+	assert.Equal(t, "admin", m.Metadata["source"].(map[string]any)["via"], "kept")
+	for _, body := range []string{`{"metadata":{"source":{"via":"chat"}}}`, `{"metadata":{"forgotten_from":"rule"}}`} {
+		assert.Equal(t, 400, adminCall(t, p, "", "PATCH", "/memories/"+m.ID, body, nil), body)
+	}
+}

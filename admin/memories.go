@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -273,12 +274,43 @@ func (s *Server) editMemory(c *gin.Context) error {
 		m.Text = strings.TrimSpace(*in.Text)
 	}
 	if in.Metadata != nil {
-		m.Metadata = in.Metadata
+		md, err := patchMetadata(m.Metadata, in.Metadata)
+		if err != nil {
+			return err
+		}
+		m.Metadata = md
 	}
 	if m.Type == memory.Profile && in.Text != nil {
 		byHand(&m)
 	}
 	return s.rewrite(c, m, http.StatusOK)
+}
+
+// keptByVera are the metadata keys vera writes and a PATCH may not: where
+// the memory came from, and what a restore needs.
+var keptByVera = []string{memory.MetaSource, "forgotten_from", "forgotten_at"}
+
+// patchMetadata merges a PATCH's metadata into md: each key set, a null
+// removing it. The keys vera keeps are refused.
+func patchMetadata(md, patch map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(md)+len(patch))
+	for k, v := range md {
+		out[k] = v
+	}
+	for k, v := range patch {
+		if slices.Contains(keptByVera, k) {
+			return nil, httpError(http.StatusBadRequest, fmt.Sprintf("metadata.%s is vera's record of the memory: a PATCH does not change it", k))
+		}
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, nil
 }
 
 // byHand marks a profile the user wrote or corrected: it becomes the
@@ -302,7 +334,9 @@ func (s *Server) rewrite(c *gin.Context, m memory.Memory, code int) error {
 	if err != nil {
 		return writeFailed(err)
 	}
-	c.JSON(code, toJSON(out))
+	ms := []memoryJSON{toJSON(out)}
+	s.withUsage(c.Request.Context(), ms)
+	c.JSON(code, ms[0])
 	return nil
 }
 

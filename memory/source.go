@@ -73,13 +73,21 @@ func WithSource(md map[string]any, s Source) map[string]any {
 const maxClient = 64
 
 // ClientOf is the product and version a User-Agent names first
-// ("ollama/0.24.0 (amd64 linux) Go/go1.26" → "ollama/0.24.0"), at most
-// maxClient bytes of printable ASCII; "" for none.
+// ("ollama/0.24.0 (amd64 linux) Go/go1.26" → "ollama/0.24.0"; an SDK that
+// puts the version in a word of its own, "OpenAI/Go 3.96.0", keeps it), at
+// most maxClient bytes of printable ASCII; "" for none.
 func ClientOf(userAgent string) string {
-	first, _, _ := strings.Cut(strings.TrimSpace(userAgent), " ")
+	words := strings.Fields(userAgent)
+	if len(words) == 0 {
+		return ""
+	}
+	first := words[0]
+	if len(words) > 1 && !strings.ContainsAny(first, "0123456789") && words[1][0] >= '0' && words[1][0] <= '9' {
+		first += " " + words[1]
+	}
 	var b strings.Builder
 	for _, r := range first {
-		if r <= ' ' || r > '~' || b.Len() >= maxClient {
+		if r < ' ' || r > '~' || b.Len() >= maxClient {
 			break
 		}
 		b.WriteRune(r)
