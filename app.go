@@ -308,6 +308,9 @@ func (a *app) startHistory(ctx context.Context) error {
 // memories now, in the background; while another run goes it tries again
 // every 30 s, for half an hour (the scheduled runs rewrite them too).
 func (a *app) rewriteWithheld(ns string) {
+	if a.bg.Err() != nil {
+		return // closing: the next start rewrites them
+	}
 	a.bgWork.Go(func() {
 		for range 60 {
 			if a.curator.RewriteWithheld(a.bg, ns).Status != curator.StatusBusy {
@@ -424,6 +427,9 @@ func (a *app) schedule() error {
 	a.sched = sched
 	a.logger.Info("curator", slog.String("schedule", a.cfg.CuratorSpec), slog.String("timezone", a.curator.Location.String()),
 		slog.String("model", a.curator.ModelName), slog.Time("next_run", sched.Next()))
+	for _, ns := range a.withheld.Namespaces() {
+		a.rewriteWithheld(ns) // withheld before a restart, or by `vera memories` on the store
+	}
 	return nil
 }
 

@@ -178,6 +178,7 @@ func (im *importer) flush(ctx context.Context) error {
 	for _, m := range im.batch {
 		if action := im.change[m.ID]; action != "" {
 			im.s.Memories.History.Record(ctx, memory.ViaImport, action, m)
+			im.change[m.ID] = "" // once, should the batch hold it twice
 		}
 	}
 	clear(im.change)

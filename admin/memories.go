@@ -54,9 +54,11 @@ type Memories struct {
 
 // Withdrawer takes memories out of the conversations whose kept prompt
 // carries them (with ns and no ids, every memory of the namespace), and
-// tells how many conversations will rebuild.
+// tells how many conversations will rebuild; Erase, for memories erased,
+// also forgets the conversations that told them.
 type Withdrawer interface {
 	Withdraw(ns string, ids ...string) int
+	Erase(ns string, ids ...string) int
 }
 
 // withdraw tells the conversations, when there are any.
@@ -489,7 +491,7 @@ func (s *Server) eraseNamespace(ctx context.Context, ns string) (Receipt, error)
 		}
 	}
 	if s.Memories.Conversations != nil {
-		r.Erased["plans"] = s.Memories.Conversations.Withdraw(ns)
+		r.Erased["plans"] = s.Memories.Conversations.Erase(ns)
 	}
 	if err := s.Memories.Usage.Forget(ctx, ns); err != nil {
 		return r, httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
+	"time"
 
 	"github.com/vera-proxy/vera/memory"
 )
@@ -99,21 +101,25 @@ func (m *Memories) Rewrite(ctx context.Context, mem memory.Memory) (memory.Memor
 	case old.Type == memory.Forgotten && mem.Type != memory.Forgotten:
 		action = memory.Restored
 	}
+	if gerr == nil && action == memory.Edited && old.Text == out.Text && reflect.DeepEqual(old.Metadata, out.Metadata) {
+		return out, nil // nothing changed: nothing to record
+	}
 	m.History.Record(ctx, actor(ctx), action, out)
 	switch {
 	case action == memory.Hidden:
 		m.removed(ctx, old)
 	case gerr == nil && old.Text != mem.Text:
 		// Rewritten by hand: it is the person's own now.
-		if err := m.Withheld.Release(ctx, mem.Namespace, mem.ID); err != nil {
-			return out, err
+		if err := m.Withheld.Release(ctx, mem.Namespace, time.Time{}, mem.ID); err != nil {
+			slog.Warn("releasing a memory rewritten by hand", "namespace", mem.Namespace, "error", err)
 		}
 	}
 	return out, nil
 }
 
 // removed withholds what the curator wrote from r (forgotten or erased,
-// as it was before).
+// as it was before). It is out of chats even when keeping that on disk
+// fails, which is logged.
 func (m *Memories) removed(ctx context.Context, r memory.Memory) {
 	if _, err := m.Withheld.Removed(ctx, r); err != nil {
 		slog.Warn("withholding what a removed memory lives on in", "namespace", r.Namespace, "error", err)
@@ -121,11 +127,21 @@ func (m *Memories) removed(ctx context.Context, r memory.Memory) {
 }
 
 // Erase erases memory id: from the store, the durable queue if its turn
-// still waits there, the writer on its way, the conversations, its usage;
-// its history records the erasure, and what the curator wrote from it is
-// withheld.
+// still waits there, the writer on its way, the conversations (those that
+// told it are forgotten), its usage. What the curator wrote from it is
+// withheld first, so a retried erase still does; its history records the
+// erasure.
 func (m *Memories) Erase(ctx context.Context, id string) error {
 	was, gerr := m.Store.Get(ctx, id)
+	if gerr == nil {
+		if was.Type == memory.Forgotten {
+			// Withheld when it was forgotten: its text is kept (in
+			// memory) for the rewrite, should one still be due.
+			m.Withheld.Note(was.Namespace, was)
+		} else {
+			m.removed(ctx, was)
+		}
+	}
 	if m.Forget != nil {
 		m.Forget(id)
 	}
@@ -137,7 +153,9 @@ func (m *Memories) Erase(ctx context.Context, id string) error {
 	if err := m.Store.Delete(ctx, id); err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
-	m.withdraw("", id)
+	if m.Conversations != nil {
+		m.Conversations.Erase("", id)
+	}
 	if err := m.Usage.Forget(ctx, "", id); err != nil {
 		return httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
 	}
@@ -145,13 +163,9 @@ func (m *Memories) Erase(ctx context.Context, id string) error {
 		return nil // never stored (still queued): it has no history
 	}
 	m.History.Record(ctx, actor(ctx), memory.Erased, was)
-	if err := m.Withheld.Release(ctx, was.Namespace, id); err != nil {
-		return httpError(http.StatusServiceUnavailable, err.Error())
+	if err := m.Withheld.Release(ctx, was.Namespace, time.Time{}, id); err != nil {
+		slog.Warn("an erased memory was withheld", "namespace", was.Namespace, "error", err)
 	}
-	if was.Type == memory.Forgotten {
-		was.Restore() // as it was when it was current
-	}
-	m.removed(ctx, was)
 	return nil
 }
 

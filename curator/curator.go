@@ -420,7 +420,10 @@ func (c *Curator) read(ctx context.Context, ns string, since, until time.Time) (
 // each valid answer's plan. A batch without a valid answer is left as it
 // was and reported.
 func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []memory.Memory, runAt time.Time, res *Result) error {
-	sample := c.sample(curated)
+	// What is withheld (written from a memory since removed, and not
+	// rewritten yet) is never shown: what the run writes would carry it
+	// on.
+	sample := c.sample(slices.DeleteFunc(slices.Clone(curated), func(m memory.Memory) bool { return c.Withheld.Is(m.ID) }))
 	profile, err := c.currentProfile(ctx, ns)
 	if err != nil {
 		return err
@@ -428,7 +431,11 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 	var rules ruleSet
 	var failures []string
 	for _, batch := range c.batches(todo) {
-		ans, err := c.ask(ctx, batch, sample, profile)
+		shown := profile
+		if profile != nil && c.Withheld.Is(profile.ID) {
+			shown = nil
+		}
+		ans, err := c.ask(ctx, batch, sample, shown)
 		if err != nil {
 			res.FailedBatches++
 			failures = append(failures, err.Error())
@@ -446,6 +453,7 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 		p.dropRepeats(curated)
 		p.supersede(curated)
 		p.newProfile(c.profileFrom(ns, ans.Profile, runAt, sourceOf(batch)), profile)
+		p.saw(sample, shown)
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)
 		}

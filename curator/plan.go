@@ -45,6 +45,27 @@ type plan struct {
 	profile, pastProfile *memory.Memory
 }
 
+// saw records, on every memory p writes, what its run was shown (the
+// curated sample and the profile): what is written from a memory removed
+// later is withheld by that (memory.DerivedFrom).
+func (p *plan) saw(sample []memory.Memory, profile *memory.Memory) {
+	seen := make([]any, 0, len(sample)+1)
+	for _, m := range sample {
+		seen = append(seen, m.ID)
+	}
+	if profile != nil {
+		seen = append(seen, profile.ID)
+	}
+	for _, ms := range [][]memory.Memory{p.curated, p.rules} {
+		for i := range ms {
+			ms[i].Metadata[memory.MetaSeen] = seen
+		}
+	}
+	if p.profile != nil {
+		p.profile.Metadata[memory.MetaSeen] = seen
+	}
+}
+
 // supersession: the curated memory old is superseded by the new one by.
 type supersession struct{ old, by string }
 

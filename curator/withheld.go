@@ -82,6 +82,9 @@ func (c *Curator) rewriteWithheld(ctx context.Context, ns string, runAt time.Tim
 	if c.Withheld == nil || res.DryRun {
 		return nil
 	}
+	// What is withheld from now on (a removal while the model answers)
+	// was not known to this rewrite: it stays withheld.
+	asOf := time.Now().UTC()
 	held := c.Withheld.Of(ns)
 	if len(held) == 0 {
 		return nil
@@ -113,7 +116,7 @@ func (c *Curator) rewriteWithheld(ctx context.Context, ns string, runAt time.Tim
 			removed = append(removed, r.Text)
 		}
 	}
-	if err := c.Withheld.Release(ctx, ns, gone...); err != nil {
+	if err := c.Withheld.Release(ctx, ns, time.Time{}, gone...); err != nil {
 		return err
 	}
 	if len(ms) == 0 {
@@ -124,26 +127,29 @@ func (c *Curator) rewriteWithheld(ctx context.Context, ns string, runAt time.Tim
 		return fmt.Errorf("reading curated memories: %w", err)
 	}
 	current = slices.DeleteFunc(current, func(m memory.Memory) bool { return c.Withheld.Is(m.ID) })
-	ans, err := c.askRewrite(ctx, ms, removed, current[:min(len(current), c.sampleSize())])
-	if err != nil {
-		res.FailedBatches++
-		c.log().Warn("curator: the withheld memories stay withheld", slog.String("namespace", ns), slog.Any("error", err))
-		return nil
-	}
+	current = current[:min(len(current), c.sampleSize())]
 	n := 0
-	for _, m := range ms {
-		i := slices.IndexFunc(ans.Rewritten, func(r rewritten) bool { return r.ID == m.ID })
-		if i < 0 {
+	for _, chunk := range c.rewriteChunks(ms) {
+		ans, err := c.askRewrite(ctx, chunk, removed, current)
+		if err != nil {
+			res.FailedBatches++
+			c.log().Warn("curator: withheld memories stay withheld", slog.String("namespace", ns), slog.Int("memories", len(chunk)), slog.Any("error", err))
 			continue
 		}
-		ok, err := c.rewrite(ctx, m, strings.TrimSpace(ans.Rewritten[i].Text), runAt, res)
-		if err != nil {
-			return err
-		}
-		if ok {
-			n++
-			if err := c.Withheld.Release(ctx, ns, m.ID); err != nil {
+		for _, m := range chunk {
+			i := slices.IndexFunc(ans.Rewritten, func(r rewritten) bool { return r.ID == m.ID })
+			if i < 0 {
+				continue // left out: withheld still, for the next run
+			}
+			ok, err := c.rewrite(ctx, m, strings.TrimSpace(ans.Rewritten[i].Text), runAt, res)
+			if err != nil {
 				return err
+			}
+			if ok {
+				n++
+				if err := c.Withheld.Release(ctx, ns, asOf, m.ID); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -151,6 +157,32 @@ func (c *Curator) rewriteWithheld(ctx context.Context, ns string, runAt time.Tim
 		res.Summary = join(res.Summary, " ", fmt.Sprintf("Rewrote %d memories written from what was removed.", n))
 	}
 	return nil
+}
+
+// rewriteChunks splits ms into the requests of a rewrite: at most 8
+// memories, and at most the batch's tokens, each.
+func (c *Curator) rewriteChunks(ms []memory.Memory) [][]memory.Memory {
+	budget := c.BatchTokens
+	if budget <= 0 {
+		budget = 3000
+	}
+	var out [][]memory.Memory
+	var cur []memory.Memory
+	used := 0
+	for _, m := range ms {
+		n := m.Tokens
+		if n <= 0 {
+			n = len(m.Text) / 4
+		}
+		if len(cur) > 0 && (len(cur) == 8 || used+n > budget) {
+			out, cur, used = append(out, cur), nil, 0
+		}
+		cur, used = append(cur, m), used+n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 func (c *Curator) sampleSize() int {
@@ -226,8 +258,18 @@ func (c *Curator) callTimeout() time.Duration {
 }
 
 // rewrite stores m with text (deletes it when text is ""); false when
-// text is not a valid rewrite, which leaves m withheld.
+// text is not a valid rewrite, or m changed while the model answered (a
+// person's edit, or its erasure, stands), which leaves m withheld.
 func (c *Curator) rewrite(ctx context.Context, m memory.Memory, text string, runAt time.Time, res *Result) (bool, error) {
+	now, err := c.Store.Get(ctx, m.ID)
+	switch {
+	case errors.Is(err, memory.ErrNotFound):
+		return false, c.Withheld.Release(ctx, m.Namespace, time.Time{}, m.ID)
+	case err != nil:
+		return false, fmt.Errorf("reading a withheld memory again: %w", err)
+	case now.Text != m.Text || now.Type != m.Type:
+		return false, nil
+	}
 	if text == "" {
 		if err := c.delete(ctx, m.Namespace, memory.Deleted, []string{m.ID}, res); err != nil {
 			return false, fmt.Errorf("deleting a withheld memory: %w", err)

@@ -109,7 +109,11 @@ func (w *Withheld) RemovedTexts(ns string) []string {
 
 // Removed withholds what removed (memories of one namespace, as they were
 // before they were forgotten or erased) may live on in, and starts the
-// rewrite. It returns the ids it withheld.
+// rewrite. It returns the ids it withheld: a memory withheld already is
+// withheld again, from now, so that a rewrite under way, which did not
+// know of this removal, does not release it. What it withholds is out of
+// chats at once; keeping it on disk may fail (the error says so), and
+// then it is withheld until vera stops.
 func (w *Withheld) Removed(ctx context.Context, removed ...Memory) ([]string, error) {
 	if w == nil || len(removed) == 0 {
 		return nil, nil
@@ -123,51 +127,77 @@ func (w *Withheld) Removed(ctx context.Context, removed ...Memory) ([]string, er
 	for _, r := range removed {
 		gone[r.ID] = true
 	}
+	// What was written from a withheld memory may say what it said too:
+	// the closure.
 	now := time.Now().UTC()
 	var add []Withhold
-	for _, d := range derived {
-		if gone[d.ID] || w.Is(d.ID) {
-			continue
-		}
-		for _, r := range removed {
-			if DerivedFrom(d, r) {
-				add = append(add, Withhold{ID: d.ID, Namespace: ns, Because: r.ID, At: now})
-				break
+	from := removed
+	for len(from) > 0 {
+		var next []Memory
+		for _, d := range derived {
+			if gone[d.ID] {
+				continue
+			}
+			for _, r := range from {
+				if DerivedFrom(d, r) {
+					add = append(add, Withhold{ID: d.ID, Namespace: ns, Because: r.ID, At: now})
+					gone[d.ID], next = true, append(next, d)
+					break
+				}
 			}
 		}
-	}
-	if len(add) > 0 {
-		if err := w.store.AddWithheld(ctx, add...); err != nil {
-			return nil, fmt.Errorf("withholding what the removed memory lives on in: %w", err)
-		}
+		from = next
 	}
 	w.mu.Lock()
 	ids := make([]string, len(add))
 	for i, x := range add {
 		w.ids[x.ID], ids[i] = x, x.ID
 	}
-	pending := false
-	for _, x := range w.ids {
-		pending = pending || x.Namespace == ns
-	}
-	if pending {
-		for _, r := range removed {
-			if r.Text != "" {
-				w.removed[ns] = append(w.removed[ns], r.Text)
-			}
-		}
-		if n := len(w.removed[ns]); n > maxRemovedTexts {
-			w.removed[ns] = w.removed[ns][n-maxRemovedTexts:]
-		}
-	}
 	w.mu.Unlock()
+	w.Note(ns, removed...)
 	if len(ids) > 0 && w.Withdraw != nil {
 		w.Withdraw(ids...)
 	}
-	if pending && w.Rewrite != nil {
+	var serr error
+	if len(add) > 0 {
+		if err := w.store.AddWithheld(context.WithoutCancel(ctx), add...); err != nil {
+			serr = fmt.Errorf("keeping on disk what is withheld (it is withheld until vera stops): %w", err)
+		}
+	}
+	if w.pending(ns) && w.Rewrite != nil {
 		w.Rewrite(ns)
 	}
-	return ids, nil
+	return ids, serr
+}
+
+// Note keeps the text of removed, for the rewrite of ns's withheld
+// memories, when some are.
+func (w *Withheld) Note(ns string, removed ...Memory) {
+	if w == nil || !w.pending(ns) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range removed {
+		if r.Text != "" && !slices.Contains(w.removed[ns], r.Text) {
+			w.removed[ns] = append(w.removed[ns], r.Text)
+		}
+	}
+	if n := len(w.removed[ns]); n > maxRemovedTexts {
+		w.removed[ns] = w.removed[ns][n-maxRemovedTexts:]
+	}
+}
+
+// pending reports whether ns has withheld memories.
+func (w *Withheld) pending(ns string) bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	for _, x := range w.ids {
+		if x.Namespace == ns {
+			return true
+		}
+	}
+	return false
 }
 
 // derived lists ns's memories written by the curator.
@@ -191,38 +221,52 @@ func (w *Withheld) derived(ctx context.Context, ns string) ([]Memory, error) {
 	}
 }
 
-// Release ends the withholding of ids of ns (rewritten, or gone); once
-// none of ns is left, its removed texts are dropped.
-func (w *Withheld) Release(ctx context.Context, ns string, ids ...string) error {
+// Release ends the withholding of ids of ns that were withheld at or
+// before asOf (rewritten from what was known then; zero: any time), or
+// are gone. Once none of ns is left, its removed texts are dropped.
+func (w *Withheld) Release(ctx context.Context, ns string, asOf time.Time, ids ...string) error {
 	if w == nil || len(ids) == 0 {
 		return nil
 	}
-	w.mu.RLock()
+	w.mu.Lock()
 	var held []string
 	for _, id := range ids {
-		if _, ok := w.ids[id]; ok {
+		if x, ok := w.ids[id]; ok && (asOf.IsZero() || !x.At.After(asOf)) {
 			held = append(held, id)
+			delete(w.ids, id)
 		}
 	}
-	w.mu.RUnlock()
+	left := false
+	for _, x := range w.ids {
+		left = left || x.Namespace == ns
+	}
+	if !left {
+		delete(w.removed, ns)
+	}
+	w.mu.Unlock()
 	if len(held) == 0 {
 		return nil
 	}
-	if err := w.store.DeleteWithheld(ctx, ns, held...); err != nil {
-		return fmt.Errorf("releasing rewritten memories: %w", err)
+	if err := w.store.DeleteWithheld(context.WithoutCancel(ctx), ns, held...); err != nil {
+		return fmt.Errorf("keeping on disk that rewritten memories are no longer withheld: %w", err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, id := range held {
-		delete(w.ids, id)
+	return nil
+}
+
+// Namespaces lists the namespaces with withheld memories.
+func (w *Withheld) Namespaces() []string {
+	if w == nil {
+		return nil
 	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	var out []string
 	for _, x := range w.ids {
-		if x.Namespace == ns {
-			return nil
+		if !slices.Contains(out, x.Namespace) {
+			out = append(out, x.Namespace)
 		}
 	}
-	delete(w.removed, ns)
-	return nil
+	return out
 }
 
 // Forget drops everything of namespace ns (erased).
@@ -259,28 +303,43 @@ func writtenAt(m Memory) time.Time {
 	return m.Time
 }
 
+// MetaSeen is the metadata key of the ids a curator run showed its model
+// (the curated memories of its sample, the profile) on each memory the run
+// wrote.
+const MetaSeen = "seen"
+
 // DerivedFrom reports whether d, written by the curator, may say what r
 // said: d was written while r was current, and could have read it.
-//   - The profile carries what every run read on to the next: every
-//     profile written since r, in the run that wrote r too.
-//   - A curated memory or rule distils the turns of one batch: from a raw
-//     turn, those whose source span and chats hold it (all written
-//     since, when they do not say).
-//   - A run is shown the curated memories and profile kept: from one of
-//     those, what a later run wrote, and what shares a source turn with
-//     it.
+//   - A memory written from the same turns as r (a common source id), or
+//     by a run that was shown r (d's "seen" ids), may.
+//   - From a raw turn: the curated memories and rules whose source span
+//     and chats hold it, and every profile written since (a profile
+//     carries what each run read on to the next).
+//   - From a curated memory or the profile: every profile written since
+//     (in r's run too); curated memories and rules only as above. A
+//     memory written before runs said what they were shown: all those
+//     written after r, as a run may have been shown it.
+//   - From a rule (never shown to the curator): as above only, and the
+//     profile of the run that wrote it.
 func DerivedFrom(d, r Memory) bool {
 	if d.ID == r.ID {
 		return false
 	}
 	dw, rw := writtenAt(d).Truncate(time.Second), writtenAt(r).Truncate(time.Second)
-	switch {
-	case dw.Before(rw):
+	if dw.Before(rw) {
 		return false
+	}
+	if sharesSource(d, r) || slices.Contains(idsOf(d.Metadata[MetaSeen]), r.ID) {
+		return true
+	}
+	switch {
+	case r.Type == Rule:
+		return d.Type == Profile && dw.Equal(rw)
 	case d.Type == Profile:
 		return true
 	case r.Type != Raw:
-		return dw.After(rw) || sharesSource(d, r)
+		_, told := d.Metadata[MetaSeen]
+		return !told && dw.After(rw)
 	}
 	src, _ := d.Metadata[MetaSource].(map[string]any)
 	from, ferr := time.Parse(time.RFC3339, fmt.Sprint(src["from"]))
@@ -291,20 +350,37 @@ func DerivedFrom(d, r Memory) bool {
 	if rw.Before(from.Truncate(time.Second)) || rw.After(until) {
 		return false
 	}
-	chats, _ := src["chats"].([]any)
+	chats := idsOf(src["chats"])
 	rsrc, _ := r.Metadata[MetaSource].(map[string]any)
 	chat, _ := rsrc["chat_id"].(string)
 	if len(chats) == 0 || chat == "" {
 		return true
 	}
-	return slices.Contains(chats, any(chat))
+	return slices.Contains(chats, chat)
+}
+
+// idsOf reads a list of strings from metadata (decoded JSON or as
+// written).
+func idsOf(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return l
+	case []any:
+		out := make([]string, 0, len(l))
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // sharesSource reports whether a and b name a source turn in common.
 func sharesSource(a, b Memory) bool {
-	as, _ := a.Metadata["source_ids"].([]any)
-	bs, _ := b.Metadata["source_ids"].([]any)
-	for _, id := range as {
+	bs := idsOf(b.Metadata["source_ids"])
+	for _, id := range idsOf(a.Metadata["source_ids"]) {
 		if slices.Contains(bs, id) {
 			return true
 		}

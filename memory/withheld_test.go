@@ -26,6 +26,9 @@ func TestDerivedFrom(t *testing.T) {
 	b := curated("b", memory.Curated, run1, []any{"work"}, t2.Time, t2.Time, "t2")
 	b2 := curated("b2", memory.Curated, run1, []any{"trip"}, t1.Time, t1.Time, "t1")
 	later := curated("later", memory.Curated, run2, []any{"work"}, run2.Add(-time.Hour), run2.Add(-time.Hour), "t9")
+	told := curated("told", memory.Curated, run2, []any{"work"}, run2.Add(-time.Hour), run2.Add(-time.Hour), "t8")
+	told.Metadata[memory.MetaSeen] = []any{"b"}
+	rule := curated("rule", memory.Rule, run1, []any{"trip"}, t1.Time, t1.Time, "t7")
 	profile := memory.Memory{ID: "p", Type: memory.Profile, Time: run1, Metadata: map[string]any{"source": map[string]any{"via": "curator"}}}
 	older := memory.Memory{ID: "p0", Type: memory.Profile, Time: run1.Add(-48 * time.Hour), Metadata: profile.Metadata}
 
@@ -41,7 +44,11 @@ func TestDerivedFrom(t *testing.T) {
 		{"not a profile written before", older, a, false},
 		{"not a sibling of the same run", b, a, false},
 		{"a sibling from the same turn", b2, a, true},
-		{"what a later run wrote", later, a, true},
+		{"what a later run wrote, when it did not say what it was shown", later, a, true},
+		{"not what a run wrote that was not shown it", told, a, false},
+		{"what a run wrote that was shown it", told, b, true},
+		{"not what was written after a rule (never shown)", later, rule, false},
+		{"the profile of the rule's run", profile, rule, true},
 		{"not itself", a, a, false},
 	} {
 		assert.Equal(t, c.want, memory.DerivedFrom(c.d, c.r), c.name)

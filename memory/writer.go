@@ -431,6 +431,7 @@ func (w *Writer) drain() (bool, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	done := append(ids, replaced...)
+	superseded := replacedMemories(batch) // before storeBatch filters batch in place
 	settled, stored, err := w.storeBatch(sctx, batch, replaced, done)
 	if err != nil {
 		w.storeOK.Store(false)
@@ -440,7 +441,7 @@ func (w *Writer) drain() (bool, error) {
 	w.storeOK.Store(true)
 	w.ok("store")
 	w.History.Record(ctx, ViaChat, Created, stored...)
-	w.History.Record(ctx, ViaChat, Superseded, replacedMemories(batch)...)
+	w.History.Record(ctx, ViaChat, Superseded, superseded...)
 	if settled {
 		return true, nil
 	}

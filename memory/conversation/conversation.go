@@ -151,7 +151,14 @@ func (cs *Set) stale(since uint64, ns string, mcs ...*memory.Context) bool {
 // inside a conversation's kept prefix. With ns set and no ids, every
 // conversation of that namespace that holds any memory rebuilds (a
 // namespace forgotten whole). It reports how many will rebuild.
-func (cs *Set) Withdraw(ns string, ids ...string) int {
+func (cs *Set) Withdraw(ns string, ids ...string) int { return cs.pull(ns, ids, false) }
+
+// Erase is Withdraw for memories erased (with ns and no ids, a namespace
+// erased): a conversation that told one of them is forgotten whole too.
+func (cs *Set) Erase(ns string, ids ...string) int { return cs.pull(ns, ids, true) }
+
+// pull withdraws ids (or ns) in memory and in the store.
+func (cs *Set) pull(ns string, ids []string, erase bool) int {
 	set := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		set[id] = true
@@ -159,12 +166,12 @@ func (cs *Set) Withdraw(ns string, ids ...string) int {
 	if len(ids) > 0 {
 		ns = ""
 	}
-	return max(cs.withdraw(ns, set), cs.drop(ns, ids))
+	return max(cs.withdraw(ns, set, erase), cs.drop(ns, ids))
 }
 
 // withdraw drops the plan of every conversation whose prompt carries one
 // of ids, or, with ns set, any memory of that namespace.
-func (cs *Set) withdraw(ns string, ids map[string]bool) int {
+func (cs *Set) withdraw(ns string, ids map[string]bool, erase bool) int {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.gen++
@@ -185,7 +192,7 @@ func (cs *Set) withdraw(ns string, ids map[string]bool) int {
 	for _, sp := range spaces {
 		for e := sp.order.Front(); e != nil; e = e.Next() {
 			cv := e.Value.(*conversation)
-			if cv.told(ids, ns != "") {
+			if erase && cv.told(ids, ns != "") {
 				told = append(told, e)
 				n++
 				continue

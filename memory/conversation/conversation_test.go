@@ -154,7 +154,7 @@ func TestStartAfterTheChatWentOn(t *testing.T) {
 }
 
 // A conversation that told a turn, even one older than the turns it can
-// regenerate, is forgotten whole when that turn is withdrawn: its summary
+// regenerate, is forgotten whole when that turn is erased: its summary
 // may quote it. Another conversation, which only recalled other
 // memories, stays.
 func TestWithdrawingATurnForgetsTheConversationThatToldIt(t *testing.T) {
@@ -167,7 +167,9 @@ func TestWithdrawingATurnForgetsTheConversationThatToldIt(t *testing.T) {
 	require.Len(t, cv.turns, maxTurnsKept)
 	other := cs.start("alice", "other", true)
 	other.replace("p", "turn-x", now, true)
-	assert.Equal(t, 1, cs.Withdraw("", "turn-3"), "an older turn, past those it can regenerate")
+	cs.Withdraw("", "turn-3")
+	assert.True(t, cs.filed(cv), "an edit, a hide or a restore of the turn leaves the conversation")
+	assert.Equal(t, 1, cs.Erase("", "turn-3"), "an older turn, past those it can regenerate")
 	assert.False(t, cs.filed(cv), "forgotten: nothing of it is saved again")
 	assert.True(t, cs.filed(other))
 }
