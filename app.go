@@ -486,7 +486,10 @@ func (a *app) server() (*proxy.Server, error) {
 			return admin.CloudHealth{Provider: a.cloud.Host(), Models: a.cloud.Names(), KeySet: cfg.CloudKey != "", FallbackModel: cfg.Cloud.FallbackModel}
 		}
 	}
-	srv.KeepMemoryLocal = !cfg.Cloud.InjectMemory
+	srv.Policies = proxy.Policies{Cloud: memory.Policy(cfg.CloudMemory), Models: map[string]memory.Policy{}}
+	for pattern, p := range cfg.Memory.Models {
+		srv.Policies.Models[pattern] = memory.Policy(p)
+	}
 	srv.StripThink = cfg.Routing.StripThink
 	srv.Metrics = proxy.NewMetrics(a.metrics)
 	adm.Metrics = a.metrics

@@ -51,6 +51,10 @@ type Config struct {
 	// cloud.api_key_env names ("" when unset): a secret, never shown.
 	CloudURL *url.URL `toml:"-"`
 	CloudKey string   `toml:"-"`
+	// CloudMemory is cloud.memory resolved: what cloud models are sent of
+	// memory ("all", "shareable" or "none"), cloud.inject_memory when
+	// only that is set.
+	CloudMemory string `toml:"-"`
 	// CuratorSpec is the curator's cron spec: curator.schedule when set (a
 	// standard 5-field spec or a descriptor such as @daily), else
 	// curator.run_time every day ("0 2 * * *" for "02:00").
@@ -141,6 +145,10 @@ type Memory struct {
 	// VERA_JWT_SECRET); RequireIdentity refuses requests without one.
 	JWTSecret       string `toml:"jwt_secret"`
 	RequireIdentity bool   `toml:"require_identity"`
+	// Models sets, per model name glob ("guest*", "*-cloud"), what it is
+	// sent of memory: "all", "shareable" or "none"; the longest matching
+	// pattern wins, over cloud.memory too.
+	Models map[string]string `toml:"models"`
 }
 
 // Curator schedules the distillation of raw turns.
@@ -171,9 +179,14 @@ type Cloud struct {
 	// HTTP-Referer and X-Title).
 	Headers               map[string]string `toml:"headers"`
 	ResponseHeaderTimeout Duration          `toml:"response_header_timeout"`
-	// InjectMemory false keeps what vera remembers on this machine: cloud
-	// models (and Ollama's -cloud ones) get no memory layers.
-	InjectMemory bool `toml:"inject_memory"`
+	// Memory is what cloud models (and Ollama's -cloud ones, and the
+	// fallback) are sent of memory: "all", "shareable" (only memories not
+	// private; the default) or "none".
+	Memory string `toml:"memory"`
+	// InjectMemory is the old switch, kept working when set: true is
+	// "all", false "none". Set, it wins over Memory's default
+	// ("shareable"), never over another Memory.
+	InjectMemory *bool `toml:"inject_memory"`
 	// FallbackModel, when set, serves chats for local models while Ollama
 	// is unreachable: a name from Models, or a cloud model.
 	FallbackModel string `toml:"fallback_model"`
@@ -269,7 +282,7 @@ func Default() Config {
 			CuratorModel: "llama3.1:8b",
 		},
 		Prompts: Prompts{Dir: "./prompts"},
-		Cloud:   Cloud{APIKeyEnv: "OPENROUTER_API_KEY", ResponseHeaderTimeout: Duration{60 * time.Second}, InjectMemory: true},
+		Cloud:   Cloud{APIKeyEnv: "OPENROUTER_API_KEY", ResponseHeaderTimeout: Duration{60 * time.Second}, Memory: "shareable"},
 		Routing: Routing{
 			VirtualModel: "vera",
 			DeepModel:    "vera-deep",

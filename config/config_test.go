@@ -398,7 +398,7 @@ fallback_model = "gpt-oss-big"
 	require.NoError(t, err)
 	assert.Equal(t, "https://openrouter.ai/api/v1", cfg.CloudURL.String())
 	assert.Equal(t, "sk-or-1", cfg.CloudKey)
-	assert.True(t, cfg.Cloud.InjectMemory, "default")
+	assert.Equal(t, "shareable", cfg.CloudMemory, "default: only memories not private leave")
 	assert.Equal(t, 60*time.Second, cfg.Cloud.ResponseHeaderTimeout.Duration)
 	assert.Equal(t, "vera", cfg.Cloud.Headers["X-Title"])
 	for _, w := range cfg.Warnings {
@@ -408,7 +408,26 @@ fallback_model = "gpt-oss-big"
 	cfg, err = load("[cloud]\nenabled = true\napi_base = \"http://litellm.lan:4000/v1\"\napi_key_env = \"LITELLM_API_KEY\"\nresponse_header_timeout = \"120s\"\ninject_memory = false\n[cloud.models]\n\"deep\" = \"gpt-4o\"\n", nil)
 	require.NoError(t, err)
 	assert.Empty(t, cfg.CloudKey)
-	assert.False(t, cfg.Cloud.InjectMemory)
+	assert.Equal(t, "none", cfg.CloudMemory, "the old key, set, keeps its meaning")
+
+	for conf, want := range map[string]string{
+		"[cloud]\ninject_memory = true\n":                         "all",
+		"[cloud]\nmemory = \"none\"\n":                            "none",
+		"[cloud]\nmemory = \"all\"\ninject_memory = false\n":      "all",
+		"[cloud]\nmemory = \"shareable\"\ninject_memory = true\n": "all",
+		"[cloud]\nmemory = \"none\"\ninject_memory = true\n":      "none",
+	} {
+		cfg, err = load(conf, nil)
+		require.NoError(t, err, conf)
+		assert.Equal(t, want, cfg.CloudMemory, conf)
+	}
+	for _, conf := range []string{"[cloud]\nmemory = \"some\"\n", "[memory.models]\n\"guest*\" = \"private\"\n", "[memory.models]\n\"[\" = \"none\"\n"} {
+		_, err = load(conf, nil)
+		assert.Error(t, err, conf)
+	}
+	cfg, err = load("[memory.models]\n\"guest*\" = \"none\"\n", nil)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"guest*": "none"}, cfg.Memory.Models)
 
 	cfg, err = load("[cloud]\nenabled = false\napi_base = \"nonsense\"\n", map[string]string{"OPENROUTER_API_KEY": "sk"})
 	require.NoError(t, err, "a disabled section is not checked")

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,9 @@ func (c *Config) Validate() error {
 	}
 	cloudURL, err := c.validateCloud()
 	if err != nil {
+		return err
+	}
+	if c.CloudMemory, err = c.validatePolicies(); err != nil {
 		return err
 	}
 	c.OllamaURL, c.QdrantURL, c.CloudURL = ollamaURL, qdrantURL, cloudURL
@@ -166,6 +171,34 @@ func (c *Config) validateCloud() (*url.URL, error) {
 		return nil, errors.New("cloud.response_header_timeout: must be positive")
 	}
 	return u, nil
+}
+
+// policies are what a model may be sent of memory.
+var policies = []string{"all", "shareable", "none"}
+
+// validatePolicies checks cloud.memory and [memory.models], and resolves
+// what cloud models are sent: cloud.memory, unless it is the default
+// ("shareable") and the old cloud.inject_memory is set (true: all, false:
+// none).
+func (c *Config) validatePolicies() (string, error) {
+	for pattern, p := range c.Memory.Models {
+		if _, err := path.Match(pattern, ""); err != nil || strings.TrimSpace(pattern) == "" {
+			return "", fmt.Errorf("memory.models: %q is not a model name pattern (such as \"guest*\" or \"*-cloud\")", pattern)
+		}
+		if !slices.Contains(policies, p) {
+			return "", fmt.Errorf("memory.models: %q = %q: want \"all\", \"shareable\" or \"none\"", pattern, p)
+		}
+	}
+	if !slices.Contains(policies, c.Cloud.Memory) {
+		return "", fmt.Errorf("cloud.memory: %q: want \"all\", \"shareable\" (only memories not private) or \"none\"", c.Cloud.Memory)
+	}
+	switch {
+	case c.Cloud.InjectMemory == nil || c.Cloud.Memory != "shareable":
+		return c.Cloud.Memory, nil
+	case *c.Cloud.InjectMemory:
+		return "all", nil
+	}
+	return "none", nil
 }
 
 // curatorSpec is the cron spec of a validated schedule: the schedule when

@@ -119,6 +119,9 @@ type Request struct {
 	// Reserve is room, in tokens, the budgets leave free: space for a
 	// conversation to grow before its plan must be rebuilt.
 	Reserve int
+	// Shareable leaves every private memory out (memory.Shareable: a
+	// cloud model's policy), counted in Context.Withheld.
+	Shareable bool
 }
 
 // Context is what the builder decided to inject.
@@ -171,6 +174,8 @@ type Context struct {
 	// memories the prompt lacks and no room for them.
 	Full    bool
 	Crowded bool
+	// Withheld counts the private memories left out (Request.Shareable).
+	Withheld int
 	// qvec is the query's embedding once made (queried): a second search
 	// of the same turn does not embed it again.
 	qvec    []float32
@@ -246,7 +251,7 @@ func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 		}
 	}
 	sys := b.system(ctx, req, c)
-	c.Sources = sources(sys, req.ModelSystem, c.SystemReplaces)
+	c.Sources = sources(sys, req.ModelSystem, c.SystemReplaces, req.Shareable)
 	if req.Later {
 		b.later(ctx, req, c)
 		return c
@@ -258,9 +263,10 @@ func (b *Builder) Recall(ctx context.Context, req Request) *Context {
 
 // sources digests the system layer's parts, and how many of the request's
 // messages it replaces.
-func sources(sys []string, modelSystem string, replaces int) string {
+func sources(sys []string, modelSystem string, replaces int, shareable bool) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%d;", replaces)
+	// A plan made under another policy is not the plan for this one.
+	fmt.Fprintf(h, "%d;%t;", replaces, shareable)
 	for _, s := range append(sys, modelSystem) {
 		fmt.Fprintf(h, "%d:%s", len(s), s)
 	}
@@ -364,7 +370,7 @@ func (b *Builder) memories(ctx context.Context, req Request, sys []string, c *Co
 	if c.Err != nil {
 		return nil
 	}
-	b.recent(ctx, req.Namespace, turns, hist, seen, req.Exclude, c)
+	b.recent(ctx, req, turns, hist, seen, c)
 	return block
 }
 
@@ -429,6 +435,16 @@ func (req Request) PromptRoom() int {
 		answer = min(1024, window/4)
 	}
 	return (window - answer) * 9 / 10
+}
+
+// keptBack reports whether m stays out of this request: private, under a
+// policy that shares only what is not (counted).
+func keptBack(req Request, m Memory, c *Context) bool {
+	if req.Shareable && IsPrivate(m) {
+		c.Withheld++
+		return true
+	}
+	return false
 }
 
 // room returns how many tokens of the window are left for memory once the

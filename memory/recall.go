@@ -56,7 +56,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	header := b.fixed("[2006-01-02]\n")
 	days := map[string]bool{}
 	take := func(h Hit) {
-		if req.Exclude[h.ID] || b.Withheld.Is(h.ID) {
+		if req.Exclude[h.ID] || b.Withheld.Is(h.ID) || keptBack(req, h.Memory, c) {
 			return
 		}
 		// What it costs first: once the budget is nearly spent, most
@@ -287,11 +287,12 @@ func renderDays(hits []Hit) []string {
 
 // recent fills the recent layer: newest first until the budget runs out,
 // then put back in time order.
-func (b *Builder) recent(ctx context.Context, ns string, turns int, hist historySet, seen, exclude map[string]bool, c *Context) {
+func (b *Builder) recent(ctx context.Context, req Request, turns int, hist historySet, seen map[string]bool, c *Context) {
 	if c.RecentBudget <= 0 {
 		return
 	}
-	latest, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Raw}}, turns+len(c.Semantic)+8)
+	exclude := req.Exclude
+	latest, err := b.store.Latest(ctx, Filter{Namespace: req.Namespace, Types: []Type{Raw}}, turns+len(c.Semantic)+8)
 	if err != nil {
 		c.Err = fmt.Errorf("recent layer: %w", err)
 	}
@@ -301,7 +302,7 @@ func (b *Builder) recent(ctx context.Context, ns string, turns int, hist history
 			break
 		}
 		key := normalize(m.Text)
-		if seen[key] || exclude[m.ID] || hist.has(m.Text) {
+		if seen[key] || exclude[m.ID] || hist.has(m.Text) || keptBack(req, m, c) {
 			continue
 		}
 		user, assistant, ok := ParseExchange(m.Text)

@@ -30,13 +30,13 @@ func (b *Builder) system(ctx context.Context, req Request, c *Context) []string 
 		}
 	}
 	c.ownParts = len(sys)
-	if profile := b.profile(ctx, req.Namespace, c); profile != "" {
+	if profile := b.profile(ctx, req, c); profile != "" {
 		sys = append(sys, profile)
 	}
 	if c.Err != nil {
 		return sys
 	}
-	if rules := b.rules(ctx, req.Namespace, sys, c); rules != "" {
+	if rules := b.rules(ctx, req, sys, c); rules != "" {
 		sys = append(sys, rules)
 	}
 	return sys
@@ -62,7 +62,7 @@ const profileIntro = "About this user (from earlier conversations):"
 
 // profile returns the namespace's current profile (its newest) as a block
 // of the system layer, cut to the profile budget.
-func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
+func (b *Builder) profile(ctx context.Context, req Request, c *Context) string {
 	if b.store == nil || c.Err != nil {
 		return ""
 	}
@@ -70,12 +70,12 @@ func (b *Builder) profile(ctx context.Context, ns string, c *Context) string {
 	if budget <= 0 {
 		budget = 200
 	}
-	latest, err := CurrentProfile(ctx, b.store, ns)
+	latest, err := CurrentProfile(ctx, b.store, req.Namespace)
 	if err != nil {
 		c.Err = fmt.Errorf("profile: %w", err)
 		return ""
 	}
-	if latest == nil || strings.TrimSpace(latest.Text) == "" || b.Withheld.Is(latest.ID) {
+	if latest == nil || strings.TrimSpace(latest.Text) == "" || b.Withheld.Is(latest.ID) || keptBack(req, *latest, c) {
 		return ""
 	}
 	text, _ := frame(strings.TrimSpace(latest.Text))
@@ -95,7 +95,7 @@ const rulesIntro = "Rules learned from earlier conversations with this user:"
 // rules returns the namespace's curator rules as a block of the system
 // layer: newest first, each once, none already in the system text, within
 // the rules budget.
-func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Context) string {
+func (b *Builder) rules(ctx context.Context, req Request, system []string, c *Context) string {
 	if b.store == nil {
 		return ""
 	}
@@ -103,7 +103,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 	if budget <= 0 {
 		budget = 500
 	}
-	rules, err := b.store.Latest(ctx, Filter{Namespace: ns, Types: []Type{Rule}}, 200)
+	rules, err := b.store.Latest(ctx, Filter{Namespace: req.Namespace, Types: []Type{Rule}}, 200)
 	if err != nil {
 		c.Err = fmt.Errorf("rules: %w", err)
 		return ""
@@ -121,7 +121,7 @@ func (b *Builder) rules(ctx context.Context, ns string, system []string, c *Cont
 	var lines []string
 	for _, r := range rules {
 		key := normalizeRule(r.Text)
-		if key == "" || seen[key] || b.Withheld.Is(r.ID) {
+		if key == "" || seen[key] || b.Withheld.Is(r.ID) || keptBack(req, r, c) {
 			continue
 		}
 		line, _ := frame("- " + strings.Join(strings.Fields(strings.TrimLeft(r.Text, "-*• \t")), " "))

@@ -12,11 +12,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
@@ -33,15 +35,76 @@ func (s *Server) cloudModel(model string) bool {
 	return ok
 }
 
-// keepsMemoryLocal reports whether a chat for model gets no memory layers
-// because it leaves the machine (cloud.inject_memory = false): cloud
-// names, and Ollama's own cloud models (their names end in -cloud).
-func (s *Server) keepsMemoryLocal(model string) bool {
-	if !s.KeepMemoryLocal {
-		return false
+// Policies are what models are sent of memory: Models (name globs,
+// [memory.models]) first, the longest pattern that matches; else Cloud
+// (cloud.memory; "" is shareable) for the chats that leave the machine
+// (cloud names, Ollama's own cloud models, whose names end in -cloud, and
+// the fallback); else all.
+type Policies struct {
+	Cloud  memory.Policy
+	Models map[string]memory.Policy
+}
+
+// policyFor is what a chat for model is sent of memory.
+func (s *Server) policyFor(model string, cloud bool) memory.Policy {
+	best, policy := "", memory.Policy("")
+	for pattern, p := range s.Policies.Models {
+		if len(pattern) > len(best) && matches(pattern, model) {
+			best, policy = pattern, p
+		}
 	}
+	switch {
+	case policy != "":
+		return policy
+	case !cloud && !leaves(model):
+		return memory.All
+	case s.Policies.Cloud != "":
+		return s.Policies.Cloud
+	}
+	return memory.Shareable
+}
+
+// matches reports whether a model name pattern matches model, with or
+// without its tag (":latest" when it has none).
+func matches(pattern, model string) bool {
+	name, _, tagged := strings.Cut(model, ":")
+	for _, m := range []string{model, name, model + ":latest"} {
+		if ok, _ := path.Match(pattern, m); ok && (m != model+":latest" || !tagged) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaves reports whether model is one of Ollama's own cloud models: its
+// name or tag ends in -cloud, or its tag is cloud.
+func leaves(model string) bool {
 	name, tag, _ := strings.Cut(model, ":")
-	return s.cloudModel(model) || strings.HasSuffix(name, "-cloud") || strings.HasSuffix(tag, "-cloud") || tag == "cloud"
+	return strings.HasSuffix(name, "-cloud") || strings.HasSuffix(tag, "-cloud") || tag == "cloud"
+}
+
+// knownModel is model as a metric's label: a cloud name or a model a
+// [memory.models] pattern names, else "other" (a client can make up any
+// name).
+func (s *Server) knownModel(model string) string {
+	if s.cloudModel(model) {
+		return model
+	}
+	for pattern := range s.Policies.Models {
+		if matches(pattern, model) {
+			return model
+		}
+	}
+	return "other"
+}
+
+// stricter is the policy of the two that sends less.
+func stricter(a, b memory.Policy) memory.Policy {
+	rank := map[memory.Policy]int{memory.All: 0, memory.Shareable: 1, memory.None: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }
 
 // answerLoadLocally answers a load or unload call for a cloud name as
@@ -204,7 +267,8 @@ type fallback struct {
 	own   []byte // the chat as the client sent it, before memory
 	asked string
 	// memory: the fallback plan takes the memory the chat was sent with;
-	// else it gets the chat as the client sent it.
+	// else it gets the chat as the client sent it (the fallback's policy
+	// sends less than the local model's, and memory was injected).
 	memory bool
 }
 
@@ -225,7 +289,7 @@ func (f *fallback) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	withheld := !f.memory
 	if withheld {
-		sent = f.own // inject_memory = false: nothing remembered leaves
+		sent = f.own // nothing remembered leaves that the cloud's policy keeps
 	}
 	body, err := f.d.Retarget(sent, f.s.FallbackModel, false, false)
 	if err != nil {

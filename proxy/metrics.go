@@ -28,6 +28,7 @@ type Metrics struct {
 	upstreamErrors *prometheus.CounterVec
 	firstByte      *prometheus.HistogramVec
 	overflows      *prometheus.CounterVec
+	withheld       *prometheus.CounterVec
 }
 
 // NewMetrics registers the proxy's metrics on reg.
@@ -58,9 +59,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_window_overflows_total",
 			Help: "Prompts vera sent that the model's answer shows were cut by its window, by model (one that answered: a real one)."},
 			[]string{"model"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vera_memories_withheld_total",
+			Help: "Private memories a model's policy kept out of its chats, by model (a cloud name or a [memory.models] pattern's; \"other\" for any else)."},
+			[]string{"model"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.recall, m.injected, m.tiers, m.vramFlushes, m.fallbacks,
-		m.upstream, m.upstreamErrors, m.firstByte, m.overflows)
+		m.upstream, m.upstreamErrors, m.firstByte, m.overflows, m.withheld)
 	return m
 }
 
@@ -85,6 +89,14 @@ func (m *Metrics) recalled(took time.Duration, semantic, recent, rules int) {
 	m.injected.WithLabelValues("semantic").Observe(float64(semantic))
 	m.injected.WithLabelValues("recent").Observe(float64(recent))
 	m.injected.WithLabelValues("rules").Observe(float64(rules))
+}
+
+// keptBack counts n private memories kept out of a chat for model.
+func (m *Metrics) keptBack(model string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.withheld.WithLabelValues(model).Add(float64(n))
 }
 
 func (m *Metrics) routed(tier, by string) {

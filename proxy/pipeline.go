@@ -116,6 +116,12 @@ func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 		}
 		if mc != nil && mc.Err == nil {
 			ch.injected = mc.IDs()
+			s.Metrics.keptBack(s.knownModel(p.model), mc.Withheld)
+		}
+		if p.fb != nil && stricter(p.policy, p.fallback.policy) != p.policy && len(ch.injected) > 0 {
+			// Built for the local model, it may carry what the cloud's
+			// policy keeps back: the fallback gets the chat as sent.
+			p.fb.memory, p.fallback.memory = false, false
 		}
 	}
 	tee := s.teeFor(c, ch)
@@ -201,12 +207,14 @@ type plan struct {
 	// cloud: a cloud name, with no Modelfile and the provider's window.
 	cloud bool
 	up    upstream
-	// memory: memory layers go with the chat. Under cloud.inject_memory =
-	// false they stay here when the chat leaves the machine.
+	// policy is what the chat is sent of memory (Policies); memory:
+	// anything at all.
+	policy memory.Policy
 	memory bool
 	// fallback answers while Ollama cannot be reached (cloud.fallback_model),
-	// with its own memory decision; nil: none.
+	// with its own memory decision; nil: none. fb is its transport.
 	fallback *plan
+	fb       *fallback
 	// window is the context window memory is sized for (the request's
 	// num_ctx, else the model's or the provider's, at most what the model
 	// was trained for), in the model's tokens; 0: unknown, the builder's
@@ -226,16 +234,24 @@ type plan struct {
 // and before recall, so that memory is sized for the model that answers.
 func (s *Server) route(ctx context.Context, ch *chat) (plan, error) {
 	model := ch.req.ModelName()
-	p := plan{model: model, cloud: s.cloudModel(model), up: s.ollama, memory: !s.keepsMemoryLocal(model)}
+	p := plan{model: model, cloud: s.cloudModel(model), up: s.ollama}
+	p.policy = s.policyFor(model, p.cloud)
 	switch {
 	case p.cloud && !cloud.Serves(ch.path):
 		return plan{}, httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on %s, not on %s", model, cloud.Routes, ch.path), nil)
 	case p.cloud:
 		p.up = upstream{url: s.Cloud.URL(), transport: s.Cloud, name: "cloud"}
 	case s.FallbackModel != "" && !ch.untouched && cloud.Serves(ch.path):
-		p.fallback = &plan{model: s.FallbackModel, cloud: true, memory: !s.KeepMemoryLocal}
-		p.up = upstream{url: s.ollama.url, transport: &fallback{s: s, d: ch.d, own: ch.body, asked: model, memory: p.fallback.memory}}
+		fp := s.policyFor(s.FallbackModel, true)
+		if s.fallbackActive.Load() {
+			// Ollama is down: the chat is built for the cloud's policy.
+			p.policy = stricter(p.policy, fp)
+		}
+		p.fallback = &plan{model: s.FallbackModel, cloud: true, policy: fp, memory: fp != memory.None}
+		p.fb = &fallback{s: s, d: ch.d, own: ch.body, asked: model, memory: p.fallback.memory}
+		p.up = upstream{url: s.ollama.url, transport: p.fb}
 	}
+	p.memory = p.policy != memory.None
 	if p.memory && !ch.untouched && !ch.off && len(ch.msgs) > 0 {
 		p.window, p.system = s.sized(ctx, ch, p.cloud)
 		p.prior = s.prior(ctx, model, p.cloud)
@@ -438,8 +454,13 @@ func setMemoryHeaders(h http.Header, mc *memory.Context) {
 	case errors.Is(mc.Err, memory.ErrLoading):
 		// The store is loading its index: the chat went without memory.
 		vc = "loading"
-	case mc.Compacted > 0:
-		vc += fmt.Sprintf("; compacted=%d", mc.Compacted)
+	default:
+		if mc.Withheld > 0 {
+			vc += fmt.Sprintf("; withheld=%d", mc.Withheld)
+		}
+		if mc.Compacted > 0 {
+			vc += fmt.Sprintf("; compacted=%d", mc.Compacted)
+		}
 	}
 	h.Set("X-Vera-Context", vc)
 	if ids := mc.IDs(); len(ids) > 0 {

@@ -132,9 +132,9 @@ type Server struct {
 	// Usage counts the answers each memory was injected into; nil:
 	// none are counted.
 	Usage *memory.Usage
-	// KeepMemoryLocal sends no memory layers with chats that leave the
-	// machine (cloud.inject_memory = false); their turns are still stored.
-	KeepMemoryLocal bool
+	// Policies decide what each model is sent of memory; their turns are
+	// stored whatever they are sent.
+	Policies Policies
 
 	ollama upstream
 	log    *slog.Logger
@@ -294,7 +294,7 @@ func (s *Server) memoryRequest(ch *chat) memory.Request {
 	// model's.
 	sc := ch.plan.scale
 	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: sc.Within(ch.plan.window), ModelSystem: ch.plan.system,
-		AnswerTokens: sc.Within(max(numPredict, 0)), Messages: ch.msgs}
+		AnswerTokens: sc.Within(max(numPredict, 0)), Messages: ch.msgs, Shareable: ch.plan.policy == memory.Shareable}
 	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
 		mreq.Recall = ch.recall
 	}
