@@ -31,12 +31,12 @@ import (
 
 const memoriesUsage = `memories: want one of
   vera memories namespaces
-  vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--since T] [--until T] [--limit N] [--cursor C] [--all]
+  vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--private=true|false] [--since T] [--until T] [--limit N] [--cursor C] [--all]
   vera memories search QUERY [--namespace NS] [--type T] [--limit N]
   vera memories show   ID
   vera memories history ID
   vera memories add    [--namespace NS] [--type curated|rule|profile] TEXT
-  vera memories edit   ID TEXT
+  vera memories edit   ID [TEXT] [--private=true|false]
   vera memories delete ID... | --namespace NS --confirm
   vera memories erase  --namespace NS --yes
   vera memories export [--namespace NS] [--output FILE]
@@ -71,6 +71,13 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	fs.BoolVar(&o.confirm, "confirm", false, "")
 	fs.BoolVar(&o.yes, "yes", false, "")
 	fs.StringVar(&o.output, "output", "", "")
+	fs.Func("private", "", func(v string) error {
+		if v != "true" && v != "false" {
+			return errors.New("want --private=true or --private=false")
+		}
+		o.private = v
+		return nil
+	})
 	var flags config.Flags
 	configFlags(fs, &flags)
 	pos, err := parseInterleaved(fs, args[1:])
@@ -104,6 +111,7 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 // memoriesOptions are the flags every memories command reads from.
 type memoriesOptions struct {
 	url, ns, typ, cursor, since, until, output string
+	private                                    string // "", "true" or "false"
 	limit                                      int
 	json, all, confirm, nsSet, yes             bool
 }
@@ -130,7 +138,7 @@ var memoriesCommands = map[string]memoriesCommand{
 	"show":       {validate: wantArgs(1, 1, "one memory id"), do: showMemory},
 	"history":    {validate: wantArgs(1, 1, "one memory id"), do: memoryHistory},
 	"add":        {validate: wantArgs(1, -1, "the memory's text"), do: addMemory},
-	"edit":       {validate: wantArgs(2, -1, "a memory id and its new text"), do: editMemory},
+	"edit":       {validate: checkEdit, do: editMemory},
 	"delete":     {validate: checkDelete, do: deleteMemories},
 	"erase":      {validate: checkErase, do: eraseNamespace},
 	"export":     {validate: wantArgs(0, 0, "no arguments (--output FILE, or standard output)"), do: exportMemories},
@@ -287,7 +295,7 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 }
 
 func listMemories(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {
-	q := admin.ListQuery{Namespace: o.ns, Type: o.typ, Q: strings.Join(pos, " "), Cursor: o.cursor, Limit: o.limit}
+	q := admin.ListQuery{Namespace: o.ns, Type: o.typ, Q: strings.Join(pos, " "), Cursor: o.cursor, Limit: o.limit, Private: o.private}
 	for _, t := range []struct {
 		flag, v string
 		dst     *time.Time
@@ -418,8 +426,23 @@ func addMemory(ctx context.Context, c *admin.Client, pos []string, o memoriesOpt
 	return printMemory(out, m, o.json)
 }
 
+// checkEdit wants a memory id, and a new text or --private.
+func checkEdit(pos []string, o *memoriesOptions) error {
+	if len(pos) == 0 || len(pos) == 1 && o.private == "" {
+		return errors.New("want a memory id and its new text, or --private=true|false")
+	}
+	return nil
+}
+
 func editMemory(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {
-	m, err := c.Edit(ctx, pos[0], strings.Join(pos[1:], " "))
+	patch := map[string]any{}
+	if len(pos) > 1 {
+		patch["text"] = strings.Join(pos[1:], " ")
+	}
+	if o.private != "" {
+		patch["metadata"] = map[string]any{memory.MetaPrivate: o.private == "true"}
+	}
+	m, err := c.Patch(ctx, pos[0], patch)
 	if err != nil {
 		return err
 	}
@@ -554,6 +577,9 @@ func printMemory(out io.Writer, m admin.Memory, asJSON bool) error {
 		fmt.Fprintf(out, "model:      %s\n", m.Model)
 	}
 	fmt.Fprintf(out, "from:       %s\n", sourceLine(m.Metadata))
+	if why := memory.PrivateWhy(memory.Memory{Metadata: m.Metadata}); memory.IsPrivate(memory.Memory{Metadata: m.Metadata}) {
+		fmt.Fprintf(out, "private:    yes (%s): never sent to a model whose policy is shareable\n", strings.Join(why, ", "))
+	}
 	if m.LastUsed != nil {
 		answers := "answers"
 		if m.UsedCount == 1 {

@@ -54,6 +54,9 @@ type ListQuery struct {
 	Namespace, Type, Q, Cursor string
 	Since, Until               time.Time
 	Limit                      int
+	// Private, when set ("true" or "false"), keeps the private memories
+	// or the others.
+	Private string
 }
 
 // ImportReport is the answer of POST /memories/import: Errors lists the
@@ -83,7 +86,7 @@ func (e *APIError) Error() string {
 // List answers GET /memories.
 func (c *Client) List(ctx context.Context, q ListQuery) (Page, error) {
 	v := url.Values{"namespace": {q.Namespace}}
-	for k, s := range map[string]string{"type": q.Type, "q": q.Q, "cursor": q.Cursor} {
+	for k, s := range map[string]string{"type": q.Type, "q": q.Q, "cursor": q.Cursor, "private": q.Private} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -135,7 +138,12 @@ func (c *Client) Add(ctx context.Context, ns, typ, text string) (Memory, error) 
 
 // Edit replaces a memory's text; vera embeds it again.
 func (c *Client) Edit(ctx context.Context, id, text string) (Memory, error) {
-	body, _ := json.Marshal(map[string]string{"text": text})
+	return c.Patch(ctx, id, map[string]any{"text": text})
+}
+
+// Patch answers PATCH /memories/{id} with body (text, type, metadata).
+func (c *Client) Patch(ctx context.Context, id string, patch map[string]any) (Memory, error) {
+	body, _ := json.Marshal(patch)
 	var m Memory
 	return m, c.do(ctx, http.MethodPatch, c.one(id), strings.NewReader(string(body)), "application/json", &m)
 }

@@ -160,6 +160,16 @@ func (s *Server) listMemories(c *gin.Context) error {
 			return httpError(http.StatusBadRequest, "limit: want a number from 1 to 1000")
 		}
 	}
+	// ?private=true|false keeps the private memories, or the others.
+	keep := func(memory.Memory) bool { return true }
+	switch v := c.Query("private"); v {
+	case "":
+	case "true", "false":
+		want := v == "true"
+		keep = func(m memory.Memory) bool { return memory.IsPrivate(m) == want }
+	default:
+		return httpError(http.StatusBadRequest, "private: want true or false")
+	}
 	ctx := c.Request.Context()
 	out := []memoryJSON{}
 	if q := strings.TrimSpace(c.Query("q")); q != "" {
@@ -169,6 +179,9 @@ func (s *Server) listMemories(c *gin.Context) error {
 			return httpError(http.StatusServiceUnavailable, "searching the store: "+err.Error())
 		}
 		for _, h := range hits {
+			if !keep(h.Memory) {
+				continue
+			}
 			m := toJSON(h.Memory)
 			score := h.Score
 			m.Score = &score
@@ -178,12 +191,23 @@ func (s *Server) listMemories(c *gin.Context) error {
 		c.JSON(http.StatusOK, gin.H{"memories": out, "next_cursor": ""})
 		return nil
 	}
-	page, next, err := s.Memories.Store.Scroll(ctx, f, c.Query("cursor"), limit)
-	if err != nil {
-		return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
-	}
-	for _, m := range page {
-		out = append(out, toJSON(m))
+	// Pages on until the page is full or the store ends: a filter may
+	// keep few of each.
+	next := c.Query("cursor")
+	for {
+		page, after, err := s.Memories.Store.Scroll(ctx, f, next, limit-len(out))
+		if err != nil {
+			return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
+		}
+		for _, m := range page {
+			if keep(m) {
+				out = append(out, toJSON(m))
+			}
+		}
+		next = after
+		if next == "" || len(out) >= limit {
+			break
+		}
 	}
 	s.withUsage(ctx, out)
 	c.JSON(http.StatusOK, gin.H{"memories": out, "next_cursor": next})
@@ -290,16 +314,25 @@ func (s *Server) editMemory(c *gin.Context) error {
 
 // keptByVera are the metadata keys vera writes and a PATCH may not: where
 // the memory came from, and what a restore needs.
-var keptByVera = []string{memory.MetaSource, "forgotten_from", "forgotten_at"}
+var keptByVera = []string{memory.MetaSource, "forgotten_from", "forgotten_at", memory.MetaPrivateWhy, memory.MetaSeen}
 
 // patchMetadata merges a PATCH's metadata into md: each key set, a null
-// removing it. The keys vera keeps are refused.
+// removing it. The keys vera keeps are refused; "private" (true or false)
+// marks or unmarks the memory private, by the person's say.
 func patchMetadata(md, patch map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(md)+len(patch))
 	for k, v := range md {
 		out[k] = v
 	}
 	for k, v := range patch {
+		if k == memory.MetaPrivate {
+			private, ok := v.(bool)
+			if !ok {
+				return nil, httpError(http.StatusBadRequest, "metadata.private: want true or false")
+			}
+			out = memory.MarkPrivate(out, private, memory.ByUser)
+			continue
+		}
 		if slices.Contains(keptByVera, k) {
 			return nil, httpError(http.StatusBadRequest, fmt.Sprintf("metadata.%s is vera's record of the memory: a PATCH does not change it", k))
 		}

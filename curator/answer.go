@@ -21,6 +21,9 @@ type Answer struct {
 	// Profile is the namespace's new portrait of its user; empty: the
 	// current one stays.
 	Profile string `json:"profile,omitempty"`
+	// ProfilePrivate marks the new profile private: it never leaves the
+	// machine (memory.IsPrivate).
+	ProfilePrivate bool `json:"profile_private,omitempty"`
 }
 
 // CuratedTurn is one curated memory to write.
@@ -32,6 +35,9 @@ type CuratedTurn struct {
 	// supersedes it. Supersedes names that older memory outright.
 	Key        string `json:"key,omitempty"`
 	Supersedes string `json:"supersedes,omitempty"`
+	// Private: it holds special categories of personal data, finances or
+	// secrets.
+	Private bool `json:"private,omitempty"`
 }
 
 // Rule is a permanent rule, stored as a rule memory of the namespace whose
@@ -43,6 +49,7 @@ type Rule struct {
 	// byte, curator_prompt.md), the rule goes to the namespace, never to a
 	// file.
 	TargetFile string `json:"target_file"`
+	Private    bool   `json:"private,omitempty"`
 }
 
 // Schema is the JSON schema of Answer, sent as Ollama's `format` so the
@@ -54,15 +61,18 @@ var Schema = json.RawMessage(`{
       "content": {"type": "string"},
       "source_ids": {"type": "array", "items": {"type": "string"}},
       "key": {"type": "string"},
-      "supersedes": {"type": "string"}
+      "supersedes": {"type": "string"},
+      "private": {"type": "boolean"}
     }, "required": ["content", "source_ids"]}},
     "permanent_rules": {"type": "array", "items": {"type": "object", "properties": {
       "rule": {"type": "string"},
-      "target_file": {"type": "string"}
+      "target_file": {"type": "string"},
+      "private": {"type": "boolean"}
     }, "required": ["rule", "target_file"]}},
     "deletions": {"type": "array", "items": {"type": "string"}},
     "summary": {"type": "string"},
-    "profile": {"type": "string"}
+    "profile": {"type": "string"},
+    "profile_private": {"type": "boolean"}
   },
   "required": ["new_curated_turns", "permanent_rules", "deletions", "summary"]
 }`)

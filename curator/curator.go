@@ -452,7 +452,7 @@ func (c *Curator) curateBatches(ctx context.Context, ns string, todo, curated []
 		}
 		p.dropRepeats(curated)
 		p.supersede(curated)
-		p.newProfile(c.profileFrom(ns, ans.Profile, runAt, sourceOf(batch)), profile)
+		p.newProfile(c.profileFrom(ns, ans.Profile, ans.ProfilePrivate, runAt, sourceOf(batch)), profile)
 		p.saw(sample, shown)
 		if err := c.carryOut(ctx, p, res); err != nil {
 			return err // a store failure: stop here, nothing is lost (see execute)

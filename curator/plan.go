@@ -248,6 +248,9 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 	if ct.Supersedes != "" {
 		m.Metadata["supersedes"] = ct.Supersedes
 	}
+	if ct.Private {
+		m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
+	}
 	var newest time.Time
 	for _, id := range ct.SourceIDs {
 		if t := byID[id].Time; t.After(newest) {

@@ -40,7 +40,7 @@ func shownProfile(m *memory.Memory) *promptProfile {
 // profileFrom is the profile memory an answer's profile text becomes, cut
 // to ProfileTokens (and MaxTokens, should that be less) around a "[…]"
 // marker; nil when the answer keeps the current one.
-func (c *Curator) profileFrom(ns, text string, runAt time.Time, src memory.Source) *memory.Memory {
+func (c *Curator) profileFrom(ns, text string, private bool, runAt time.Time, src memory.Source) *memory.Memory {
 	text = strings.Join(strings.Fields(text), " ")
 	if text == "" {
 		return nil
@@ -58,6 +58,9 @@ func (c *Curator) profileFrom(ns, text string, runAt time.Time, src memory.Sourc
 		ID: memory.NewID(), Namespace: ns, Type: memory.Profile, Text: text,
 		Time: runAt.UTC(), Model: c.ModelName,
 		Metadata: map[string]any{"curated_at": runAt.UTC().Format(time.RFC3339), memory.MetaSource: src.Meta()},
+	}
+	if private {
+		m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
 	}
 	if c.Tokens != nil {
 		m.Tokens = n

@@ -67,6 +67,9 @@ func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *
 			Time: at.UTC(), Model: c.ModelName,
 			Metadata: memory.WithSource(nil, src),
 		}
+		if r.Private {
+			m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
+		}
 		if c.Tokens != nil {
 			m.Tokens = n
 		}

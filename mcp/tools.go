@@ -61,11 +61,23 @@ type searchIn struct {
 
 type addIn struct {
 	Content string `json:"content" jsonschema:"the fact, one short self-contained sentence"`
+	Private *bool  `json:"private,omitempty" jsonschema:"true: it never leaves this machine (never sent to a cloud model); vera also marks it when it finds contact details, payment data, secrets or passwords"`
 }
 
 type updateIn struct {
 	ID      string `json:"id" jsonschema:"the memory's id"`
-	Content string `json:"content" jsonschema:"its new text"`
+	Content string `json:"content,omitempty" jsonschema:"its new text (leave out to only mark it private)"`
+	Private *bool  `json:"private,omitempty" jsonschema:"true: it never leaves this machine; only the person can unmark one (the admin page, API or CLI)"`
+}
+
+// privateArg checks an agent's private argument: it may mark a memory
+// private, never unmark one (an agent steered by a document must not send
+// a person's secrets to the cloud).
+func privateArg(p *bool) error {
+	if p != nil && !*p {
+		return badArg("private", "an agent cannot unmark a private memory: only the person can (vera's page, admin API or `vera memories edit ID --private=false`)")
+	}
+	return nil
 }
 
 type forgetIn struct {
@@ -129,14 +141,21 @@ func (t tools) add(ctx context.Context, req *sdk.CallToolRequest, in addIn) (*sd
 	if text == "" {
 		return nil, ID{}, badArg("content", "must not be empty")
 	}
+	if err := privateArg(in.Private); err != nil {
+		return nil, ID{}, err
+	}
 	src := memory.Source{Via: memory.ViaMCP}
 	if req != nil && req.Session != nil {
 		if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil {
 			src.Client = memory.ClientOf(p.ClientInfo.Name + "/" + p.ClientInfo.Version)
 		}
 	}
+	md := memory.WithSource(nil, src)
+	if in.Private != nil {
+		md = memory.MarkPrivate(md, true, memory.ByUser)
+	}
 	m, err := t.s.Memories.Add(ctx, memory.Memory{ID: memory.NewID(), Namespace: t.ns, Type: memory.Curated, Text: text,
-		Time: time.Now().UTC(), Model: "mcp", Metadata: memory.WithSource(nil, src)})
+		Time: time.Now().UTC(), Model: "mcp", Metadata: md})
 	if err != nil {
 		return nil, ID{}, writeFailed(err)
 	}
@@ -202,8 +221,11 @@ func mayRewrite(m memory.Memory) error {
 func (t tools) update(ctx context.Context, _ *sdk.CallToolRequest, in updateIn) (*sdk.CallToolResult, ID, error) {
 	ctx = memory.WithActor(ctx, memory.ViaMCP) // its changes are an agent's
 	text := strings.TrimSpace(in.Content)
-	if text == "" {
+	if text == "" && in.Private == nil {
 		return nil, ID{}, badArg("content", "must not be empty (forget_memory forgets a memory)")
+	}
+	if err := privateArg(in.Private); err != nil {
+		return nil, ID{}, err
 	}
 	m, err := t.own(ctx, in.ID)
 	if err != nil {
@@ -212,7 +234,12 @@ func (t tools) update(ctx context.Context, _ *sdk.CallToolRequest, in updateIn) 
 	if err := mayRewrite(m); err != nil {
 		return nil, ID{}, err
 	}
-	m.Text = text
+	if text != "" {
+		m.Text = text
+	}
+	if in.Private != nil {
+		m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByUser)
+	}
 	if _, err := t.s.Memories.Rewrite(ctx, m); err != nil {
 		return nil, ID{}, writeFailed(err)
 	}

@@ -45,19 +45,17 @@ func IsPrivate(m Memory) bool {
 }
 
 // MarkPrivate returns md with the memory marked private for why (added to
-// the reasons it had), or, with private false, unmarked; a copy: md is not
-// changed.
+// the reasons it had), or, with private false, unmarked: "private": false
+// stays, so that the detectors do not mark again what a person unmarked.
+// A copy: md is not changed.
 func MarkPrivate(md map[string]any, private bool, why ...string) map[string]any {
 	out := make(map[string]any, len(md)+2)
 	for k, v := range md {
 		out[k] = v
 	}
 	if !private {
-		delete(out, MetaPrivate)
 		delete(out, MetaPrivateWhy)
-		if len(out) == 0 {
-			return nil
-		}
+		out[MetaPrivate] = false
 		return out
 	}
 	reasons := PrivateWhy(Memory{Metadata: md})
@@ -88,4 +86,10 @@ func PrivateWhy(m Memory) []string {
 		}
 	}
 	return out
+}
+
+// Unmarked reports whether a person unmarked m ("private": false).
+func Unmarked(m Memory) bool {
+	v, ok := m.Metadata[MetaPrivate].(bool)
+	return ok && !v
 }
