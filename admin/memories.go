@@ -261,6 +261,13 @@ func (s *Server) addMemory(c *gin.Context) error {
 	if m.Type == memory.Profile {
 		byHand(&m)
 	}
+	if v, ok := m.Metadata[memory.MetaPrivate]; ok {
+		private, isBool := v.(bool)
+		if !isBool {
+			return httpError(http.StatusBadRequest, "metadata.private: want true or false")
+		}
+		m.Metadata = memory.MarkPrivate(m.Metadata, private, memory.ByUser)
+	}
 	m.Metadata = memory.WithSource(m.Metadata, memory.Source{Via: memory.ViaAdmin, Client: memory.ClientOf(c.Request.UserAgent()), Model: m.Model, RequestID: c.GetHeader("X-Request-Id")})
 	out, err := s.Memories.Add(c.Request.Context(), m)
 	if err != nil {

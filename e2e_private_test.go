@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ollama/ollama/api"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/ollama/ollamatest"
+)
+
+// The private texts a policy must keep on this machine, and one it must
+// not keep back.
+var (
+	privateTexts = []string{"ZX99PRIVzz", "RULEPRIVzz", "PROFPRIVzz"}
+	shareable    = "Lisbon"
+)
+
+// seedPrivate gives alice a shareable memory, and a private memory, rule
+// and profile; bob a shareable profile.
+func seedPrivate(t *testing.T, p *inProcess) {
+	t.Helper()
+	for _, m := range []string{
+		`{"namespace":"alice","text":"Alice's sister Ana lives in Lisbon."}`,
+		`{"namespace":"alice","text":"Alice's passport number is ZX99PRIVzz, her sister Ana has a copy.","metadata":{"private":true}}`,
+		`{"namespace":"alice","type":"rule","text":"Greet Alice as agent RULEPRIVzz.","metadata":{"private":true}}`,
+		`{"namespace":"alice","type":"profile","text":"Alice, passport PROFPRIVzz, has a sister Ana.","metadata":{"private":true}}`,
+		`{"namespace":"bob","type":"profile","text":"Bob loves Porto."}`,
+	} {
+		require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", m, nil), m)
+	}
+}
+
+// noPrivate fails when a body holds a private text.
+func noPrivate(t *testing.T, what string, bodies ...[]byte) {
+	t.Helper()
+	for _, b := range bodies {
+		for _, s := range privateTexts {
+			assert.NotContains(t, string(b), s, what)
+		}
+	}
+}
+
+// rawChat posts an /api/chat for model as ns and returns the answer's
+// X-Vera-Context.
+func rawChat(t *testing.T, p *inProcess, ns, model, question string) http.Header {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+p.addr+"/api/chat", strings.NewReader(fmt.Sprintf(`{"model":%q,"stream":false,"messages":[{"role":"user","content":%q}]}`, model, question)))
+	req.Header.Set("X-OpenWebUI-User-Id", ns)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	return res.Header
+}
+
+// Under a shareable policy (here by [memory.models] for a local model),
+// no private memory, rule or profile reaches the model through any of the
+// five dialects, while shareable memories and a profile that is not
+// private do; "none" sends nothing remembered, a local model no pattern
+// names gets everything.
+func TestPrivateMemoriesStayLocalInEveryDialect(t *testing.T) {
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	p := conversationVeraWith(t, up, t.TempDir(), t.TempDir(), "[memory.models]\n\"llama3.2*\" = \"shareable\"\n\"guest*\" = \"none\"\n")
+	seedPrivate(t, p)
+	for i, d := range eraseDialects {
+		d.send(t, p, "alice", fmt.Sprintf("c%d", i), []msg{{"user", "Where does my sister Ana live, and what is my passport number?"}}, "")
+		last := up.LastRaw(d.path)
+		assert.Contains(t, last, shareable, d.name)
+		noPrivate(t, d.name, up.Bodies(d.path)...)
+	}
+	h := rawChat(t, p, "alice", "llama3.2", "What is my passport number, and where does Ana live?")
+	assert.Contains(t, h.Get("X-Vera-Context"), "withheld=", "the header says what was kept back")
+	for _, id := range strings.Split(h.Get("X-Vera-Memories"), ",") {
+		var m adminMemory
+		require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories/"+id, "", &m))
+		noPrivate(t, "X-Vera-Memories lists only what was sent", []byte(m.Text))
+	}
+	rawChat(t, p, "bob", "llama3.2", "Where do I like to go?")
+	assert.Contains(t, up.LastRaw("/api/chat"), "Bob loves Porto", "a profile that is not private goes")
+
+	rawChat(t, p, "alice", "guest:1b", "What is my passport number, and where does Ana live?")
+	last := up.LastRaw("/api/chat")
+	assert.NotContains(t, last, shareable, "none: nothing remembered")
+	noPrivate(t, "none", []byte(last))
+
+	rawChat(t, p, "alice", "qwen2.5:7b", "What is my passport number, and where does Ana live?")
+	assert.Contains(t, up.LastRaw("/api/chat"), "ZX99PRIVzz", "a local model gets everything")
+
+	var metrics strings.Builder
+	res, err := http.Get("http://" + p.addr + "/metrics")
+	require.NoError(t, err)
+	io.Copy(&metrics, res.Body)
+	res.Body.Close()
+	assert.Contains(t, metrics.String(), `vera_memories_withheld_total{model="llama3.2"}`)
+}
+
+// A cloud name, by default (cloud.memory = "shareable"), gets shareable
+// memories only, through each route the cloud serves; the old
+// inject_memory = true sends everything, and cloud.memory = "none"
+// nothing remembered.
+func TestPrivateMemoriesStayOffTheCloud(t *testing.T) {
+	up := ollamatest.New(t)
+	for _, tc := range []struct {
+		extra          string
+		share, private bool
+	}{{"", true, false}, {"inject_memory = true", true, true}, {`memory = "none"`, false, false}, {"memory = \"shareable\"\ninject_memory = false", false, false}} {
+		t.Run(tc.extra, func(t *testing.T) {
+			provider := newFakeProvider(t)
+			p := cloudVera(t, up.URL, provider, t.TempDir(), tc.extra)
+			seedPrivate(t, p)
+			ctx := context.Background()
+			q := "Where does my sister Ana live, and what is my passport number?"
+			require.NoError(t, ollamaClient(t, p, "alice").Chat(ctx, &api.ChatRequest{Model: "gpt-big", Messages: []api.Message{{Role: "user", Content: q}}}, func(api.ChatResponse) error { return nil }))
+			require.NoError(t, ollamaClient(t, p, "alice").Generate(ctx, &api.GenerateRequest{Model: "gpt-big", Prompt: q + " Again?"}, func(api.GenerateResponse) error { return nil }))
+			provider.mu.Lock()
+			bodies := fmt.Sprint(provider.bodies)
+			provider.mu.Unlock()
+			assert.Equal(t, tc.share, strings.Contains(bodies, shareable), "shareable memories")
+			assert.Equal(t, tc.private, strings.Contains(bodies, "ZX99PRIVzz"), "private memories")
+		})
+	}
+}
+
+// The fallback to the cloud while Ollama is down follows the cloud's
+// policy: the chat that finds Ollama down was built for the local model,
+// and goes without memory; the chats after it are built for the cloud's
+// policy, shareable memories in.
+func TestTheFallbackFollowsTheCloudsPolicy(t *testing.T) {
+	provider := newFakeProvider(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	p := cloudVera(t, downURL, provider, t.TempDir(), `fallback_model = "gpt-big"`)
+	seedPrivate(t, p)
+	for i := range 2 {
+		h := rawChat(t, p, "alice", "llama3.2", fmt.Sprintf("Where does my sister Ana live, and what is my passport number? (%d)", i))
+		assert.Equal(t, "gpt-big", h.Get("X-Vera-Fallback"))
+		sent := fmt.Sprint(provider.last(t)["messages"])
+		noPrivate(t, "the fallback", []byte(sent))
+		if i == 1 {
+			assert.Contains(t, sent, shareable, "built for the cloud's policy")
+			assert.Contains(t, h.Get("X-Vera-Context"), "withheld=")
+		}
+	}
+}
