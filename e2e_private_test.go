@@ -153,3 +153,57 @@ func TestTheFallbackFollowsTheCloudsPolicy(t *testing.T) {
 		}
 	}
 }
+
+// What the detectors find makes a memory private whichever way it is
+// written (a chat turn, whole; a "remember that"; by hand; over MCP), and
+// a person or an agent marks it: an agent never unmarks.
+func TestMemoriesAreMarkedPrivate(t *testing.T) {
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	p := conversationVeraWith(t, up, t.TempDir(), t.TempDir(), "[memory.models]\n\"llama3.2*\" = \"shareable\"\n")
+	sendOllama(t, p, "alice", "c1", []msg{{"user", "Call me on +44 20 7946 0958 about the Lisbon trip."}}, "")
+	sendOllama(t, p, "alice", "c2", []msg{{"user", "Remember that my wifi password is Tr0ub4dor&3"}}, "")
+	settled(t, p)
+	whyOf := func(id string) []any {
+		var m struct{ Metadata map[string]any }
+		require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories/"+id, "", &m))
+		if m.Metadata["private"] != true {
+			return nil
+		}
+		why, _ := m.Metadata["private_why"].([]any)
+		return why
+	}
+	assert.Equal(t, []any{"phone"}, whyOf(memoryOfType(t, p, "alice", "raw", "7946")), "a turn is private whole")
+	assert.Contains(t, whyOf(memoryOfType(t, p, "alice", "curated", "Tr0ub4dor")), "password")
+	var added struct{ ID string }
+	require.Equal(t, 201, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's card is 4111 1111 1111 1111."}`, &added))
+	assert.Equal(t, []any{"card"}, whyOf(added.ID))
+	require.Equal(t, 201, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's order 4111 1111 1111 1112 shipped."}`, &added))
+	assert.Nil(t, whyOf(added.ID), "not Luhn-valid: not a card")
+	require.Equal(t, 200, adminCall(t, p, "", "PATCH", "/memories/"+added.ID, `{"metadata":{"private":true}}`, nil))
+	assert.Equal(t, []any{"user"}, whyOf(added.ID))
+	require.Equal(t, 200, adminCall(t, p, "", "PATCH", "/memories/"+added.ID, `{"metadata":{"private":false}}`, nil))
+	assert.Nil(t, whyOf(added.ID))
+
+	s := mcpSession(t, p, http.Header{"X-Openwebui-User-Id": {"alice"}})
+	var mcpAdded struct{ ID string }
+	require.False(t, call(t, s, "add_memory", map[string]any{"content": "Alice's therapist is Dr Mcpzz.", "private": true}, &mcpAdded).IsError)
+	assert.Equal(t, []any{"user"}, whyOf(mcpAdded.ID))
+	res := call(t, s, "update_memory", map[string]any{"id": mcpAdded.ID, "private": false}, nil)
+	assert.True(t, res.IsError, "an agent never unmarks")
+	assert.Contains(t, toolText(res), "only the person")
+
+	var list struct{ Memories []adminMemory }
+	require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories?namespace=alice&private=true", "", &list))
+	var listed []string
+	for _, m := range list.Memories {
+		listed = append(listed, m.Text)
+	}
+	assert.NotContains(t, strings.Join(listed, "|"), "order", "?private=true lists the private ones only")
+	assert.Contains(t, strings.Join(listed, "|"), "Mcpzz")
+
+	sendOllama(t, p, "alice", "c3", []msg{{"user", "When is the Lisbon trip, and who is my therapist?"}}, "")
+	for _, s := range []string{"7946", "Tr0ub4dor", "4111 1111 1111 1111", "Mcpzz"} {
+		assert.NotContains(t, up.LastRaw("/api/chat"), s, "a shareable model gets none of it")
+	}
+}

@@ -709,6 +709,7 @@ func importVeraAI(ctx context.Context, a *app, from, collection, ns string) (ver
 				ms[i].Text, ms[i].Tokens, _ = memory.CapText(tok, ms[i].Text, a.cfg.Memory.MaxTurnTokens)
 			}
 			texts[i] = ms[i].Text
+			memory.Classify(&ms[i])
 		}
 		if embedErr == nil {
 			// Without vectors now, the backfill of a running vera makes them.

@@ -184,6 +184,7 @@ func (m *Memories) CheckLength(text string) error {
 // the embedder answers, gives them vectors.
 func (m *Memories) prepare(ctx context.Context, ms []memory.Memory) {
 	for i := range ms {
+		memory.Classify(&ms[i])
 		if m.Tokens != nil {
 			ms[i].Tokens = m.Tokens.Count(ms[i].Text)
 		}

@@ -251,6 +251,7 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 	if ct.Private {
 		m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
 	}
+	memory.Classify(&m) // a missing mark: the detectors still see it
 	var newest time.Time
 	for _, id := range ct.SourceIDs {
 		if t := byID[id].Time; t.After(newest) {

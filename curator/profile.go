@@ -62,6 +62,7 @@ func (c *Curator) profileFrom(ns, text string, private bool, runAt time.Time, sr
 	if private {
 		m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
 	}
+	memory.Classify(m)
 	if c.Tokens != nil {
 		m.Tokens = n
 	}

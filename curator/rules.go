@@ -70,6 +70,7 @@ func (c *Curator) newRules(ctx context.Context, ns string, rules []Rule, known *
 		if r.Private {
 			m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
 		}
+		memory.Classify(&m)
 		if c.Tokens != nil {
 			m.Tokens = n
 		}

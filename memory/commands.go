@@ -130,6 +130,7 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string, src Sourc
 	}
 	m := Memory{ID: NewID(), Namespace: ns, Type: Curated, Text: statement, Time: c.now().UTC(),
 		Metadata: WithSource(nil, src), Tokens: tokens}
+	Classify(&m)
 	if c.Embed != nil {
 		if v, err := c.Embed.Embed(ctx, []string{m.Text}); err == nil && len(v) == 1 {
 			m.Vector = v[0]

@@ -1,6 +1,10 @@
 package memory
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/vera-proxy/vera/memory/private"
+)
 
 // Private memories: a memory whose text holds contact details, payment
 // data, a secret or a password (the detectors, memory/private), or that
@@ -92,4 +96,17 @@ func PrivateWhy(m Memory) []string {
 func Unmarked(m Memory) bool {
 	v, ok := m.Metadata[MetaPrivate].(bool)
 	return ok && !v
+}
+
+// Classify marks m private for what the detectors (memory/private) find
+// in its text, keeping the reasons it had; a memory a person unmarked
+// stays unmarked. Every write path runs it: chat turns, commands, what is
+// added or edited by hand, over MCP or imported, what the curator writes.
+func Classify(m *Memory) {
+	if Unmarked(*m) {
+		return
+	}
+	if why := private.Detect(m.Text); len(why) > 0 {
+		m.Metadata = MarkPrivate(m.Metadata, true, why...)
+	}
 }

@@ -225,9 +225,10 @@ func (w *Writer) exchange(user, assistant string) (string, int) {
 	return CapExchange(w.tokens, user, assistant, w.MaxTurnTokens)
 }
 
-// counted fills in the token counts that exchange left for later.
+// counted classifies the batch's memories (Classify) and fills in the token counts that exchange left for later.
 func (w *Writer) counted(batch []Memory) {
 	for i := range batch {
+		Classify(&batch[i]) // a turn that holds anything private is private whole
 		if m := &batch[i]; m.Tokens == 0 && m.Type == Raw && m.Text != "" {
 			if w.tokens == nil {
 				m.Tokens = (len(m.Text) + 3) / 4
