@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -288,6 +289,10 @@ func TestUIInBrowser(t *testing.T) {
 	assert.Len(t, curated.Memories, 1, "a dry run writes nothing")
 	b.do("refresh the curator", chromedp.Click(chromedp.ID("curator-refresh")))
 
+	// The rule, marked private from the page: the screenshot shows a lock.
+	b.do("mark the rule private", chromedp.Click(chromedp.CSS(`#memory-list li[data-type=rule] button[data-action=mark-private]`)))
+	b.until("the rule shows private", `!!document.querySelector('#memory-list li[data-type=rule][data-private=true] [data-role=lock]')`)
+
 	// Health.
 	b.until("health shows", `!!document.querySelector('#health-body [data-role=health-status]')`)
 	assert.Equal(t, "ok", evalJS[string](b, `document.querySelector('#health-body [data-role=health-status]').textContent`))
@@ -511,6 +516,107 @@ func TestUIProvenanceHistoryAndErase(t *testing.T) {
 	b.show("bob", "")
 	b.do("phone width", chromedp.EmulateViewport(375, 812))
 	history(bob.ID)
+	assert.True(t, evalJS[bool](b, `document.documentElement.scrollWidth <= document.documentElement.clientWidth`), "no horizontal scroll at 375 px")
+	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
+}
+
+// Private memories on the page: a private one shows its lock, why in
+// words and that it never goes to cloud models; the filter lists the
+// private ones or the others; the page marks a memory private and
+// unmarks it, with the keyboard too, and vera records the person's say.
+func TestUIPrivateMemories(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no Chromium (/usr/bin/chromium, or chromium, chromium-browser or google-chrome on PATH): .ci/run installs Debian's chromium package")
+	}
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	var secret, kite adminMemory
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice sees Dr <b>Privzz</b> on Tuesdays.","metadata":{"private":true}}`, &secret))
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's kite is red."}`, &kite))
+	privacy := func(id string) (any, []any) {
+		var m struct{ Metadata map[string]any }
+		require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+id, "", &m))
+		why, _ := m.Metadata["private_why"].([]any)
+		return m.Metadata["private"], why
+	}
+	priv, why := privacy(kite.ID)
+	require.Nil(t, priv, "the kite is not private")
+	require.Empty(t, why)
+
+	b := newBrowser(t, bin)
+	b.do("load the page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+p.addr+"/ui/"))
+	b.until("the first list loads", `+(document.getElementById('memory-list').dataset.loads || 0) >= 1`)
+	b.show("alice", "")
+	fact := func(id, role string) string {
+		return evalJS[string](b, fmt.Sprintf(`(%s?.querySelector('[data-role=%s]')?.textContent) ?? ''`, memJS(id), role))
+	}
+	has := func(id, sel string) bool {
+		sj, _ := json.Marshal(sel)
+		return evalJS[bool](b, fmt.Sprintf(`!!%s?.querySelector(%s)`, memJS(id), sj))
+	}
+
+	// The lock, why, and where it never goes.
+	assert.Equal(t, "private", strings.TrimSpace(fact(secret.ID, "lock")))
+	assert.Equal(t, "Never sent to cloud models", evalJS[string](b, fmt.Sprintf(`%s.querySelector('[data-role=lock]').title`, memJS(secret.ID))))
+	assert.Equal(t, "Private: marked by you. Never sent to cloud models.", fact(secret.ID, "private"))
+	assert.True(t, has(secret.ID, `button[data-action=unmark-private]`))
+	assert.Empty(t, fact(kite.ID, "lock"))
+	assert.Empty(t, fact(kite.ID, "private"))
+	assert.True(t, has(kite.ID, `button[data-action=mark-private]`))
+	assert.Equal(t, "Alice sees Dr <b>Privzz</b> on Tuesdays.", b.memText(secret.ID))
+	assert.Zero(t, evalJS[int](b, `document.querySelectorAll('#memory-list b').length`), "no element made from a memory's text")
+
+	// The filter, with the type filter and a search.
+	listed := func(private, q string) []string {
+		b.set("#private", private)
+		b.show("alice", q)
+		return evalJS[[]string](b, `[...document.querySelectorAll('#memory-list > li')].map((e) => e.dataset.id)`)
+	}
+	info := func() string { return evalJS[string](b, `document.getElementById('list-info').textContent`) }
+	assert.Equal(t, []string{secret.ID}, listed("true", ""))
+	assert.Equal(t, "1 private memory in “alice”.", info())
+	assert.Equal(t, []string{kite.ID}, listed("false", ""))
+	assert.Equal(t, "1 memory not private in “alice”.", info())
+	assert.Equal(t, []string{kite.ID}, listed("false", "kite"))
+	assert.Empty(t, listed("true", "kite"))
+	b.set("#type", "curated")
+	assert.Equal(t, []string{secret.ID}, listed("true", ""))
+	assert.Equal(t, "1 private curated memory in “alice”.", info())
+	b.set("#type", "rule")
+	assert.Empty(t, listed("true", ""))
+	b.set("#type", "")
+	assert.ElementsMatch(t, []string{secret.ID, kite.ID}, listed("", ""))
+
+	// Marked private with the keyboard: Tab from Forget, Enter.
+	active := `document.activeElement?.dataset.action ?? ''`
+	b.do("focus Forget", chromedp.Focus(chromedp.CSS(memSel(kite.ID, `button[data-action=forget]`))))
+	b.do("Tab", chromedp.KeyEvent(kb.Tab))
+	require.Equal(t, "mark-private", evalJS[string](b, active))
+	b.do("Enter", chromedp.KeyEvent(kb.Enter))
+	b.until("the kite shows private", fmt.Sprintf(`%s?.dataset.private === 'true'`, memJS(kite.ID)))
+	priv, why = privacy(kite.ID)
+	assert.Equal(t, true, priv)
+	assert.Contains(t, why, "user")
+	assert.Equal(t, "Private: marked by you. Never sent to cloud models.", fact(kite.ID, "private"))
+	assert.Equal(t, "unmark-private", evalJS[string](b, active), "focus stays on the toggle")
+	assert.Contains(t, evalJS[string](b, `document.getElementById('status').textContent`), "never sent to cloud models")
+
+	// Unmarked in the list of private ones: it leaves the list.
+	assert.ElementsMatch(t, []string{secret.ID, kite.ID}, listed("true", ""))
+	b.do("unmark", chromedp.Click(chromedp.CSS(memSel(kite.ID, `button[data-action=unmark-private]`))))
+	b.do("the kite leaves the list", chromedp.WaitNotPresent(chromedp.CSS(memSel(kite.ID, ""))))
+	priv, why = privacy(kite.ID)
+	assert.Equal(t, false, priv, "a person's unmark stays recorded")
+	assert.Empty(t, why)
+	assert.Equal(t, "1 private memory in “alice”.", info())
+	assert.Equal(t, []string{kite.ID}, listed("false", ""))
+	assert.Empty(t, fact(kite.ID, "lock"))
+	assert.True(t, has(kite.ID, `button[data-action=mark-private]`))
+
+	// A phone: no horizontal scroll.
+	listed("", "")
+	b.do("phone width", chromedp.EmulateViewport(375, 812))
 	assert.True(t, evalJS[bool](b, `document.documentElement.scrollWidth <= document.documentElement.clientWidth`), "no horizontal scroll at 375 px")
 	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
 }

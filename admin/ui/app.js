@@ -136,7 +136,7 @@
   // ---- memories
 
   const list = $('memory-list');
-  let shown = null; // the query the list shows: {namespace, type, q}
+  let shown = null; // the query the list shows: {namespace, type, private, q}
   let cursor = '';
   let loads = 0;
   let asked = 0; // the latest list asked for: an older answer is dropped
@@ -145,6 +145,7 @@
     return {
       namespace: $('ns').value.trim(),
       type: $('type').value,
+      private: $('private').value, // '', 'true' or 'false'
       q: $('q').value.trim(),
     };
   }
@@ -158,6 +159,7 @@
     }
     const params = new URLSearchParams({ namespace: qy.namespace, limit: String(PAGE) });
     if (qy.type) params.set('type', qy.type);
+    if (qy.private) params.set('private', qy.private);
     if (qy.q) params.set('q', qy.q);
     if (more && cursor) params.set('cursor', cursor);
     list.setAttribute('aria-busy', 'true');
@@ -258,7 +260,10 @@
   function describeList() {
     const n = list.children.length;
     const noun = NOUNS[shown.type] || ['memory', 'memories'];
-    let s = `${n} ${noun[n === 1 ? 0 : 1]} in “${shown.namespace}”`;
+    const word = noun[n === 1 ? 0 : 1];
+    let s = shown.private === 'true' ? `${n} private ${word}`
+      : shown.private === 'false' ? `${n} ${word} not private` : `${n} ${word}`;
+    s += ` in “${shown.namespace}”`;
     if (shown.q) s += ` matching “${shown.q}”`;
     if (cursor) s += ', more below';
     $('list-info').textContent = s + '.';
@@ -268,6 +273,10 @@
     const textID = 'text-' + m.id;
     const meta = el('p', { class: 'meta' },
       el('span', { class: 'badge type-' + m.type, text: m.type }));
+    const priv = isPrivate(m);
+    if (priv) {
+      meta.append(el('span', { class: 'badge private', 'data-role': 'lock', title: NEVER_CLOUD }, lockIcon(), 'private'));
+    }
     const t = when(m.timestamp);
     if (t) meta.append(el('time', { datetime: m.timestamp, text: t }));
     if (m.model) meta.append(el('span', { class: 'model', text: m.model }));
@@ -276,12 +285,15 @@
     const facts = el('p', { class: 'meta facts' },
       el('span', { 'data-role': 'source', title: src.more || null, text: src.text }),
       el('span', { 'data-role': 'usage', text: usageText(m) }),
+      priv ? el('span', { class: 'private', 'data-role': 'private', title: NEVER_CLOUD_MORE },
+        el('strong', { 'data-role': 'private-why', text: privateText(m) }), ' ',
+        el('span', { 'data-role': 'never-cloud', text: NEVER_CLOUD + '.' })) : null,
       m.type === 'forgotten' ? el('span', { 'data-role': 'forgotten', text: forgottenText(m) }) : null);
     const history = el('details', { class: 'history', 'data-role': 'history' },
       el('summary', { text: 'History' }),
       el('div', { 'data-role': 'history-body' }));
     history.addEventListener('toggle', () => { if (history.open) loadHistory(m.id, history); });
-    const li = el('li', { class: 'memory', 'data-id': m.id, 'data-type': m.type },
+    const li = el('li', { class: 'memory', 'data-id': m.id, 'data-type': m.type, 'data-private': String(priv) },
       meta,
       el('p', { class: 'text', id: textID, 'data-role': 'text', text: m.text }),
       facts,
@@ -298,7 +310,75 @@
       forgotten
         ? el('button', { type: 'button', 'data-action': 'restore', 'aria-describedby': textID, text: 'Restore' })
         : el('button', { type: 'button', 'data-action': 'forget', 'aria-describedby': textID, title: 'Hide it from chats; restorable for 30 days', text: 'Forget' }),
+      isPrivate(m)
+        ? el('button', { type: 'button', 'data-action': 'unmark-private', 'aria-describedby': textID, title: 'Cloud models may get it again', text: 'Unmark private' })
+        : el('button', { type: 'button', 'data-action': 'mark-private', 'aria-describedby': textID, title: NEVER_CLOUD, text: 'Mark private' }),
       el('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-describedby': textID, text: 'Erase' }));
+  }
+
+  // ---- private memories: never sent to a model whose policy is
+  // "shareable", which every cloud model's is unless told otherwise.
+
+  const NEVER_CLOUD = 'Never sent to cloud models';
+  const NEVER_CLOUD_MORE = 'Never sent to cloud models, nor to any model whose memory policy is “shareable”.';
+
+  function isPrivate(m) {
+    return Boolean(m.metadata && m.metadata.private === true);
+  }
+
+  // Why a memory is private (metadata.private_why), in words.
+  const WHY = {
+    email: 'email address',
+    phone: 'phone number',
+    card: 'payment card number',
+    iban: 'bank account number (IBAN)',
+    secret: 'secret key or token',
+    password: 'password',
+    curator: 'marked by the curator',
+    user: 'marked by you',
+  };
+
+  function privateText(m) {
+    const why = m.metadata && Array.isArray(m.metadata.private_why) ? m.metadata.private_why : [];
+    const words = [...new Set(why.filter((w) => typeof w === 'string' && w).map((w) => WHY[w] || w))];
+    return words.length ? `Private: ${words.join(', ')}.` : 'Private.';
+  }
+
+  // lockIcon draws a padlock, hidden from screen readers: the text next
+  // to it says "private".
+  function lockIcon() {
+    const NS = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(NS, 'svg');
+    for (const [k, v] of Object.entries({ viewBox: '0 0 16 16', width: '11', height: '11', 'aria-hidden': 'true', focusable: 'false', class: 'icon' })) svg.setAttribute(k, v);
+    const shackle = document.createElementNS(NS, 'path');
+    for (const [k, v] of Object.entries({ d: 'M5 7.5V5a3 3 0 0 1 6 0v2.5', fill: 'none', stroke: 'currentColor', 'stroke-width': '2' })) shackle.setAttribute(k, v);
+    const body = document.createElementNS(NS, 'rect');
+    for (const [k, v] of Object.entries({ x: '2.5', y: '7', width: '11', height: '8.5', rx: '1.5', fill: 'currentColor' })) body.setAttribute(k, v);
+    svg.append(shackle, body);
+    return svg;
+  }
+
+  // setPrivate marks a memory private, or unmarks it: by the person's
+  // say, which the detectors then leave be. A list that shows only
+  // private memories, or only the others, lets go of it.
+  async function setPrivate(li, btn, on) {
+    btn.disabled = true;
+    try {
+      const m = keepUsage(await api('PATCH', '/memories/' + encodeURIComponent(li.memory.id), { metadata: { private: on } }), li.memory);
+      if (!shown.private || shown.private === String(isPrivate(m))) {
+        const fresh = memoryItem(m);
+        li.replaceWith(fresh);
+        fresh.querySelector(`button[data-action=${isPrivate(m) ? 'unmark-private' : 'mark-private'}]`).focus();
+      } else {
+        drop(li);
+      }
+      say(isPrivate(m)
+        ? 'Memory marked private: it is never sent to cloud models.'
+        : 'Memory no longer private: cloud models may get it.');
+    } catch (err) {
+      btn.disabled = false;
+      failed(on ? 'Marking the memory private' : 'Unmarking the memory private', err);
+    }
   }
 
   // ---- where a memory came from, how much it is used, its history
@@ -391,6 +471,8 @@
       case 'delete': askDelete(li); break;
       case 'cancel-delete': endDelete(li); break;
       case 'confirm-delete': doDelete(li, btn); break;
+      case 'mark-private': setPrivate(li, btn, true); break;
+      case 'unmark-private': setPrivate(li, btn, false); break;
     }
   });
 
@@ -532,7 +614,8 @@
     try {
       const m = await api('POST', '/memories', { namespace: ns, type, text });
       $('add-text').value = '';
-      if (shown && shown.namespace === m.namespace && !shown.q && (!shown.type || shown.type === m.type)) {
+      if (shown && shown.namespace === m.namespace && !shown.q && (!shown.type || shown.type === m.type) &&
+        (!shown.private || shown.private === String(isPrivate(m)))) {
         list.prepend(memoryItem(m));
         describeList();
       }
