@@ -534,6 +534,10 @@ func TestUIPrivateMemories(t *testing.T) {
 	var secret, kite adminMemory
 	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice sees Dr <b>Privzz</b> on Tuesdays.","metadata":{"private":true}}`, &secret))
 	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's kite is red."}`, &kite))
+	// As an export keeps one the detectors and the curator marked.
+	const found = "imp-private"
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/memories/import",
+		`{"id":"`+found+`","namespace":"alice","type":"curated","text":"Alice's doctor is Dr Importzz.","metadata":{"private":true,"private_why":["phone","password","curator"]}}`+"\n", nil))
 	privacy := func(id string) (any, []any) {
 		var m struct{ Metadata map[string]any }
 		require.Equal(t, http.StatusOK, adminCall(t, p, "", "GET", "/memories/"+id, "", &m))
@@ -561,6 +565,7 @@ func TestUIPrivateMemories(t *testing.T) {
 	assert.Equal(t, "Never sent to cloud models", evalJS[string](b, fmt.Sprintf(`%s.querySelector('[data-role=lock]').title`, memJS(secret.ID))))
 	assert.Equal(t, "Private: marked by you. Never sent to cloud models.", fact(secret.ID, "private"))
 	assert.True(t, has(secret.ID, `button[data-action=unmark-private]`))
+	assert.Equal(t, "Private: phone number, password, marked by the curator. Never sent to cloud models.", fact(found, "private"))
 	assert.Empty(t, fact(kite.ID, "lock"))
 	assert.Empty(t, fact(kite.ID, "private"))
 	assert.True(t, has(kite.ID, `button[data-action=mark-private]`))
@@ -574,19 +579,20 @@ func TestUIPrivateMemories(t *testing.T) {
 		return evalJS[[]string](b, `[...document.querySelectorAll('#memory-list > li')].map((e) => e.dataset.id)`)
 	}
 	info := func() string { return evalJS[string](b, `document.getElementById('list-info').textContent`) }
-	assert.Equal(t, []string{secret.ID}, listed("true", ""))
-	assert.Equal(t, "1 private memory in “alice”.", info())
+	assert.ElementsMatch(t, []string{secret.ID, found}, listed("true", ""))
+	assert.Equal(t, "2 private memories in “alice”.", info())
 	assert.Equal(t, []string{kite.ID}, listed("false", ""))
 	assert.Equal(t, "1 memory not private in “alice”.", info())
 	assert.Equal(t, []string{kite.ID}, listed("false", "kite"))
 	assert.Empty(t, listed("true", "kite"))
+	assert.Equal(t, []string{found}, listed("true", "Importzz"))
 	b.set("#type", "curated")
-	assert.Equal(t, []string{secret.ID}, listed("true", ""))
-	assert.Equal(t, "1 private curated memory in “alice”.", info())
+	assert.ElementsMatch(t, []string{secret.ID, found}, listed("true", ""))
+	assert.Equal(t, "2 private curated memories in “alice”.", info())
 	b.set("#type", "rule")
 	assert.Empty(t, listed("true", ""))
 	b.set("#type", "")
-	assert.ElementsMatch(t, []string{secret.ID, kite.ID}, listed("", ""))
+	assert.ElementsMatch(t, []string{secret.ID, kite.ID, found}, listed("", ""))
 
 	// Marked private with the keyboard: Tab from Forget, Enter.
 	active := `document.activeElement?.dataset.action ?? ''`
@@ -603,13 +609,13 @@ func TestUIPrivateMemories(t *testing.T) {
 	assert.Contains(t, evalJS[string](b, `document.getElementById('status').textContent`), "never sent to cloud models")
 
 	// Unmarked in the list of private ones: it leaves the list.
-	assert.ElementsMatch(t, []string{secret.ID, kite.ID}, listed("true", ""))
+	assert.ElementsMatch(t, []string{secret.ID, kite.ID, found}, listed("true", ""))
 	b.do("unmark", chromedp.Click(chromedp.CSS(memSel(kite.ID, `button[data-action=unmark-private]`))))
 	b.do("the kite leaves the list", chromedp.WaitNotPresent(chromedp.CSS(memSel(kite.ID, ""))))
 	priv, why = privacy(kite.ID)
 	assert.Equal(t, false, priv, "a person's unmark stays recorded")
 	assert.Empty(t, why)
-	assert.Equal(t, "1 private memory in “alice”.", info())
+	assert.Equal(t, "2 private memories in “alice”.", info())
 	assert.Equal(t, []string{kite.ID}, listed("false", ""))
 	assert.Empty(t, fact(kite.ID, "lock"))
 	assert.True(t, has(kite.ID, `button[data-action=mark-private]`))
