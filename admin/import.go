@@ -127,6 +127,12 @@ func (im *importer) line(ctx context.Context, n int, line []byte) error {
 		im.bad(n, err.Error)
 		return nil
 	}
+	if v, ok := m.Metadata[memory.MetaPrivate]; ok {
+		if _, isBool := v.(bool); !isBool {
+			im.bad(n, func() string { return "metadata.private: want true or false" })
+			return nil
+		}
+	}
 	if strings.TrimSpace(m.Text) == "" {
 		im.bad(n, func() string { return "text is empty" })
 		return nil

@@ -173,13 +173,18 @@ func (s *Server) listMemories(c *gin.Context) error {
 	ctx := c.Request.Context()
 	out := []memoryJSON{}
 	if q := strings.TrimSpace(c.Query("q")); q != "" {
-		// The same hybrid search chats use, scored.
-		hits, err := s.Memories.Search(ctx, f, q, limit)
+		// The same hybrid search chats use, scored; with a filter, from
+		// more hits, that the page still fills.
+		want := limit
+		if c.Query("private") != "" {
+			want = min(limit*4, 1000)
+		}
+		hits, err := s.Memories.Search(ctx, f, q, want)
 		if err != nil {
 			return httpError(http.StatusServiceUnavailable, "searching the store: "+err.Error())
 		}
 		for _, h := range hits {
-			if !keep(h.Memory) {
+			if !keep(h.Memory) || len(out) == limit {
 				continue
 			}
 			m := toJSON(h.Memory)
