@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -401,6 +402,10 @@ func (a *app) newCurator() *curator.Curator {
 	// Room for a batch (3000 tokens), the prompt, the curated sample and
 	// the answer; Ollama's default 4096 would cut the batch.
 	model.NumCtx = 8192
+	if base, tag, _ := strings.Cut(name, ":"); strings.HasSuffix(base, "-cloud") || strings.HasSuffix(tag, "-cloud") || tag == "cloud" {
+		a.logger.Warn("curator.curator_model is one of Ollama's cloud models: every raw turn, private ones too, leaves this machine to be curated; pick a local model to keep them here",
+			slog.String("curator_model", name))
+	}
 	c := &curator.Curator{
 		Store: a.store, Model: model, Embedder: a.gate, Tokens: a.tok, Prompts: a.prompts,
 		ModelName: name, Location: a.cfg.CuratorLocation, Log: a.logger,

@@ -207,3 +207,25 @@ func TestMemoriesAreMarkedPrivate(t *testing.T) {
 		assert.NotContains(t, up.LastRaw("/api/chat"), s, "a shareable model gets none of it")
 	}
 }
+
+// An answer a local model gave from a private memory may repeat it: its
+// turn is private too, and never recalled for a shareable model; nor does
+// an agent find a private memory over MCP.
+func TestAnAnswerFromAPrivateMemoryIsPrivate(t *testing.T) {
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	p := conversationVeraWith(t, up, t.TempDir(), t.TempDir(), "[memory.models]\n\"llama3.2*\" = \"shareable\"\n")
+	require.Equal(t, http.StatusCreated, adminCall(t, p, "", "POST", "/memories", `{"namespace":"alice","text":"Alice's passport number is ZX99PRIVzz.","metadata":{"private":true}}`, nil))
+	rawChat(t, p, "alice", "qwen2.5:7b", "What is my passport number?")
+	require.Contains(t, up.LastRaw("/api/chat"), "ZX99PRIVzz", "a local model gets it")
+	settled(t, p)
+	var m struct{ Metadata map[string]any }
+	require.Equal(t, 200, adminCall(t, p, "", "GET", "/memories/"+memoryOfType(t, p, "alice", "raw", "passport"), "", &m))
+	assert.Equal(t, true, m.Metadata["private"], "the turn its answer made")
+	assert.Equal(t, []any{"user"}, m.Metadata["private_why"])
+
+	s := mcpSession(t, p, http.Header{"X-Openwebui-User-Id": {"alice"}})
+	var found struct{ Memories []adminMemory }
+	require.False(t, call(t, s, "search_memories", map[string]any{"query": "passport number"}, &found).IsError)
+	assert.Empty(t, found.Memories, "an agent finds no private memory")
+}

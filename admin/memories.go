@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
@@ -65,6 +66,17 @@ type Withdrawer interface {
 func (m *Memories) withdraw(ns string, ids ...string) {
 	if m.Conversations != nil {
 		m.Conversations.Withdraw(ns, ids...)
+		return
+	}
+	// No conversations here (`vera memories` on the store, vera stopped):
+	// the plans kept in the store that carry them go, or the next start
+	// would send them again.
+	if ps, ok := m.Store.(memory.PlanStore); ok && (ns != "" || len(ids) > 0) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := ps.DropPlans(ctx, ns, ids...); err != nil {
+			slog.Warn("dropping the kept plans that carry changed memories", "error", err)
+		}
 	}
 }
 

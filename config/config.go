@@ -463,6 +463,10 @@ func (c *Config) compatWarnings() []string {
 	if c.Layers.SystemTokenBudget != nil {
 		w = append(w, "layers.system_token_budget is a Vera-AI key; vera ignores it (the system layer is never truncated)")
 	}
+	if c.Cloud.InjectMemory != nil && c.Cloud.Memory == "shareable" {
+		w = append(w, fmt.Sprintf("cloud.inject_memory = %t is the old key, and it decides: cloud models get %s of memory; set cloud.memory (\"all\", \"shareable\" or \"none\") instead", *c.Cloud.InjectMemory,
+			map[bool]string{true: "all (private memories too)", false: "none"}[*c.Cloud.InjectMemory]))
+	}
 	if c.Curator.FullRunTime != nil || c.Curator.FullRunDay != nil {
 		w = append(w, "curator.full_run_time and curator.full_run_day are Vera-AI keys; vera ignores them (the monthly pass runs on the 1st at curator.run_time)")
 	}

@@ -251,6 +251,12 @@ func (c *Curator) curatedMemory(ns string, ct CuratedTurn, byID map[string]memor
 	if ct.Private {
 		m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.ByCurator)
 	}
+	for _, id := range ct.SourceIDs {
+		if src, ok := byID[id]; ok && memory.IsPrivate(src) {
+			// Distilled from a private turn: private for its reasons.
+			m.Metadata = memory.MarkPrivate(m.Metadata, true, memory.PrivateWhy(src)...)
+		}
+	}
 	memory.Classify(&m) // a missing mark: the detectors still see it
 	var newest time.Time
 	for _, id := range ct.SourceIDs {

@@ -124,8 +124,8 @@ func (t tools) search(ctx context.Context, _ *sdk.CallToolRequest, in searchIn) 
 	}
 	out := Found{Memories: []Memory{}}
 	for _, h := range hits {
-		if t.s.Memories.Withholds(h.ID) {
-			continue
+		if t.s.Memories.Withholds(h.ID) || memory.IsPrivate(h.Memory) {
+			continue // an agent is often a cloud model's: private memories stay here
 		}
 		m := toMemory(h.Memory)
 		score := h.Score
@@ -292,7 +292,7 @@ func (t tools) list(ctx context.Context, _ *sdk.CallToolRequest, in listIn) (*sd
 	}
 	out := Found{Memories: []Memory{}}
 	for _, m := range ms {
-		if !t.s.Memories.Withholds(m.ID) {
+		if !t.s.Memories.Withholds(m.ID) && !memory.IsPrivate(m) {
 			out.Memories = append(out.Memories, toMemory(m))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/vera-proxy/vera/memory/private"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -176,6 +177,13 @@ type Context struct {
 	Crowded bool
 	// Withheld counts the private memories left out (Request.Shareable).
 	Withheld int
+	// Shareable is the Request's: what the context may hold was decided
+	// under that policy.
+	Shareable bool
+	// Private lists the reasons of the private memories put in (under
+	// policy all): the answer may repeat them, so its turn is private
+	// too.
+	Private []string
 	// qvec is the query's embedding once made (queried): a second search
 	// of the same turn does not embed it again.
 	qvec    []float32
@@ -242,7 +250,7 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 // Its phases run in order: the system layer, fitting the budgets to the
 // window, the semantic layer, the recent layer, then rendering.
 func (b *Builder) Recall(ctx context.Context, req Request) *Context {
-	c := &Context{}
+	c := &Context{Shareable: req.Shareable}
 	if l, ok := b.store.(Loader); ok && !req.NoMemory {
 		if p, loading := l.Loading(); loading {
 			// Just started: the chat goes on without memory until the
@@ -440,11 +448,28 @@ func (req Request) PromptRoom() int {
 // keptBack reports whether m stays out of this request: private, under a
 // policy that shares only what is not (counted).
 func keptBack(req Request, m Memory, c *Context) bool {
-	if req.Shareable && IsPrivate(m) {
+	switch {
+	case req.Shareable && IsPrivate(m):
 		c.Withheld++
 		return true
+	case req.Shareable && !Unmarked(m) && len(private.Detect(m.Text)) > 0:
+		// Written before the detectors ran on every write.
+		c.Withheld++
+		return true
+	case IsPrivate(m):
+		c.Private = union(c.Private, PrivateWhy(m))
 	}
 	return false
+}
+
+// union is a with what of b it lacks.
+func union(a, b []string) []string {
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			a = append(a, s)
+		}
+	}
+	return a
 }
 
 // room returns how many tokens of the window are left for memory once the

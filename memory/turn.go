@@ -22,6 +22,9 @@ type Turn struct {
 	// edited answer): once this turn is stored, that one is
 	// deleted, from the store or from the durable queue.
 	Replaces string
+	// Private lists the reasons of the private memories its request was
+	// sent: the answer may repeat them, so the turn is private for them.
+	Private []string
 	// Source is where the turn came from (metadata.source); Via empty:
 	// none recorded.
 	Source Source

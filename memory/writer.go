@@ -200,6 +200,9 @@ func (w *Writer) memoryOf(t Turn) Memory {
 	if t.Source.Via != "" {
 		m.Metadata = WithSource(m.Metadata, t.Source)
 	}
+	if len(t.Private) > 0 {
+		m.Metadata = MarkPrivate(m.Metadata, true, t.Private...)
+	}
 	if m.Namespace == "" {
 		m.Namespace = DefaultNamespace
 	}

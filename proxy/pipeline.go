@@ -50,6 +50,9 @@ type chat struct {
 	// injected is the memories the request carries, counted once its
 	// answer is complete (Server.Usage).
 	injected []string
+	// private: the reasons of the private memories injected; its turn
+	// is private for them.
+	private []string
 	// untouched requests carry no conversation vera works on (a load or
 	// unload call, a raw prompt, an Open WebUI background task): they
 	// are forwarded byte for byte, nothing injected, nothing stored.
@@ -114,13 +117,17 @@ func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 		if mc, err = s.inject(c, ch); err != nil {
 			return err
 		}
+		if mc != nil {
+			ch.private = mc.Private
+		}
 		if mc != nil && mc.Err == nil {
 			ch.injected = mc.IDs()
 			s.Metrics.keptBack(s.knownModel(p.model), mc.Withheld)
 		}
-		if p.fb != nil && stricter(p.policy, p.fallback.policy) != p.policy && len(ch.injected) > 0 {
-			// Built for the local model, it may carry what the cloud's
-			// policy keeps back: the fallback gets the chat as sent.
+		if p.fb != nil && mc != nil && len(mc.IDs()) > 0 &&
+			(p.fallback.policy == memory.None || p.fallback.policy == memory.Shareable && !mc.Shareable) {
+			// Built under a policy that sends more than the cloud's: the
+			// fallback gets the chat as the client sent it.
 			p.fb.memory, p.fallback.memory = false, false
 		}
 	}
@@ -351,7 +358,7 @@ func (s *Server) teeFor(c *gin.Context, ch *chat) *answerTee {
 		}
 	}
 	if record && strings.TrimSpace(ch.user) != "" {
-		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user, Source: sourceOf(c, ch, memory.ViaChat)})
+		tee.onEnd = s.commitTurn(c, ch, memory.Turn{Namespace: ch.ns, Model: ch.req.ModelName(), User: ch.user, Source: sourceOf(c, ch, memory.ViaChat), Private: ch.private})
 	}
 	return tee
 }

@@ -270,6 +270,8 @@ type convBlock struct {
 	Digest string // of the user message's text
 	Hits   []memory.Hit
 	Tokens int
+	// Private: the reasons of the private memories in it.
+	Private []string
 }
 
 // recordedTurn is a turn vera recorded at a place in the conversation.

@@ -60,11 +60,12 @@ type keptTurn struct {
 }
 
 type keptBlock struct {
-	User   int       `json:"user"`
-	Text   string    `json:"text"`
-	Digest string    `json:"digest"`
-	Hits   []keptHit `json:"hits,omitempty"`
-	Tokens int       `json:"tokens"`
+	User    int       `json:"user"`
+	Text    string    `json:"text"`
+	Digest  string    `json:"digest"`
+	Hits    []keptHit `json:"hits,omitempty"`
+	Tokens  int       `json:"tokens"`
+	Private []string  `json:"private,omitempty"`
 }
 
 // keptHit is a memory in a plan, by id: its text is in the prompt.
@@ -97,6 +98,8 @@ type keptContext struct {
 	Sources        string           `json:"sources,omitempty"`
 	KeepFrom       int              `json:"keep_from,omitempty"`
 	Compacted      int              `json:"compacted,omitempty"`
+	Shareable      bool             `json:"shareable,omitempty"`
+	Private        []string         `json:"private,omitempty"`
 }
 
 func keepHits(hs []memory.Hit) []keptHit {
@@ -128,6 +131,7 @@ func keepContext(mc *memory.Context) *keptContext {
 		SemanticTokens: mc.SemanticTokens, RecentTokens: mc.RecentTokens, RulesTokens: mc.RulesTokens,
 		SemanticBudget: mc.SemanticBudget, RecentBudget: mc.RecentBudget, LexicalOnly: mc.LexicalOnly,
 		SystemTokens: mc.SystemTokens, Sources: mc.Sources, KeepFrom: mc.KeepFrom, Compacted: mc.Compacted,
+		Shareable: mc.Shareable, Private: mc.Private,
 	}
 }
 
@@ -141,6 +145,7 @@ func (k *keptContext) context() *memory.Context {
 		SemanticTokens: k.SemanticTokens, RecentTokens: k.RecentTokens, RulesTokens: k.RulesTokens,
 		SemanticBudget: k.SemanticBudget, RecentBudget: k.RecentBudget, LexicalOnly: k.LexicalOnly,
 		SystemTokens: k.SystemTokens, Sources: k.Sources, KeepFrom: k.KeepFrom, Compacted: k.Compacted,
+		Shareable: k.Shareable, Private: k.Private,
 	}
 }
 
@@ -249,7 +254,7 @@ func (cv *conversation) restore(k *kept, rev uint64) {
 	cv.Plan = k.Plan.context()
 	cv.Blocks = nil
 	for _, b := range k.Blocks {
-		cv.Blocks = append(cv.Blocks, convBlock{Block: memory.Block{User: b.User, Text: b.Text}, Digest: b.Digest, Hits: hitsOf(b.Hits), Tokens: b.Tokens})
+		cv.Blocks = append(cv.Blocks, convBlock{Block: memory.Block{User: b.User, Text: b.Text}, Digest: b.Digest, Hits: hitsOf(b.Hits), Tokens: b.Tokens, Private: b.Private})
 	}
 	cv.Last = nil
 	if cv.Plan != nil {
@@ -309,7 +314,7 @@ func (cs *Set) save(cv *conversation) {
 			}
 		}
 		for _, b := range cv.Blocks {
-			k.Blocks = append(k.Blocks, keptBlock{User: b.User, Text: b.Text, Digest: b.Digest, Hits: keepHits(b.Hits), Tokens: b.Tokens})
+			k.Blocks = append(k.Blocks, keptBlock{User: b.User, Text: b.Text, Digest: b.Digest, Hits: keepHits(b.Hits), Tokens: b.Tokens, Private: b.Private})
 			for _, h := range b.Hits {
 				ids[h.ID] = true
 			}

@@ -79,7 +79,7 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 		cs.interrupt(cv, t.arrived)
 		cs.checkCompaction(cv, at, req.Msgs)
 	}
-	if last := cs.toolLoopStep(t, cv, &at); last != nil {
+	if last := cs.toolLoopStep(t, cv, &at, mreq.Shareable); last != nil {
 		return last, t
 	}
 	if len(req.Msgs) == 0 {
@@ -104,7 +104,7 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 // toolLoopStep returns what the turn under way forwarded, for a later step
 // of its agent's tool loop: no new recall. nil when the request is none.
 // A step chained by id takes its question's point into at.
-func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place) *memory.Context {
+func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place, shareable bool) *memory.Context {
 	if !at.ToolLoop || cv == nil {
 		return nil
 	}
@@ -115,7 +115,9 @@ func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place) *memory.Contex
 			// stands where its question did.
 			at.Point = cv.Point
 		}
-		if cv.Point == at.Point {
+		if cv.Point == at.Point && cv.Last != nil && cv.Last.Shareable == shareable {
+			// Under the policy it was built for only: a step for
+			// another model is recalled afresh.
 			last = cv.Last
 			if t.User == "" {
 				t.User = cv.User // a Responses loop chained by id
@@ -132,6 +134,11 @@ func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place) *memory.Contex
 // a block of what became relevant now, and rebuilds the plan when the
 // system layer changed or the conversation outgrew its window.
 func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memory.Request, st Step, plan *memory.Context, blocks []convBlock) *memory.Context {
+	if plan.Shareable != mreq.Shareable {
+		// Made under another policy (another model): never sent under
+		// this one, even when recall fails now.
+		return cs.fresh(req, t, cv, mreq, st, "the model's memory policy changed")
+	}
 	blocks, again := keptBlocks(blocks, req.Msgs, at)
 	lreq := laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
 	// A block never takes the room the conversation grows in: a block
@@ -171,7 +178,7 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	case now.Block != "" && at.User >= 0:
 		blocks = append(blocks, convBlock{
 			Block:  memory.Block{User: at.User, Text: now.Block},
-			Digest: at.UserDigest, Hits: now.Semantic, Tokens: now.SemanticTokens,
+			Digest: at.UserDigest, Hits: now.Semantic, Tokens: now.SemanticTokens, Private: now.Private,
 		})
 	}
 	out := withBlocks(plan, blocks)
@@ -344,11 +351,17 @@ func keptUser(req Request, user string) string {
 func withBlocks(plan *memory.Context, blocks []convBlock) *memory.Context {
 	out := *plan
 	out.Semantic = slices.Clone(plan.Semantic)
+	out.Private = slices.Clone(plan.Private)
 	out.Blocks = make([]memory.Block, len(blocks))
 	for i, b := range blocks {
 		out.Blocks[i] = b.Block
 		out.Semantic = append(out.Semantic, b.Hits...)
 		out.SemanticTokens += b.Tokens
+		for _, why := range b.Private {
+			if !slices.Contains(out.Private, why) {
+				out.Private = append(out.Private, why)
+			}
+		}
 	}
 	return &out
 }
