@@ -2,6 +2,7 @@ package conversation
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -163,4 +164,48 @@ func TestSaveRacingAWithdrawal(t *testing.T) {
 	<-done
 	_, err := store.LoadPlan(context.Background(), memory.PlanKey("chat\x00alice\x00c"))
 	assert.ErrorIs(t, err, memory.ErrNotFound, "the plan saved with m1 was dropped again")
+}
+
+// A plan made under one memory policy is never sent under another: a
+// later turn for a model whose policy differs rebuilds, even when its
+// recall fails, and a tool loop's next step is recalled afresh.
+func TestAPlanIsNotSentUnderAnotherPolicy(t *testing.T) {
+	cs := New(0)
+	t.Cleanup(cs.Close)
+	failing := false
+	st := Step{Recall: func(r memory.Request) *memory.Context {
+		mc := &memory.Context{Sources: "s", Shareable: r.Shareable}
+		if failing {
+			mc.Err = errors.New("store down")
+			return mc
+		}
+		if !r.Shareable && !r.Later {
+			mc.System = "memory PRIVATEzz"
+		}
+		return mc
+	}}
+	msgs := chat(1)
+	req := Request{NS: "alice", Thread: Thread{ChatID: "c", FirstUser: msgs[0].Content}, Msgs: msgs}
+	mc, tn := cs.Layers(req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192}, st)
+	require.Contains(t, mc.System, "PRIVATEzz")
+	cs.Record(tn, memory.NewID(), time.Now())
+	cs.Keep(tn)
+
+	failing = true
+	msgs = chat(2)
+	req = Request{NS: "alice", Thread: Thread{ChatID: "c", FirstUser: msgs[0].Content}, Msgs: msgs}
+	mc, _ = cs.Layers(req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192, Shareable: true}, st)
+	assert.NotContains(t, mc.System, "PRIVATEzz", "a shareable turn never gets the plan made under all")
+	assert.True(t, mc.Shareable)
+
+	// A tool loop: the question under all, its next step under shareable.
+	failing = false
+	loop := append(chat(1), memory.Message{Role: "assistant", Content: ""}, memory.Message{Role: "tool", Content: "21C"})
+	req = Request{NS: "alice", Thread: Thread{ChatID: "loop", FirstUser: loop[0].Content}, Msgs: loop[:1]}
+	mc, tn = cs.Layers(req, memory.Request{Namespace: "alice", Messages: loop[:1], ContextLength: 8192}, st)
+	require.Contains(t, mc.System, "PRIVATEzz")
+	cs.Keep(tn)
+	req.Msgs, req.Thread.ToolLoop = loop, true
+	mc, _ = cs.Layers(req, memory.Request{Namespace: "alice", Messages: loop, ContextLength: 8192, Shareable: true}, st)
+	assert.NotContains(t, mc.System, "PRIVATEzz", "the next step, for a shareable model, is recalled afresh")
 }
