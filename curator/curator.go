@@ -490,6 +490,11 @@ func (c *Curator) sample(curated []memory.Memory) []memory.Memory {
 // batches splits turns into batches of at most BatchTokens tokens (a turn
 // larger than that goes alone).
 func (c *Curator) batches(turns []memory.Memory) [][]memory.Memory {
+	return c.batchesOf(turns, 0)
+}
+
+// batchesOf is batches with at most most memories each (0: any number).
+func (c *Curator) batchesOf(turns []memory.Memory, most int) [][]memory.Memory {
 	limit := c.BatchTokens
 	if limit <= 0 {
 		limit = 3000
@@ -503,7 +508,7 @@ func (c *Curator) batches(turns []memory.Memory) [][]memory.Memory {
 			n = c.Tokens.Count(m.Text)
 		}
 		n += 30 // id, timestamp and JSON around each turn
-		if len(cur) > 0 && used+n > limit {
+		if len(cur) > 0 && (used+n > limit || len(cur) == most) {
 			out = append(out, cur)
 			cur, used = nil, 0
 		}

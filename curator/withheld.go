@@ -129,7 +129,7 @@ func (c *Curator) rewriteWithheld(ctx context.Context, ns string, runAt time.Tim
 	current = slices.DeleteFunc(current, func(m memory.Memory) bool { return c.Withheld.Is(m.ID) })
 	current = current[:min(len(current), c.sampleSize())]
 	n := 0
-	for _, chunk := range c.rewriteChunks(ms) {
+	for _, chunk := range c.batchesOf(ms, 8) { // a few at a time: each answer is whole texts
 		ans, err := c.askRewrite(ctx, chunk, removed, current)
 		if err != nil {
 			res.FailedBatches++
@@ -157,32 +157,6 @@ func (c *Curator) rewriteWithheld(ctx context.Context, ns string, runAt time.Tim
 		res.Summary = join(res.Summary, " ", fmt.Sprintf("Rewrote %d memories written from what was removed.", n))
 	}
 	return nil
-}
-
-// rewriteChunks splits ms into the requests of a rewrite: at most 8
-// memories, and at most the batch's tokens, each.
-func (c *Curator) rewriteChunks(ms []memory.Memory) [][]memory.Memory {
-	budget := c.BatchTokens
-	if budget <= 0 {
-		budget = 3000
-	}
-	var out [][]memory.Memory
-	var cur []memory.Memory
-	used := 0
-	for _, m := range ms {
-		n := m.Tokens
-		if n <= 0 {
-			n = len(m.Text) / 4
-		}
-		if len(cur) > 0 && (len(cur) == 8 || used+n > budget) {
-			out, cur, used = append(out, cur), nil, 0
-		}
-		cur, used = append(cur, m), used+n
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
 }
 
 func (c *Curator) sampleSize() int {
