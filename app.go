@@ -483,6 +483,7 @@ func (a *app) server() (*proxy.Server, error) {
 	}
 	srv.BodyIdleTimeout = cfg.Server.BodyIdleTimeout.Duration
 	srv.RecordTasks = !cfg.Memory.SkipTasks
+	srv.OpenWebUIMemory = cfg.Memory.OpenWebUIMemory
 	srv.RecallEveryTurn = !cfg.Memory.StablePrefix
 	if a.cloud != nil {
 		srv.Cloud = a.cloud

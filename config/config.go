@@ -138,6 +138,10 @@ type Memory struct {
 	// SkipTasks leaves Open WebUI's background task prompts (titles, tags,
 	// follow-ups...) out of memory.
 	SkipTasks bool `toml:"skip_tasks"`
+	// OpenWebUIMemory is what becomes of Open WebUI's own memory block
+	// ("User Context:") in a chat's system message: "keep" forwards it,
+	// "drop" removes it (for people whose memory is vera's now).
+	OpenWebUIMemory string `toml:"open_webui_memory"`
 	// StablePrefix keeps a conversation's injected layers byte-stable
 	// across its turns (the conversations issue).
 	StablePrefix bool `toml:"stable_prefix"`
@@ -276,6 +280,7 @@ func Default() Config {
 			CompactAt:       0.75,
 			SkipTasks:       true,
 			StablePrefix:    true,
+			OpenWebUIMemory: "keep",
 		},
 		Curator: Curator{
 			RunTime:      "02:00",

@@ -481,4 +481,11 @@ func TestAllowedOrigins(t *testing.T) {
 	_, err = load("[memory]\nchat_id_header = \"\"\n", env)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "memory.chat_id_header")
+	assert.Equal(t, "keep", cfg.Memory.OpenWebUIMemory, "Open WebUI's memory is forwarded unless asked")
+	cfg, err = load("[memory]\nopen_webui_memory = \"drop\"\n", env)
+	require.NoError(t, err)
+	assert.Equal(t, "drop", cfg.Memory.OpenWebUIMemory)
+	_, err = load("[memory]\nopen_webui_memory = \"Drop it\"\n", env)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `memory.open_webui_memory: "Drop it" is not "keep"`)
 }

@@ -108,6 +108,11 @@ func (c *Config) validateMemory() error {
 	if c.Memory.ChatIDHeader == "" {
 		return errors.New("memory.chat_id_header: must not be empty")
 	}
+	switch c.Memory.OpenWebUIMemory {
+	case "keep", "drop":
+	default:
+		return fmt.Errorf("memory.open_webui_memory: %q is not \"keep\" (forward Open WebUI's own memories) or \"drop\" (remove them)", c.Memory.OpenWebUIMemory)
+	}
 	return nil
 }
 

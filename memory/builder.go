@@ -123,6 +123,12 @@ type Request struct {
 	// Shareable leaves every private memory out (memory.Shareable: a
 	// cloud model's policy), counted in Context.Withheld.
 	Shareable bool
+	// Carried is what the client's own memory already puts in the prompt
+	// (Open WebUI's "User Context:" facts): no memory that says the same
+	// is injected beside it. CarriedBlock: that block is in Messages'
+	// system text, which is then never kept (Context.CarriedBlock).
+	Carried      []string
+	CarriedBlock bool
 }
 
 // Context is what the builder decided to inject.
@@ -180,6 +186,10 @@ type Context struct {
 	// Shareable is the Request's: what the context may hold was decided
 	// under that policy.
 	Shareable bool
+	// CarriedBlock is the Request's: System holds the client's own
+	// memory block, which vera never stores (a conversation's plan that
+	// holds it is not kept).
+	CarriedBlock bool
 	// Private lists the reasons of the private memories put in (under
 	// policy all): the answer may repeat them, so its turn is private
 	// too.
@@ -250,7 +260,7 @@ func (b *Builder) defaults() (sem, rec int, thr float64, turns int) {
 // Its phases run in order: the system layer, fitting the budgets to the
 // window, the semantic layer, the recent layer, then rendering.
 func (b *Builder) Recall(ctx context.Context, req Request) *Context {
-	c := &Context{Shareable: req.Shareable}
+	c := &Context{Shareable: req.Shareable, CarriedBlock: req.CarriedBlock}
 	if l, ok := b.store.(Loader); ok && !req.NoMemory {
 		if p, loading := l.Loading(); loading {
 			// Just started: the chat goes on without memory until the
@@ -322,7 +332,7 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	}
 	marks := b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2
 	c.SemanticBudget = max(min(turnShare, avail)-marks, 0)
-	hist := history(recall).withExchanges(req.Messages)
+	hist := history(recall).withExchanges(req.Messages).withCarried(req.Carried)
 	var entries []string
 	if c.SemanticBudget > 0 {
 		entries = b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, c)
@@ -370,7 +380,7 @@ func (b *Builder) memories(ctx context.Context, req Request, sys []string, c *Co
 	if c.SemanticBudget+c.RecentBudget <= 0 {
 		return nil
 	}
-	hist := history(recall)
+	hist := history(recall).withCarried(req.Carried)
 	// Memories with the same normalised text are injected once, across
 	// both layers: a question asked many times is one memory, not many.
 	seen := map[string]bool{}
@@ -590,6 +600,10 @@ func clip(s string, n int) string {
 // the conversation already contains are not injected again.
 type historySet struct {
 	user, assistant map[string]bool
+	// carried holds the words of each fact the client's own memory puts
+	// in the prompt (Request.Carried), and their normalised texts.
+	carried     []map[string]bool
+	carriedText map[string]bool
 	// exchanges, for a later block, holds the words of each exchange the
 	// request forwards (a user message and the answer after it): a
 	// memory that mostly repeats one is left out (repeats), unless what
@@ -700,6 +714,66 @@ func (h historySet) repeats(text string) bool {
 			}
 		}
 		if !adds && float64(in) >= repeatShare*float64(len(words)) {
+			return true
+		}
+	}
+	return false
+}
+
+// withCarried adds the client's own memories to h, for carries.
+func (h historySet) withCarried(facts []string) historySet {
+	for _, f := range facts {
+		words := map[string]bool{}
+		for _, w := range Terms(f) {
+			if !carriedSubject[w] {
+				words[w] = true
+			}
+		}
+		if h.carriedText == nil {
+			h.carriedText = map[string]bool{}
+		}
+		h.carriedText[normalize(f)] = true
+		h.carried = append(h.carried, words)
+	}
+	return h
+}
+
+// carriedSubject are the words memories about a person use for them
+// ("The user lives in Vienna", "User likes tea"): they say nothing a fact
+// does not.
+var carriedSubject = map[string]bool{"user": true}
+
+// carries reports whether the client's own memory already says what text
+// says: the same text, or one of its facts holds nearly all of text's
+// words (repeatShare of them, stemmed, less the words for the person). A
+// memory that adds to a fact (a turn that tells more) is not carried.
+func (h historySet) carries(text string) bool {
+	if len(h.carried) == 0 {
+		return false
+	}
+	if h.carriedText[normalize(text)] {
+		return true
+	}
+	if user, assistant, ok := ParseExchange(text); ok {
+		text = user + "\n" + assistant
+	}
+	words := map[string]bool{}
+	for _, w := range Terms(text) {
+		if !carriedSubject[w] {
+			words[w] = true
+		}
+	}
+	if len(words) == 0 {
+		return false
+	}
+	for _, fact := range h.carried {
+		in := 0
+		for w := range words {
+			if fact[w] {
+				in++
+			}
+		}
+		if float64(in) >= repeatShare*float64(len(words)) {
 			return true
 		}
 	}

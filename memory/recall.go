@@ -78,7 +78,7 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 			return
 		}
 		key := normalize(h.Text)
-		if seen[key] || hist.has(h.Text) || hist.repeats(h.Text) {
+		if seen[key] || hist.has(h.Text) || hist.repeats(h.Text) || hist.carries(h.Text) {
 			return
 		}
 		if framed, changed := frame(h.Text); changed {
@@ -302,7 +302,7 @@ func (b *Builder) recent(ctx context.Context, req Request, turns int, hist histo
 			break
 		}
 		key := normalize(m.Text)
-		if seen[key] || exclude[m.ID] || hist.has(m.Text) || keptBack(req, m, c) {
+		if seen[key] || exclude[m.ID] || hist.has(m.Text) || hist.carries(m.Text) || keptBack(req, m, c) {
 			continue
 		}
 		user, assistant, ok := ParseExchange(m.Text)

@@ -77,6 +77,9 @@ type chat struct {
 	// template vera could not split with certainty), so no memory command
 	// runs on it.
 	uncommanded bool
+	// owui is Open WebUI's own memory block in the system message; nil
+	// when the chat carries none.
+	owui *owuiBlock
 	// plan is where the chat goes and what goes with it (route).
 	plan plan
 	// route is the tier decision, for the debug log; nil: not routed.
@@ -113,6 +116,9 @@ func (s *Server) serveChat(c *gin.Context, d dialect.Dialect) error {
 	case ch.untouched:
 	case !p.memory:
 		s.follow(ch) // no memory leaves, but the turn is still one of its conversation's
+		if err := s.dropOWUI(ch); err != nil {
+			return err
+		}
 	default:
 		if mc, err = s.inject(c, ch); err != nil {
 			return err
@@ -181,6 +187,12 @@ func (s *Server) decode(c *gin.Context, d dialect.Dialect) (*chat, error) {
 		c.Set(taskKey, task)
 		ch.untouched = true
 		return ch, nil
+	}
+	if b, rest := findOWUI(ch.msgs); b != nil {
+		ch.owui = b
+		if s.OpenWebUIMemory == OpenWebUIDrop {
+			ch.msgs = rest
+		}
 	}
 	if n := len(ch.msgs); n > 0 && ch.msgs[n-1].Role == "assistant" {
 		ch.prefill = ch.msgs[n-1].Content
@@ -298,7 +310,7 @@ func (s *Server) sized(ctx context.Context, ch *chat, cloud bool) (window int, s
 // dialect's shape, reporting what was injected in the response headers.
 func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 	if s.Memory == nil {
-		return nil, nil
+		return nil, s.dropOWUI(ch)
 	}
 	mc := s.layers(c, ch)
 	if forward := ch.req.WithMemory(mc); forward != nil {
@@ -308,7 +320,7 @@ func (s *Server) inject(c *gin.Context, ch *chat) (*memory.Context, error) {
 		}
 		ch.body = body
 	}
-	setMemoryHeaders(c.Writer.Header(), mc)
+	setMemoryHeaders(c.Writer.Header(), mc, ch.owui)
 	if s.Calibrator.Untold(ch.plan.model) {
 		// An earlier prompt for this model was cut: say so once.
 		h := c.Writer.Header()
@@ -455,7 +467,7 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 }
 
 // setMemoryHeaders reports what was injected.
-func setMemoryHeaders(h http.Header, mc *memory.Context) {
+func setMemoryHeaders(h http.Header, mc *memory.Context, owui *owuiBlock) {
 	vc := fmt.Sprintf("semantic=%d; recent=%d; rules=%d; tokens=%d", len(mc.Semantic), len(mc.RecentIDs), len(mc.RuleIDs), mc.Tokens())
 	switch {
 	case errors.Is(mc.Err, memory.ErrLoading):
@@ -464,6 +476,9 @@ func setMemoryHeaders(h http.Header, mc *memory.Context) {
 	default:
 		if mc.Withheld > 0 {
 			vc += fmt.Sprintf("; withheld=%d", mc.Withheld)
+		}
+		if owui != nil {
+			vc += fmt.Sprintf("; owui=%d", len(owui.facts))
 		}
 		if mc.Compacted > 0 {
 			vc += fmt.Sprintf("; compacted=%d", mc.Compacted)

@@ -70,6 +70,12 @@ type Server struct {
 	// RecordTasks gives Open WebUI's background task requests memory like
 	// any chat; the default (false) leaves them alone (memory.skip_tasks).
 	RecordTasks bool
+	// OpenWebUIMemory is what becomes of Open WebUI's own memory block in
+	// a system message (memory.open_webui_memory): OpenWebUIKeep (also
+	// "") forwards it, OpenWebUIDrop removes it. Either way vera counts
+	// its facts, injects none of its memories that say the same, and
+	// never stores it.
+	OpenWebUIMemory string
 	// BodyIdleTimeout ends a request body that sends no byte for this
 	// long, on every route; 0 means 60s. A body a route leaves unread is
 	// not waited for: the answer closes the connection.
@@ -295,6 +301,11 @@ func (s *Server) memoryRequest(ch *chat) memory.Request {
 	sc := ch.plan.scale
 	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: sc.Within(ch.plan.window), ModelSystem: ch.plan.system,
 		AnswerTokens: sc.Within(max(numPredict, 0)), Messages: ch.msgs, Shareable: ch.plan.policy == memory.Shareable}
+	if ch.owui != nil && s.OpenWebUIMemory != OpenWebUIDrop {
+		// The model reads Open WebUI's facts: vera does not repeat them.
+		// Dropped, they are vera's to tell.
+		mreq.Carried, mreq.CarriedBlock = ch.owui.facts, true
+	}
 	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
 		mreq.Recall = ch.recall
 	}

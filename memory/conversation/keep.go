@@ -291,7 +291,8 @@ func (cs *Set) Keep(t *Turn) {
 }
 
 // save writes cv to the store; a conversation too large to keep is not
-// (it rebuilds after a restart).
+// (it rebuilds after a restart), nor one whose plan holds the client's
+// own memory block (Open WebUI's), which vera never stores.
 func (cs *Set) save(cv *conversation) {
 	if !cs.reachable() {
 		return
@@ -306,6 +307,9 @@ func (cs *Set) save(cv *conversation) {
 			return // replaced or forgotten meanwhile: its copy is not the chat's
 		}
 		gen = cs.gen
+		if cv.Plan != nil && cv.Plan.CarriedBlock {
+			return
+		}
 		k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced, User: cv.User}
 		ids := map[string]bool{}
 		if cv.Plan != nil {
