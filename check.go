@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,30 +30,42 @@ import (
 type report struct {
 	out    io.Writer
 	failed bool
+	warned int
 }
 
 func (r *report) line(label, topic, format string, args ...any) {
 	fmt.Fprintf(r.out, "%-4s %s: %s\n", label, topic, config.RedactText(fmt.Sprintf(format, args...)))
 }
 
-func (r *report) ok(topic, format string, args ...any)   { r.line("ok", topic, format, args...) }
-func (r *report) warn(topic, format string, args ...any) { r.line("warn", topic, format, args...) }
+func (r *report) ok(topic, format string, args ...any) { r.line("ok", topic, format, args...) }
+func (r *report) warn(topic, format string, args ...any) {
+	r.warned++
+	r.line("warn", topic, format, args...)
+}
 func (r *report) fail(topic, format string, args ...any) {
 	r.failed = true
 	r.line("FAIL", topic, format, args...)
 }
 
-// result ends the report.
+// result ends the report. A FAIL line is something vera cannot serve
+// chats without (exit 1); a warn line a feature that works less well, or
+// not at all, until it is fixed (exit 0).
 func (r *report) result() error {
-	if r.failed {
-		return errors.New("check failed")
+	switch {
+	case r.failed:
+		return errors.New("check failed: vera cannot serve chats until each FAIL above is fixed")
+	case r.warned > 0:
+		fmt.Fprintf(r.out, "all checks passed: vera serves chats; %d warnings name what works less well until fixed\n", r.warned)
+	default:
+		fmt.Fprintln(r.out, "all checks passed")
 	}
-	fmt.Fprintln(r.out, "all checks passed")
 	return nil
 }
 
 // check validates the configuration and reaches Ollama, printing a report a
-// person can read. It fails when anything vera needs is missing.
+// person can read. It fails (FAIL, exit 1) when vera cannot serve chats:
+// the config, the listen address, Ollama, the store. What only degrades a
+// feature (the curator's model, the embedder) is a warning.
 func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer) error {
 	r := &report{out: out}
 	if loadErr != nil {
@@ -126,7 +137,12 @@ func check(ctx context.Context, cfg config.Config, loadErr error, out io.Writer)
 	if m := cfg.Curator.CuratorModel; hasModel(models, m) {
 		r.ok("curator model", "%s", m)
 	} else {
-		r.fail("curator model", "%s is not on Ollama (curator.curator_model); fix: ollama pull %s", m, m)
+		when := "daily at " + cfg.Curator.RunTime
+		if cfg.Curator.Schedule != "" {
+			when = "on the schedule " + cfg.Curator.Schedule
+		}
+		r.warn("curator model", "%s is not on Ollama (curator.curator_model): chats and memory work, but the nightly curator (%s) "+
+			"cannot distil raw turns into memories, rules and profiles until it is; fix: ollama pull %s", m, when, m)
 	}
 	checkMemory(ctx, a, models, r)
 	return r.result()
@@ -148,28 +164,21 @@ func checkListen(ctx context.Context, cfg config.Config, transport http.RoundTri
 		r.fail("listen", "%v", err)
 		return
 	}
-	base := &url.URL{Scheme: "http", Host: admin.DialAddr(addr)}
-	var health map[string]json.RawMessage
-	if admin.GetJSON(ctx, &http.Client{Transport: transport}, base.JoinPath("/healthz").String(), &health) == nil &&
-		health["status"] != nil && health["version"] != nil && health["ollama"] != nil {
+	h := whoHolds(ctx, addr, transport)
+	switch {
+	case h.vera:
 		r.ok("listen", "%s (a running vera answers there)", addr)
 		var access admin.AccessHealth
-		if json.Unmarshal(health["access"], &access) == nil && access.TrustLoopback && access.ForwardedLoopback > 0 {
+		if json.Unmarshal(h.health["access"], &access) == nil && access.TrustLoopback && access.ForwardedLoopback > 0 {
 			r.warn("access", "%d requests came from loopback with X-Forwarded-For, Forwarded or X-Real-IP: a reverse proxy on this host "+
 				"makes every client look local. Set server.trust_loopback = false, and server.api_keys (VERA_API_KEYS) or memory.jwt_secret, "+
 				"so that its clients are not trusted as this machine's", access.ForwardedLoopback)
 		}
-		return
+	case h.ollama != "":
+		r.fail("listen", "%s\n%s", ollamaHolds(addr, h.ollama), ollamaRemedy)
+	default:
+		r.fail("listen", "%s: address in use by another program", addr)
 	}
-	vctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if version, err := ollama.New(base, transport).Version(vctx); err == nil && version != "" {
-		r.fail("listen", "%s is taken by Ollama %s itself, where vera should listen: move Ollama to 11435 "+
-			"(OLLAMA_HOST=127.0.0.1:11435 ollama serve; vera's default VERA_OLLAMA_URL is http://127.0.0.1:11435) "+
-			"or set VERA_LISTEN to another address", addr, version)
-		return
-	}
-	r.fail("listen", "%s: address in use by another program", addr)
 }
 
 // originProbes stand for the origins people let reach Ollama with
@@ -266,7 +275,7 @@ func checkMemory(ctx context.Context, a *app, models []string, r *report) {
 		if !hasModel(models, model) && !strings.Contains(err.Error(), "ollama pull") {
 			hint = "; fix: ollama pull " + model
 		}
-		r.fail("embedder", "%v (without it memory is lexical only)%s", err, hint)
+		r.warn("embedder", "%v (chats and memory work, but recall is by words only, not by meaning, until it is)%s", err, hint)
 		return
 	}
 	r.ok("embedder", "%s, %d dimensions", model, dim)

@@ -22,7 +22,8 @@ const usage = `vera — a transparent, Ollama-compatible memory proxy
 
 Usage:
   vera [serve] [flags]   run the proxy (default)
-  vera check [flags]     validate the config, reach Ollama, the store and the embedder; exit 1 on failure
+  vera check [flags]     validate the config, reach Ollama, the store and the embedder; exit 1 when
+                         vera cannot serve chats (FAIL lines), 0 when only a feature is degraded (warn)
   vera healthcheck       ask a running vera's /healthz (for container health checks)
   vera eval locomo [--budget N] [--embedder ollama|none] [--cv] FILE...
                          memory-quality benchmark on LoCoMo conversations; --cv: the

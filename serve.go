@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"runtime/metrics"
@@ -39,6 +38,13 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 		}
 	}
 	gin.SetMode(gin.ReleaseMode)
+	// The address first: when it is taken (by Ollama itself, on a first
+	// run), vera says so and leaves nothing behind, no data dir created.
+	ln, err := listen(ctx, cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	a, err := newApp(ctx, cfg, logger, appOptions{Memory: cfg.Memory.Enabled, Schedule: cfg.Memory.Enabled, Background: true})
 	if err != nil {
 		return err
@@ -59,10 +65,6 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer, ready func(
 		defer srv.Debug.Close()
 	}
 
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
-	}
 	srv.Listen = ln.Addr()
 	// No ReadTimeout: a blob upload of gigabytes must pass however long it
 	// takes. The handler holds every request body, on every route, to

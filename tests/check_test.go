@@ -96,10 +96,13 @@ func TestCheckCuratorModel(t *testing.T) {
 				assert.Contains(t, out, "all checks passed")
 				return
 			}
-			assert.Equal(t, 1, code, out)
-			assert.Contains(t, out, "FAIL curator model: "+want+" is not on Ollama")
+			// Chats and memory work without it: a warning that names the
+			// nightly job, and exit 0.
+			assert.Equal(t, 0, code, out)
+			assert.Contains(t, out, "warn curator model: "+want+" is not on Ollama")
+			assert.Contains(t, out, "the nightly curator (daily at 02:00)")
 			assert.Contains(t, out, "ollama pull "+want)
-			assert.NotContains(t, out, "all checks passed")
+			assert.Contains(t, out, "all checks passed: vera serves chats; 1 warnings")
 		})
 	}
 
@@ -117,8 +120,8 @@ func TestCheckEmbeddingModelMissingSaysHowToPullIt(t *testing.T) {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			up := tagsOllama(t, status, "llama3.1:8b")
 			code, out, _ := runVera(t, checkEnv(t, up.URL), "check")
-			assert.Equal(t, 1, code, out)
-			assert.Contains(t, out, "FAIL embedder:")
+			assert.Equal(t, 0, code, out, "recall by words still works")
+			assert.Contains(t, out, "warn embedder:")
 			assert.Contains(t, out, "ollama pull nomic-embed-text")
 			assert.Equal(t, 1, strings.Count(out, "ollama pull nomic-embed-text"), "one hint:\n%s", out)
 		})

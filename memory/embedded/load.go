@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -49,8 +50,14 @@ func (d *DB) startLoad(ctx context.Context) {
 		start := time.Now()
 		ns, replayed, err := d.fromSnapshot(ctx)
 		from, rebuilt := fmt.Sprintf("snapshot, %d rows changed since", replayed), err != nil
+		switch {
+		case rebuilt && errors.Is(err, fs.ErrNotExist):
+			// A new store, or one from before snapshots: nothing wrong.
+			from = "read from the file (no snapshot yet; one is written now)"
+		case rebuilt:
+			from = fmt.Sprintf("rebuilt from the file (the snapshot was not used: %v)", err)
+		}
 		if rebuilt {
-			from = fmt.Sprintf("rebuilt from the file (%v)", err)
 			d.load.loaded.Store(0)
 			ns, err = d.readIndex(ctx)
 		}
