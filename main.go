@@ -38,6 +38,9 @@ Usage:
                          see, correct and move memories (vera memories, for details)
   vera memories import --from-vera-ai --url URL [--collection NAME] [--namespace NS]
                          copy a Vera-AI Qdrant collection into vera's store, re-embedded
+  vera memories import --from-open-webui URL --token TOKEN [--namespace NS]
+                         copy a user's memories from Open WebUI (into the namespace of
+                         their user id); run again, it adds only what is new
   vera mcp [--url URL] [--namespace NS]
                          the memory tools over stdio (MCP), for agents that start their own server
   vera help              show this help

@@ -42,6 +42,7 @@ const memoriesUsage = `memories: want one of
   vera memories export [--namespace NS] [--output FILE]
   vera memories import FILE|-
   vera memories import --from-vera-ai --url QDRANT_URL [--collection NAME] [--namespace NS]
+  vera memories import --from-open-webui URL --token TOKEN [--namespace NS]
 with --url VERA_URL (default: the listen address), --json for scripts; the admin token comes from VERA_ADMIN_TOKEN.
 When no vera answers at the default address, the command works on the store directly.`
 
@@ -55,6 +56,12 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	sub := args[0]
 	if sub == "import" && slices.ContainsFunc(args[1:], func(a string) bool { return strings.TrimLeft(a, "-") == "from-vera-ai" }) {
 		return importVeraAICmd(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if sub == "import" && slices.ContainsFunc(args[1:], func(a string) bool {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		return strings.HasPrefix(a, "-") && name == "from-open-webui"
+	}) {
+		return importOpenWebUICmd(ctx, args[1:], getenv, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("vera memories "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
