@@ -626,3 +626,104 @@ func TestUIPrivateMemories(t *testing.T) {
 	assert.True(t, evalJS[bool](b, `document.documentElement.scrollWidth <= document.documentElement.clientWidth`), "no horizontal scroll at 375 px")
 	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
 }
+
+// The page opens on the newest memories, newest first, and More goes on
+// in that order; the sort control turns the list oldest first, from the
+// oldest, More going on the same way; a memory added on the page then
+// comes last, and first again once the list is newest first.
+func TestUISortsByTime(t *testing.T) {
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no Chromium (/usr/bin/chromium, or chromium, chromium-browser or google-chrome on PATH): .ci/run installs Debian's chromium package")
+	}
+	up := ollamatest.New(t)
+	p := runInProcess(t, "VERA_OLLAMA_URL="+up.URL)
+	// More than a page (50), written in no order of time; two of one time,
+	// which come by id.
+	t0 := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Second)
+	type dated struct {
+		id string
+		at time.Time
+	}
+	var ms []dated
+	var jsonl strings.Builder
+	for i := range 55 {
+		at := t0.Add(time.Duration((i*23)%55) * time.Minute)
+		if i == 54 {
+			at = ms[0].at
+		}
+		d := dated{memory.NewID(), at}
+		ms = append(ms, d)
+		fmt.Fprintf(&jsonl, `{"id":%q,"namespace":"alice","type":"curated","text":"Memory %d.","timestamp":%q}`+"\n", d.id, i, at.Format(time.RFC3339))
+	}
+	require.Equal(t, http.StatusOK, adminCall(t, p, "", "POST", "/memories/import", jsonl.String(), nil))
+	slices.SortFunc(ms, func(a, b dated) int {
+		if c := b.at.Compare(a.at); c != 0 {
+			return c
+		}
+		return strings.Compare(b.id, a.id)
+	})
+	newest := make([]string, len(ms))
+	for i, d := range ms {
+		newest[i] = d.id
+	}
+	oldest := slices.Clone(newest)
+	slices.Reverse(oldest)
+
+	b := newBrowser(t, bin)
+	b.do("load the page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+p.addr+"/ui/"))
+	b.until("the first list loads", `+(document.getElementById('memory-list').dataset.loads || 0) >= 1 && document.getElementById('ns').value === 'alice'`)
+	listed := func() []string {
+		return evalJS[[]string](b, `[...document.querySelectorAll('#memory-list > li')].map((e) => e.dataset.id)`)
+	}
+	more := func() {
+		n := b.loads()
+		b.do("More", chromedp.Click(chromedp.ID("more")))
+		b.until("the next page loads", fmt.Sprintf(`+document.getElementById('memory-list').dataset.loads > %d`, n))
+	}
+	moreShown := func() bool { return !evalJS[bool](b, `document.getElementById('more').hidden`) }
+
+	assert.Equal(t, "newest", evalJS[string](b, `document.getElementById('order').value`))
+	assert.Equal(t, "Newest first", evalJS[string](b, `document.getElementById('order').selectedOptions[0].textContent`))
+	assert.Equal(t, newest[:50], listed(), "it opens on the newest, newest first")
+	require.True(t, moreShown())
+	more()
+	assert.Equal(t, newest, listed(), "More goes on newest first")
+	assert.False(t, moreShown())
+
+	sortBy := func(order string) {
+		n := b.loads()
+		b.set("#order", order)
+		b.do("sort "+order+" first", chromedp.Evaluate[chromedp.Void](`document.getElementById('order').dispatchEvent(new Event('change'))`))
+		b.until("the list loads again", fmt.Sprintf(`+document.getElementById('memory-list').dataset.loads > %d`, n))
+	}
+	sortBy("oldest")
+	assert.Equal(t, oldest[:50], listed(), "from the oldest")
+	require.True(t, moreShown())
+	more()
+	assert.Equal(t, oldest, listed(), "More goes on oldest first")
+
+	// Added on the page: the newest, so the last of the whole list.
+	b.do("add a memory",
+		chromedp.SetValue(chromedp.ID("add-text"), "Alice moved to Porto."),
+		chromedp.Click(chromedp.ID("add")))
+	b.until("it shows last", `document.querySelector('#memory-list > li:last-child [data-role=text]')?.textContent === 'Alice moved to Porto.'`)
+	sortBy("newest")
+	b.until("it shows first", `document.querySelector('#memory-list > li:first-child [data-role=text]')?.textContent === 'Alice moved to Porto.'`)
+	assert.Equal(t, newest[:49], listed()[1:])
+
+	// A search lists the best matches first: the sort waits.
+	b.show("alice", "Porto")
+	assert.True(t, evalJS[bool](b, `document.getElementById('order').disabled`))
+	assert.Contains(t, evalJS[string](b, `document.getElementById('list-info').textContent`), "best matches first")
+	b.show("alice", "")
+	assert.False(t, evalJS[bool](b, `document.getElementById('order').disabled`))
+	assert.Equal(t, newest[:49], listed()[1:])
+
+	// The filters stay on one line on a desktop, the sort above the list.
+	assert.True(t, evalJS[bool](b, `document.getElementById('search').getBoundingClientRect().bottom === document.getElementById('ns-pick').getBoundingClientRect().bottom`), "the filters on one line")
+	assert.True(t, evalJS[bool](b, `document.getElementById('order').getBoundingClientRect().bottom <= document.getElementById('memory-list').getBoundingClientRect().top`), "the sort above the list")
+	b.do("phone width", chromedp.EmulateViewport(375, 812))
+	assert.True(t, evalJS[bool](b, `document.documentElement.scrollWidth <= document.documentElement.clientWidth`), "no horizontal scroll at 375 px")
+	assert.Empty(t, evalJS[[]string](b, `window.__veraProblems`), "no CSP violation and no script error")
+}

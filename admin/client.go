@@ -57,6 +57,9 @@ type ListQuery struct {
 	// Private, when set ("true" or "false"), keeps the private memories
 	// or the others.
 	Private string
+	// Order is "oldest" for the oldest first; empty (or "newest"), the
+	// newest first. A cursor goes on in the order that gave it.
+	Order string
 }
 
 // ImportReport is the answer of POST /memories/import: Errors lists the
@@ -86,7 +89,7 @@ func (e *APIError) Error() string {
 // List answers GET /memories.
 func (c *Client) List(ctx context.Context, q ListQuery) (Page, error) {
 	v := url.Values{"namespace": {q.Namespace}}
-	for k, s := range map[string]string{"type": q.Type, "q": q.Q, "cursor": q.Cursor, "private": q.Private} {
+	for k, s := range map[string]string{"type": q.Type, "q": q.Q, "cursor": q.Cursor, "private": q.Private, "order": q.Order} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -161,10 +161,21 @@ func filterOf(c *gin.Context) (memory.Filter, error) {
 	return f, nil
 }
 
+// listMemories serves GET /memories: newest first (order=oldest: oldest
+// first), equal times by id, a page at a time; with q=, the best hits of
+// a search instead, by relevance, in one page.
 func (s *Server) listMemories(c *gin.Context) error {
 	f, err := filterOf(c)
 	if err != nil {
 		return err
+	}
+	order := memory.NewestFirst
+	switch v := c.Query("order"); v {
+	case "", "newest":
+	case "oldest":
+		order = memory.OldestFirst
+	default:
+		return httpError(http.StatusBadRequest, fmt.Sprintf("order: %q is neither newest (the default) nor oldest", v))
 	}
 	limit := 50
 	if v := c.Query("limit"); v != "" {
@@ -212,7 +223,10 @@ func (s *Server) listMemories(c *gin.Context) error {
 	// keep few of each.
 	next := c.Query("cursor")
 	for {
-		page, after, err := s.Memories.Store.Scroll(ctx, f, next, limit-len(out))
+		page, after, err := s.Memories.Store.List(ctx, f, order, next, limit-len(out))
+		if errors.Is(err, memory.ErrBadCursor) {
+			return httpError(http.StatusBadRequest, fmt.Sprintf("cursor: not a next_cursor GET /memories gave with order=%s", order))
+		}
 		if err != nil {
 			return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
 		}

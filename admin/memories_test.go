@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +117,83 @@ func TestImportRefusesATextOverTheCap(t *testing.T) {
 	_, err := db.Get(context.Background(), lineID(2))
 	assert.ErrorIs(t, err, memory.ErrNotFound)
 	assert.Equal(t, 2, countIn(t, db, "alice"))
+}
+
+// GET /memories opens on the newest memory (one just added by hand
+// first) and pages on newest first, equal times by id; order=oldest goes
+// the other way; the filters still apply; a search stays by relevance; a
+// cursor that is not the list's is a 400 that says so.
+func TestListNewestFirst(t *testing.T) {
+	s, db := newMemoriesServer(t)
+	ctx := context.Background()
+	srv := httptest.NewServer(handler(s))
+	t.Cleanup(srv.Close)
+	c := &Client{Base: mustURL(t, srv.URL), HTTP: srv.Client()}
+
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute)
+	var ms []memory.Memory
+	for i, text := range []string{"Alice keeps bees.", "Alice's sister is Ana.", "Alice plays the cello.", "Alice walks to work.", "Alice likes figs."} {
+		ms = append(ms, memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Curated, Text: text, Time: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	// Two of one time (an import): by id, the greater first.
+	tie := memory.Memory{ID: "ffffffff-0000-7000-8000-000000000000", Namespace: "alice", Type: memory.Raw, Text: "User: hi\nAssistant: hello", Time: ms[2].Time}
+	ms[2].ID = "00000000-0000-7000-8000-000000000000"
+	ms = append(ms, tie)
+	require.NoError(t, db.Upsert(ctx, ms...))
+	require.NoError(t, db.Upsert(ctx, memory.Memory{ID: memory.NewID(), Namespace: "bob", Type: memory.Curated, Text: "Bob's bike is red.", Time: time.Now().UTC()}))
+	var told Memory
+	w := send(s, "POST", "/memories", `{"namespace":"alice","text":"Alice moved to Porto."}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &told))
+
+	newest := []string{told.ID, ms[4].ID, ms[3].ID, tie.ID, ms[2].ID, ms[1].ID, ms[0].ID}
+	all := func(q ListQuery) []string {
+		var out []string
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 20)
+			p, err := c.List(ctx, q)
+			require.NoError(t, err)
+			for _, m := range p.Memories {
+				out = append(out, m.ID)
+			}
+			if p.NextCursor == "" {
+				return out
+			}
+			q.Cursor = p.NextCursor
+		}
+	}
+
+	first, err := c.List(ctx, ListQuery{Namespace: "alice", Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, first.Memories, 2)
+	assert.Equal(t, "Alice moved to Porto.", first.Memories[0].Text, "what was just told opens the list")
+	assert.NotEmpty(t, first.NextCursor)
+	assert.Equal(t, newest, all(ListQuery{Namespace: "alice", Limit: 2}))
+	assert.Equal(t, newest, all(ListQuery{Namespace: "alice", Limit: 3, Order: "newest"}))
+	oldest := slices.Clone(newest)
+	slices.Reverse(oldest)
+	assert.Equal(t, oldest, all(ListQuery{Namespace: "alice", Limit: 2, Order: "oldest"}))
+	assert.Equal(t, []string{ms[4].ID, ms[3].ID, ms[2].ID}, all(ListQuery{Namespace: "alice", Type: "curated", Since: ms[2].Time, Until: ms[4].Time.Add(time.Second), Limit: 1}))
+	assert.Equal(t, []string{ms[2].ID, ms[3].ID, ms[4].ID}, all(ListQuery{Namespace: "alice", Type: "curated", Since: ms[2].Time, Until: ms[4].Time.Add(time.Second), Limit: 2, Order: "oldest"}))
+
+	// A search is by relevance, in one page, whatever the order.
+	p, err := c.List(ctx, ListQuery{Namespace: "alice", Q: "cello", Order: "oldest"})
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Memories)
+	assert.Equal(t, ms[2].ID, p.Memories[0].ID)
+	assert.NotNil(t, p.Memories[0].Score)
+	assert.Empty(t, p.NextCursor)
+
+	for _, tt := range []struct{ query, says string }{
+		{"cursor=" + ms[0].ID, "cursor: not a next_cursor GET /memories gave with order=newest"},
+		{"cursor=nonsense&order=oldest", "cursor: not a next_cursor GET /memories gave with order=oldest"},
+		{"cursor=" + url.QueryEscape(first.NextCursor) + "&order=oldest", "with order=oldest"},
+		{"order=newest-first", `order: "newest-first" is neither newest (the default) nor oldest`},
+	} {
+		w := send(s, "GET", "/memories?namespace=alice&"+tt.query, "")
+		assert.Equal(t, http.StatusBadRequest, w.Code, tt.query)
+		var body struct{ Error string }
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+		assert.Contains(t, body.Error, tt.says, tt.query)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -165,10 +167,19 @@ type Store interface {
 	Search(ctx context.Context, q Query) ([]Hit, error)
 	// Latest returns the newest memories matching f, newest first.
 	Latest(ctx context.Context, f Filter, limit int) ([]Memory, error)
-	// Scroll pages through the memories matching f in a stable order. An
-	// empty cursor starts at the beginning; an empty next cursor means the
-	// end.
+	// Scroll pages through the memories matching f in a stable order, the
+	// store's cheapest: for walking a whole namespace, where the order does
+	// not matter. An empty cursor starts at the beginning; an empty next
+	// cursor means the end.
 	Scroll(ctx context.Context, f Filter, cursor string, limit int) (page []Memory, next string, err error)
+	// List pages through the memories matching f in order o (by time, then
+	// by ID): what a person browsing them sees. A page goes on from its
+	// cursor's place in that order, so paging never skips nor repeats a
+	// memory, even while memories are written (one written behind the
+	// place comes on a later page; one before it, not). An empty cursor
+	// starts at the beginning; an empty next cursor means the end; a
+	// cursor that is not one of o's is ErrBadCursor.
+	List(ctx context.Context, f Filter, o Order, cursor string, limit int) (page []Memory, next string, err error)
 	// Get returns one memory, with its vector (possibly normalised: only
 	// its direction counts), or ErrNotFound.
 	Get(ctx context.Context, id string) (Memory, error)
@@ -180,6 +191,65 @@ type Store interface {
 	Namespaces(ctx context.Context) ([]string, error)
 	// Close releases the store.
 	Close() error
+}
+
+// Order is the order List pages in.
+type Order int
+
+const (
+	// NewestFirst is the newest memory first, and of equal times the
+	// greater ID.
+	NewestFirst Order = iota
+	// OldestFirst is the oldest first, and of equal times the lesser ID.
+	OldestFirst
+)
+
+// String names the order as the admin API does: newest or oldest.
+func (o Order) String() string {
+	if o == OldestFirst {
+		return "oldest"
+	}
+	return "newest"
+}
+
+// Compare orders a and b as o lists them: negative when a comes first.
+// Only their Time and ID count.
+func (o Order) Compare(a, b Memory) int {
+	c := a.Time.Compare(b.Time)
+	if c == 0 {
+		c = strings.Compare(a.ID, b.ID)
+	}
+	if o == NewestFirst {
+		return -c
+	}
+	return c
+}
+
+// Cursor is List's next cursor for a page that ends on m: m's place in o.
+// Callers treat it as opaque.
+func (o Order) Cursor(m Memory) string {
+	place := o.String() + " " + m.Time.UTC().Format(time.RFC3339Nano) + " " + m.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(place))
+}
+
+// Place reads a cursor of o back into the place it names: a Memory with
+// only Time and ID, which the next page comes after. It is ErrBadCursor
+// when o's Cursor did not give it (another order's included).
+func (o Order) Place(cursor string) (Memory, error) {
+	bad := fmt.Errorf("%w: %q is not a cursor of a list %s first", ErrBadCursor, cursor, o)
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return Memory{}, bad
+	}
+	parts := strings.SplitN(string(b), " ", 3)
+	if len(parts) != 3 || parts[0] != o.String() || parts[2] == "" {
+		return Memory{}, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, parts[1])
+	if err != nil {
+		return Memory{}, bad
+	}
+	return Memory{ID: parts[2], Time: t.UTC()}, nil
 }
 
 // Settler is a store that also keeps the durable queue (the embedded

@@ -136,7 +136,7 @@
   // ---- memories
 
   const list = $('memory-list');
-  let shown = null; // the query the list shows: {namespace, type, private, q}
+  let shown = null; // the query the list shows: {namespace, type, private, order, q}
   let cursor = '';
   let loads = 0;
   let asked = 0; // the latest list asked for: an older answer is dropped
@@ -146,6 +146,7 @@
       namespace: $('ns').value.trim(),
       type: $('type').value,
       private: $('private').value, // '', 'true' or 'false'
+      order: $('order').value, // 'newest' or 'oldest'; a search is by relevance
       q: $('q').value.trim(),
     };
   }
@@ -160,6 +161,7 @@
     const params = new URLSearchParams({ namespace: qy.namespace, limit: String(PAGE) });
     if (qy.type) params.set('type', qy.type);
     if (qy.private) params.set('private', qy.private);
+    if (qy.order === 'oldest') params.set('order', 'oldest');
     if (qy.q) params.set('q', qy.q);
     if (more && cursor) params.set('cursor', cursor);
     list.setAttribute('aria-busy', 'true');
@@ -175,6 +177,9 @@
       showErase(!before || before.namespace !== qy.namespace);
       cursor = (data && data.next_cursor) || '';
       $('more').hidden = !cursor;
+      // A search lists the best matches first: the sort waits for the
+      // next list that is not one.
+      $('order').disabled = Boolean(qy.q);
       describeList();
       say(more ? `${ms.length} more loaded.` : $('list-info').textContent);
     } catch (err) {
@@ -264,7 +269,7 @@
     let s = shown.private === 'true' ? `${n} private ${word}`
       : shown.private === 'false' ? `${n} ${word} not private` : `${n} ${word}`;
     s += ` in “${shown.namespace}”`;
-    if (shown.q) s += ` matching “${shown.q}”`;
+    if (shown.q) s += ` matching “${shown.q}”, best matches first`;
     if (cursor) s += ', more below';
     $('list-info').textContent = s + '.';
   }
@@ -599,6 +604,8 @@
     loadMemories(false);
   });
   $('more').addEventListener('click', () => loadMemories(true));
+  // The sort applies at once, from the start of the list.
+  $('order').addEventListener('change', () => loadMemories(false));
 
   $('add-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -614,9 +621,12 @@
     try {
       const m = await api('POST', '/memories', { namespace: ns, type, text });
       $('add-text').value = '';
+      // The newest: first when the list is newest first; last when it
+      // is oldest first and all of it is shown, else on a later page.
       if (shown && shown.namespace === m.namespace && !shown.q && (!shown.type || shown.type === m.type) &&
-        (!shown.private || shown.private === String(isPrivate(m)))) {
-        list.prepend(memoryItem(m));
+        (!shown.private || shown.private === String(isPrivate(m))) && (shown.order !== 'oldest' || !cursor)) {
+        if (shown.order === 'oldest') list.append(memoryItem(m));
+        else list.prepend(memoryItem(m));
         describeList();
       }
       say(`Added a ${type === 'rule' ? 'rule' : 'curated memory'} to “${m.namespace}”.`);

@@ -195,6 +195,40 @@ func (d *DB) Earliest(ctx context.Context, f memory.Filter, limit int) ([]memory
 	return d.inTimeOrder(ctx, f, limit, true)
 }
 
+// List implements memory.Store from the file, in the order of the
+// (namespace, ts) index: SQLite sorts by id only the memories of one ts.
+// The cursor's place is a condition on ts and id, not an offset, so a
+// memory written behind it comes on a later page.
+func (d *DB) List(ctx context.Context, f memory.Filter, o memory.Order, cursor string, limit int) ([]memory.Memory, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	after, dir := "<", "DESC"
+	if o == memory.OldestFirst {
+		after, dir = ">", "ASC"
+	}
+	w, args := where(f)
+	if cursor != "" {
+		at, err := o.Place(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		// The first bound lets SQLite seek the index to the place.
+		ts := at.Time.UnixNano()
+		w += ` AND ts ` + after + `= ? AND (ts ` + after + ` ? OR id ` + after + ` ?)`
+		args = append(args, ts, ts, at.ID)
+	}
+	out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY ts `+dir+`, id `+dir+` LIMIT ?`, append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list: %w", err)
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	out = out[:limit]
+	return out, o.Cursor(out[limit-1]), nil
+}
+
 // inTimeOrder is Latest, or Earliest when oldest is set.
 func (d *DB) inTimeOrder(ctx context.Context, f memory.Filter, limit int, oldest bool) ([]memory.Memory, error) {
 	if err := ctx.Err(); err != nil {

@@ -323,6 +323,8 @@ func Run(t *testing.T, open Open) {
 		assert.Len(t, got, 23)
 	})
 
+	runList(t, fresh)
+
 	t.Run("ScrollFilters", func(t *testing.T) {
 		s := fresh(t)
 		var ms []memory.Memory

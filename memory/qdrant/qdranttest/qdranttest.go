@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"net"
 	"slices"
@@ -546,23 +547,52 @@ func (s *Server) scroll(r *qdrant.ScrollPoints) (*qdrant.ScrollResponse, error) 
 		if r.GetOffset() != nil {
 			return nil, bad("Cannot use an `offset` when using `order_by`. The alternative for paging is to use `order_by.start_from` and a filter to exclude the IDs that you've already seen for the `order_by.start_from` value")
 		}
+		desc := ob.GetDirection() == qdrant.Direction_Desc
+		// RULE: start_from is where the order starts, inclusive: values at
+		// or above it ascending, at or below it descending (Qdrant turns
+		// it into a gte or lte range on the key).
+		// https://qdrant.tech/documentation/concepts/points/#order-points-by-payload-key
+		from := math.Inf(-1)
+		if desc {
+			from = math.Inf(1)
+		}
+		switch v := ob.GetStartFrom().GetValue().(type) {
+		case nil:
+		case *qdrant.StartFrom_Integer:
+			from = float64(v.Integer)
+		case *qdrant.StartFrom_Float:
+			from = v.Float
+		default:
+			return nil, status.Errorf(codes.Unimplemented, "stand-in: start_from %T not implemented", v)
+		}
 		for _, k := range c.sortedKeys() {
 			p := c.points[k]
 			ok, err := c.matches(p, r.GetFilter())
 			if err != nil {
 				return nil, err
 			}
-			if ok && len(numbers(p.payload[ob.GetKey()])) > 0 {
-				matched = append(matched, p)
+			if !ok || len(numbers(p.payload[ob.GetKey()])) == 0 {
+				continue
 			}
+			if x := numbers(p.payload[ob.GetKey()])[0]; desc && x > from || !desc && x < from {
+				continue
+			}
+			matched = append(matched, p)
 		}
-		desc := ob.GetDirection() == qdrant.Direction_Desc
-		slices.SortStableFunc(matched, func(a, b *point) int {
+		// RULE: the order of points of equal value is not defined (that
+		// is why there is no next_page_offset): the stand-in gives them
+		// in an order of its own, neither by id nor as written, so that
+		// code relying on one fails here as it would, some day, there.
+		// https://qdrant.tech/documentation/concepts/points/#order-points-by-payload-key
+		slices.SortFunc(matched, func(a, b *point) int {
 			x, y := numbers(a.payload[ob.GetKey()])[0], numbers(b.payload[ob.GetKey()])[0]
 			if desc {
-				return cmp.Compare(y, x)
+				x, y = y, x
 			}
-			return cmp.Compare(x, y)
+			if c := cmp.Compare(x, y); c != 0 {
+				return c
+			}
+			return cmp.Compare(scrambled(a.id), scrambled(b.id))
 		})
 		res := &qdrant.ScrollResponse{}
 		for _, p := range matched[:min(limit, len(matched))] {
@@ -596,6 +626,13 @@ func (s *Server) scroll(r *qdrant.ScrollPoints) (*qdrant.ScrollResponse, error) 
 		res.Result = append(res.Result, p.retrieved(r.GetWithPayload(), r.GetWithVectors()))
 	}
 	return res, nil
+}
+
+// scrambled is a point's rank among points of equal order_by value: a
+// hash of its id.
+func scrambled(id *qdrant.PointId) uint32 {
+	k, _, _ := key(id)
+	return crc32.ChecksumIEEE([]byte(k))
 }
 
 // count implements Count.

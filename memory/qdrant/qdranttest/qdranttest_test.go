@@ -85,6 +85,22 @@ func TestRules(t *testing.T) {
 		_, err = c.Scroll(ctx, req)
 		assert.ErrorContains(t, err, "Cannot use an `offset` when using `order_by`")
 	})
+	t.Run("order_by starts from a value, inclusive", func(t *testing.T) {
+		from := func(dir qdrant.Direction, v int64) []string {
+			got, err := c.Scroll(ctx, &qdrant.ScrollPoints{CollectionName: "c",
+				OrderBy: &qdrant.OrderBy{Key: "ts", Direction: dir.Enum(), StartFrom: qdrant.NewStartFromInt(v)}})
+			require.NoError(t, err)
+			var ids []string
+			for _, p := range got {
+				ids = append(ids, p.GetId().GetUuid())
+			}
+			return ids
+		}
+		assert.Equal(t, []string{b, a}, from(qdrant.Direction_Desc, 2))
+		assert.Equal(t, []string{a}, from(qdrant.Direction_Desc, 1))
+		assert.Equal(t, []string{b}, from(qdrant.Direction_Asc, 2))
+		assert.Empty(t, from(qdrant.Direction_Asc, 3))
+	})
 	t.Run("facet needs an index", func(t *testing.T) {
 		_, err := c.Facet(ctx, &qdrant.FacetCounts{CollectionName: "c", Key: "ns"})
 		assert.ErrorContains(t, err, "Index required")
