@@ -31,7 +31,7 @@ import (
 
 const memoriesUsage = `memories: want one of
   vera memories namespaces
-  vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--private=true|false] [--since T] [--until T] [--limit N] [--cursor C] [--all]
+  vera memories list   [--namespace NS] [--type raw|curated|rule|profile|forgotten] [--private=true|false] [--since T] [--until T] [--limit N] [--cursor C] [--all] [--oldest]
   vera memories search QUERY [--namespace NS] [--type T] [--limit N]
   vera memories show   ID
   vera memories history ID
@@ -75,6 +75,7 @@ func memoriesCmd(ctx context.Context, args []string, getenv func(string) string,
 	fs.StringVar(&o.since, "since", "", "")
 	fs.StringVar(&o.until, "until", "", "")
 	fs.BoolVar(&o.all, "all", false, "")
+	fs.BoolVar(&o.oldest, "oldest", false, "")
 	fs.BoolVar(&o.confirm, "confirm", false, "")
 	fs.BoolVar(&o.yes, "yes", false, "")
 	fs.StringVar(&o.output, "output", "", "")
@@ -120,7 +121,7 @@ type memoriesOptions struct {
 	url, ns, typ, cursor, since, until, output string
 	private                                    string // "", "true" or "false"
 	limit                                      int
-	json, all, confirm, nsSet, yes             bool
+	json, all, confirm, nsSet, yes, oldest     bool
 }
 
 // memoriesCommand checks a command's arguments, then runs it.
@@ -303,6 +304,9 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 
 func listMemories(ctx context.Context, c *admin.Client, pos []string, o memoriesOptions, out io.Writer) error {
 	q := admin.ListQuery{Namespace: o.ns, Type: o.typ, Q: strings.Join(pos, " "), Cursor: o.cursor, Limit: o.limit, Private: o.private}
+	if o.oldest {
+		q.Order = "oldest"
+	}
 	for _, t := range []struct {
 		flag, v string
 		dst     *time.Time

@@ -62,6 +62,9 @@ func memoriesRoundTrip(t *testing.T, env []string, via ...string) {
 	assert.Contains(t, table, sister.ID)
 	assert.Contains(t, table, "Answer in French.")
 	assert.NotContains(t, table, "Oslo", "bob's memory is not alice's")
+	assert.Less(t, strings.Index(table, rule.ID), strings.Index(table, sister.ID), "newest first")
+	oldest := vera("list", "--namespace", "alice", "--oldest")
+	assert.Less(t, strings.Index(oldest, sister.ID), strings.Index(oldest, rule.ID), "--oldest: the other way")
 	rules := vera("list", "--namespace", "alice", "--type", "rule")
 	assert.NotContains(t, rules, "Lisbon")
 
