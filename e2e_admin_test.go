@@ -305,6 +305,17 @@ func TestVerifiedIdentity(t *testing.T) {
 	}
 	require.NoError(t, chatWith(p, http.Header{"X-Openwebui-User-Jwt": {ollamatest.OpenWebUIToken(t, secret, "alice", 5*time.Minute)}}))
 	assert.Contains(t, systemOf(up.LastChat(t)), "blue shed", "the token's user gets her memories")
+	// Open WebUI sends the user's name and email only in the token then.
+	require.Eventually(t, func() bool {
+		var got struct{ Namespaces []struct{ Namespace, Name, Email string } }
+		adminCall(t, p, "", "GET", "/namespaces", "", &got)
+		for _, n := range got.Namespaces {
+			if n.Namespace == "alice" {
+				return n.Name == "alice" && n.Email == "alice@example.com"
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond, "the token's name and email label the namespace")
 
 	require.NoError(t, chatWith(p, http.Header{"X-Openwebui-User-Id": {"alice"}}))
 	assert.NotContains(t, systemOf(up.LastChat(t)), "blue shed", "a plain header is not an identity once a secret is set")

@@ -39,9 +39,36 @@ const maxIdentityToken = 8 << 10
 // and vera's.
 const clockSkew = 30 * time.Second
 
+// openWebUIClaims are the claims of Open WebUI's token vera reads: the
+// user id (sub) and, as labels for the namespace, name and email (Open
+// WebUI sends no X-OpenWebUI-User-Name or -Email beside a token).
+type openWebUIClaims struct {
+	jwt.RegisteredClaims
+	Name  string `json:"name"`
+	Email string `json:"email"`
+}
+
 // namespace returns the verified user id, or "" when the request carries
 // no token and identity is not required.
 func (id *Identity) namespace(r *http.Request) (string, error) {
+	c, err := id.verify(r)
+	return strings.TrimSpace(c.Subject), err
+}
+
+// labels returns the name and email of the request's verified token;
+// empty when it carries none (or one that does not verify).
+func (id *Identity) labels(r *http.Request) (name, email string) {
+	c, err := id.verify(r)
+	if err != nil {
+		return "", ""
+	}
+	return c.Name, c.Email
+}
+
+// verify checks the request's token and returns its claims: none when it
+// carries no token and identity is not required.
+func (id *Identity) verify(r *http.Request) (openWebUIClaims, error) {
+	var none openWebUIClaims
 	h := id.Header
 	if h == "" {
 		h = identityHeader
@@ -49,14 +76,14 @@ func (id *Identity) namespace(r *http.Request) (string, error) {
 	raw := strings.TrimSpace(r.Header.Get(h))
 	if raw == "" {
 		if id.Require {
-			return "", unauthorized(fmt.Sprintf("header %s is required: this vera serves only chats whose user Open WebUI vouches for (memory.require_identity)", h))
+			return none, unauthorized(fmt.Sprintf("header %s is required: this vera serves only chats whose user Open WebUI vouches for (memory.require_identity)", h))
 		}
-		return "", nil
+		return none, nil
 	}
 	if len(raw) > maxIdentityToken {
-		return "", unauthorized(fmt.Sprintf("header %s: the token is %d bytes long; at most %d are allowed", h, len(raw), maxIdentityToken))
+		return none, unauthorized(fmt.Sprintf("header %s: the token is %d bytes long; at most %d are allowed", h, len(raw), maxIdentityToken))
 	}
-	var claims jwt.RegisteredClaims
+	var claims openWebUIClaims
 	_, err := jwt.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
 		// Only HS256: a verifier that honours the token's own alg can be
 		// told "none".
@@ -67,24 +94,24 @@ func (id *Identity) namespace(r *http.Request) (string, error) {
 	}, jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(clockSkew))
 	switch {
 	case errors.Is(err, errNotHS256):
-		return "", unauthorized(fmt.Sprintf("header %s: not a valid HS256 token from Open WebUI (signed with another algorithm)", h))
+		return none, unauthorized(fmt.Sprintf("header %s: not a valid HS256 token from Open WebUI (signed with another algorithm)", h))
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return "", unauthorized(fmt.Sprintf("header %s: the token has expired", h))
+		return none, unauthorized(fmt.Sprintf("header %s: the token has expired", h))
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return "", unauthorized(fmt.Sprintf("header %s: the token's signature does not match memory.jwt_secret", h))
+		return none, unauthorized(fmt.Sprintf("header %s: the token's signature does not match memory.jwt_secret", h))
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return "", unauthorized(fmt.Sprintf("header %s: the token has no expiry (exp)", h))
+		return none, unauthorized(fmt.Sprintf("header %s: the token has no expiry (exp)", h))
 	case err != nil:
-		return "", unauthorized(fmt.Sprintf("header %s: not a valid HS256 token from Open WebUI", h))
+		return none, unauthorized(fmt.Sprintf("header %s: not a valid HS256 token from Open WebUI", h))
 	}
 	ns := strings.TrimSpace(claims.Subject)
 	switch {
 	case ns == "":
-		return "", unauthorized(fmt.Sprintf("header %s: the token names no user (sub)", h))
+		return none, unauthorized(fmt.Sprintf("header %s: the token names no user (sub)", h))
 	case !utf8.ValidString(ns) || len(ns) > maxNamespace:
-		return "", unauthorized(fmt.Sprintf("header %s: the token's user id is not a valid namespace (UTF-8, at most %d bytes)", h, maxNamespace))
+		return none, unauthorized(fmt.Sprintf("header %s: the token's user id is not a valid namespace (UTF-8, at most %d bytes)", h, maxNamespace))
 	}
-	return ns, nil
+	return claims, nil
 }
 
 var errNotHS256 = errors.New("not HS256")

@@ -447,6 +447,10 @@ func (s *Server) commitTurn(c *gin.Context, ch *chat, t memory.Turn) func(string
 	// Who the namespace is, noted only with a turn it stores: a request
 	// that stores nothing (a load call, memory off) adds no namespace.
 	name, email := c.Request.Header.Get("X-OpenWebUI-User-Name"), c.Request.Header.Get("X-OpenWebUI-User-Email")
+	if s.Identity.verified() {
+		// Open WebUI sends them only inside its token then.
+		name, email = s.Identity.labels(c.Request)
+	}
 	return func(answer string) {
 		// Thinking is never stored, also when a model writes it inline.
 		t.Assistant, t.Time = dialect.StripThink(ch.prefill+answer), time.Now().UTC()
