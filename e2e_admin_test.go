@@ -307,7 +307,9 @@ func TestVerifiedIdentity(t *testing.T) {
 	assert.Contains(t, systemOf(up.LastChat(t)), "blue shed", "the token's user gets her memories")
 	// Open WebUI sends the user's name and email only in the token then.
 	require.Eventually(t, func() bool {
-		var got struct{ Namespaces []struct{ Namespace, Name, Email string } }
+		var got struct {
+			Namespaces []struct{ Namespace, Name, Email string }
+		}
 		adminCall(t, p, "", "GET", "/namespaces", "", &got)
 		for _, n := range got.Namespaces {
 			if n.Namespace == "alice" {
