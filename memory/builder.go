@@ -720,9 +720,15 @@ func (h historySet) repeats(text string) bool {
 	return false
 }
 
-// withCarried adds the client's own memories to h, for carries.
+// withCarried adds the client's own memories to h, for carries: the
+// first maxCarried of them, within maxCarriedBytes (Open WebUI sends three;
+// a request may claim any number, each compared with every memory).
 func (h historySet) withCarried(facts []string) historySet {
-	for _, f := range facts {
+	size := 0
+	for i, f := range facts {
+		if size += len(f); i == maxCarried || size > maxCarriedBytes {
+			break
+		}
 		words := map[string]bool{}
 		for _, w := range Terms(f) {
 			if !carriedSubject[w] {
@@ -737,6 +743,12 @@ func (h historySet) withCarried(facts []string) historySet {
 	}
 	return h
 }
+
+// The most of the client's own facts compared with memories.
+const (
+	maxCarried      = 64
+	maxCarriedBytes = 64 << 10
+)
 
 // carriedSubject are the words memories about a person use for them
 // ("The user lives in Vienna", "User likes tea"): they say nothing a fact

@@ -23,3 +23,16 @@ func TestCarriedFacts(t *testing.T) {
 	}
 	assert.False(t, history(nil).carries("Lives in Vienna"), "no facts: nothing is carried")
 }
+
+// A request that claims very many facts has only the first compared.
+func TestCarriedFactsAreBounded(t *testing.T) {
+	facts := make([]string, 10000)
+	for i := range facts {
+		facts[i] = "Lives in Vienna"
+	}
+	facts = append(facts, "Owns a boat called Zephyr")
+	h := history(nil).withCarried(facts)
+	assert.Len(t, h.carried, maxCarried)
+	assert.True(t, h.carries("The user lives in Vienna."))
+	assert.False(t, h.carries("The user owns a boat called Zephyr."), "past the bound")
+}

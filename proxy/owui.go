@@ -46,7 +46,15 @@ func findOWUI(msgs []memory.Message) (*owuiBlock, []memory.Message) {
 		if m.Role != "system" {
 			break
 		}
+		// Open WebUI appends the block to each text part of a message
+		// whose content is a list: every block goes.
 		rest, facts, ok := cutOWUI(m.Content)
+		for more := ok; more; {
+			var again []string
+			if rest, again, more = cutOWUI(rest); more {
+				facts = append(facts, again...)
+			}
+		}
 		if !ok {
 			continue
 		}
@@ -112,6 +120,13 @@ func owuiFacts(text string, at int) (end int, facts []string, ok bool) {
 			line, next = line[:nl], at+nl+1
 		}
 		if strings.TrimSpace(line) == "" {
+			if cur.Len() > 0 && numberedOn(text, next, len(facts)+2) {
+				// A memory of several paragraphs: the next fact is
+				// numbered on from this one.
+				cur.WriteString("\n")
+				at = next
+				continue
+			}
 			flush()
 			return next, facts, true
 		}
@@ -128,6 +143,33 @@ func owuiFacts(text string, at int) (end int, facts []string, ok bool) {
 	flush()
 	return len(text), facts, true
 }
+
+// numberedOn reports whether the first fact line after at, within
+// owuiLookahead bytes, is numbered want: the text between belongs to the
+// fact before (a memory of several paragraphs).
+func numberedOn(text string, at, want int) bool {
+	limit := min(len(text), at+owuiLookahead)
+	for at < limit {
+		line, next := text[at:limit], limit
+		if nl := strings.IndexByte(line, '\n'); nl >= 0 {
+			line, next = line[:nl], at+nl+1
+		}
+		if _, ok := owuiFact(line); ok {
+			s := strings.TrimLeft(line, " \t")
+			n := 0
+			for i := 0; i < len(s) && i < 4 && s[i] >= '0' && s[i] <= '9'; i++ {
+				n = n*10 + int(s[i]-'0')
+			}
+			return n == want
+		}
+		at = next
+	}
+	return false
+}
+
+// owuiLookahead bounds how far a blank line inside a fact looks for the
+// next one.
+const owuiLookahead = 4 << 10
 
 // owuiFact reads one fact line: "N. [YYYY-MM-DD] text" (a date may carry a
 // time, or read "Unknown Date"), or "- [date] text".

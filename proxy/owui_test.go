@@ -42,6 +42,12 @@ func TestFindOpenWebUIMemoryBlock(t *testing.T) {
 			"You are kind.\n### Task:\nRespond using <context>doc</context>", []string{"Lives in Vienna", "Has a dog named Rex"}, true},
 		{"a memory of several lines", owuiAppend("S.", owuiContext("1. [2025-03-14] Groceries:\nmilk, eggs", "2. [2025-03-15] Likes tea")), "S.",
 			[]string{"Groceries:\nmilk, eggs", "Likes tea"}, true},
+		{"a memory of two paragraphs", owuiAppend("S.", owuiContext("1. [2025-03-14] Kids:\n\nAna and Bo", "2. [2025-03-15] Owns a boat")), "S.",
+			[]string{"Kids:\n\nAna and Bo", "Owns a boat"}, true},
+		{"a blank line before a list that is not numbered on", owuiAppend("S.", owuiContext("1. [2025-03-14] Likes tea")) + "\n1. [2025-01-01] my own list", "S.\n1. [2025-01-01] my own list",
+			[]string{"Likes tea"}, true},
+		{"one block for each text part", owuiAppend("Part one.", owuiContext("1. [2025-03-14] Likes tea")) + "\n" + owuiAppend("Part two.", owuiContext("1. [2025-03-14] Likes tea")),
+			"Part one.\nPart two.", []string{"Likes tea", "Likes tea"}, true},
 		{"dates with a time, and bullets", owuiAppend("S.", owuiContext("- [2026-01-02 10:22] Works at night", "* [2026-01-03T08:00] Runs")), "S.",
 			[]string{"Works at night", "Runs"}, true},
 		{"the words inside a sentence", "Read the User Context: below.\n1. [2025-03-14] x\n", "Read the User Context: below.\n1. [2025-03-14] x\n", nil, false},
@@ -82,5 +88,9 @@ func FuzzFindOpenWebUIMemoryBlock(f *testing.F) {
 			return
 		}
 		assert.LessOrEqual(t, len(rest[0].Content), len(text))
+		again, twice := findOWUI(rest)
+		if again == nil {
+			assert.Equal(t, rest[0].Content, twice[0].Content, "nothing left to cut")
+		}
 	})
 }
