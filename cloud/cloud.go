@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vera-proxy/vera/proxy/dialect"
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // DefaultContextLength is a cloud model's window when its provider's

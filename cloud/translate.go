@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vera-proxy/vera/proxy/dialect"
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // The request side of the translation: an Ollama /api/chat or
@@ -14,7 +14,7 @@ import (
 // the cloud understands is carried; what it has no equivalent for is left
 // out (the README lists those fields).
 
-// The Ollama request is read by proxy/dialect, as the proxy reads it;
+// The Ollama request is read by package dialect, as the proxy reads it;
 // these are the fields it keeps raw that the cloud has a use for.
 
 // ollamaFields are a chat or generate request's.

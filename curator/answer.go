@@ -88,7 +88,7 @@ func ParseAnswer(text string) (*Answer, error) {
 	if text == "" {
 		return nil, errors.New("empty answer")
 	}
-	var lastErr error = errNoJSON
+	lastErr := errNoJSON
 	for _, cand := range candidates(text) {
 		dec := json.NewDecoder(strings.NewReader(cand))
 		dec.DisallowUnknownFields()

@@ -528,8 +528,7 @@ func TestMonthlyAndDailyAcrossATimeZone(t *testing.T) {
 		{auckland, Monthly, 4},
 	} {
 		t.Run(tt.loc.String(), func(t *testing.T) {
-			var f *fixture
-			f = newFixture(t, func(context.Context, string, string) (string, error) {
+			f := newFixture(t, func(context.Context, string, string) (string, error) {
 				return `{"new_curated_turns":[],"permanent_rules":[],"deletions":[],"summary":""}`, nil
 			})
 			// Shift the fixture's turns to the new "now".
@@ -972,8 +971,7 @@ func TestRepetitionIsOneMemory(t *testing.T) {
 // for a repeat.
 func TestBatchesSeeEachOther(t *testing.T) {
 	ctx := context.Background()
-	var f *fixture
-	f = newFixture(t, func(_ context.Context, _, user string) (string, error) {
+	f := newFixture(t, func(_ context.Context, _, user string) (string, error) {
 		var turns []map[string]any
 		var ids []string
 		for _, r := range batchOf(t, user) {

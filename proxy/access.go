@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/config"
-	"github.com/vera-proxy/vera/proxy/dialect"
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // requireKey enforces server.api_keys: with keys set, every
@@ -22,7 +22,7 @@ import (
 func (s *Server) requireKey(c *gin.Context) {
 	forwarded := s.forwardedFromLoopback(c.Request)
 	r := c.Request
-	if len(s.APIKeys) == 0 || r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
+	if len(s.keys.api) == 0 || r.Method == http.MethodOptions && r.Header.Get("Origin") != "" {
 		// A browser's preflight carries no credentials; the browser guard
 		// has judged its origin.
 		return
@@ -42,7 +42,7 @@ func (s *Server) requireKey(c *gin.Context) {
 		// 127.0.0.1 would otherwise reach vera through the browser.
 		return
 	}
-	if s.validKey(presentedKey(c.Request)) {
+	if s.keys.valid(presentedKey(c.Request)) {
 		return
 	}
 	c.Header("WWW-Authenticate", `Bearer realm="vera"`)
@@ -69,38 +69,25 @@ func bearerToken(h string) string {
 	return ""
 }
 
-// validKey compares in constant time with every key and the admin token.
-func (s *Server) validKey(k string) bool {
+// keys are the credentials vera accepts: server.api_keys, and the admin
+// token.
+type keys struct {
+	api   []string
+	admin string
+}
+
+// valid compares k in constant time with every key and the admin token.
+func (ks keys) valid(k string) bool {
 	if k == "" {
 		return false
 	}
 	ok := false
-	for _, want := range append(s.APIKeys[:len(s.APIKeys):len(s.APIKeys)], s.AdminToken) {
+	for _, want := range append(ks.api[:len(ks.api):len(ks.api)], ks.admin) {
 		if want != "" && subtle.ConstantTimeCompare([]byte(k), []byte(want)) == 1 {
 			ok = true
 		}
 	}
 	return ok
-}
-
-// outbound takes what is vera's alone out of a request it forwards: the
-// Origin it has already judged (Ollama's own list must not overrule it),
-// and its own credentials (an API key, the admin token), which are no
-// business of Ollama's nor of whatever sits in front of it. A user:password
-// in the upstream's URL goes on every request, as Basic auth.
-func (s *Server) outbound(out *http.Request, up upstream) {
-	h := out.Header
-	h.Del("Origin")
-	if s.validKey(bearerToken(h.Get("Authorization"))) {
-		h.Del("Authorization")
-	}
-	if s.validKey(strings.TrimSpace(h.Get("X-Api-Key"))) {
-		h.Del("X-Api-Key")
-	}
-	if u := up.url.User; u != nil {
-		pass, _ := u.Password()
-		out.SetBasicAuth(u.Username(), pass)
-	}
 }
 
 // forwardedFromLoopback reports whether a reverse proxy on this host

@@ -9,7 +9,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-	"github.com/vera-proxy/vera/proxy/dialect"
+
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // A web page the user visits can make the browser send "simple" requests
@@ -32,6 +33,10 @@ var ollamaOrigins = []string{
 	"http://0.0.0.0", "https://0.0.0.0", "http://0.0.0.0:*", "https://0.0.0.0:*",
 	"app://*", "file://*", "tauri://*", "vscode-webview://*", "vscode-file://*",
 }
+
+// exposedHeaders lists every X-Vera-* header vera sends, so browser
+// clients may read them.
+const exposedHeaders = "X-Vera-Context, X-Vera-Memories, X-Vera-Tier, X-Vera-Fallback, X-Vera-Forgot, X-Vera-VRAM"
 
 // corsHeaders are the request headers a browser app may send: Ollama's list
 // (its OpenAI SDK headers included), then vera's own, Anthropic's and

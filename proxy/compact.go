@@ -10,35 +10,32 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/gin-gonic/gin"
-
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory/conversation"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // compact has the summary a chat's conversation is due written, in the
 // background, once its answer went out (conversation.Set.Compact): by
 // the conversation's own model, through the upstream that answered it.
-func (s *Server) compact(c *gin.Context, ch *chat) {
-	if ch.turn == nil || s.convs == nil || ch.plan.up.url == nil {
+func (pl *pipeline) compact(log *slog.Logger, ch *chat) {
+	if ch.turn == nil || ch.plan.up.url == nil {
 		return
 	}
-	id := slog.String("request_id", c.GetString(requestIDKey))
-	p := ch.plan
-	s.convs.Compact(ch.turn, conversation.Summarizer{
-		Summarize: func(ctx context.Context, prompt string) (string, error) { return s.summarize(ctx, p, prompt) },
-		Failed: func(err error) {
-			s.log.Warn("a long conversation's summary failed; it is asked for again at its next turn", slog.String("model", p.model), slog.Any("error", err), id)
-		},
-		Done: func(turns int) {
-			s.log.Debug("a long conversation was summarised", slog.String("model", p.model), slog.Int("turns", turns), id)
-		},
-	})
+	pl.convs.Compact(log.With(slog.String("model", ch.plan.model)), ch.turn, summarizer{fw: pl.fw, plan: ch.plan})
 }
 
-// summarize asks plan's model for a summary, as a non-streamed /api/chat
-// (the cloud translates it as any chat), within the plan's window.
-func (s *Server) summarize(ctx context.Context, p plan, prompt string) (string, error) {
+// summarizer asks a plan's model for a summary, as a non-streamed
+// /api/chat (the cloud translates it as any chat), within the plan's
+// window.
+type summarizer struct {
+	fw   *forwarder
+	plan plan
+}
+
+var _ conversation.Summarizer = summarizer{}
+
+func (s summarizer) Summarize(ctx context.Context, prompt string) (string, error) {
+	p := s.plan
 	body := map[string]any{"model": p.model, "stream": false,
 		"messages": []map[string]string{{"role": "user", "content": prompt}}}
 	if p.window > 0 && !p.cloud {
@@ -55,8 +52,8 @@ func (s *Server) summarize(ctx context.Context, p plan, prompt string) (string, 
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	s.outbound(req, p.up)
-	res, err := s.timed(p.up).RoundTrip(req)
+	s.fw.outbound(req, p.up)
+	res, err := s.fw.timed(p.up).RoundTrip(req)
 	if err != nil {
 		return "", upstreamError(ctx, p.up.url.String(), err)
 	}

@@ -14,18 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
-
-func TestThreadOfReadsTheChatID(t *testing.T) {
-	r, _ := http.NewRequest("POST", "/api/chat", nil)
-	r.Header.Set("X-Chat", " c-42 ")
-	req, err := dialect.ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-	require.NoError(t, err)
-	assert.Equal(t, conversation.Thread{ChatID: "c-42", FirstUser: "hi"}, threadOf(chatIDOf(r, "X-Chat"), req), "the header memory.chat_id_header names")
-}
 
 // countingMemory counts recalls. A first turn gets a system layer naming
 // the recall; with blocks, a later turn gets a block naming it.
@@ -290,8 +282,8 @@ func TestWithdrawDuringARecall(t *testing.T) {
 		return `{"message":{"role":"assistant","content":"Noted."},"done":true}`
 	})
 	mem := &gatedMemory{started: make(chan struct{}), release: make(chan struct{})}
-	var srv *Server
-	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, srv = mem, s })
+	convs := conversation.New(0)
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory, s.Conversations = mem, convs })
 	hdr := []string{"X-OpenWebUI-User-Id", "alice", "X-OpenWebUI-Chat-Id", "chat-1"}
 	done := make(chan int)
 	go func() {
@@ -300,7 +292,7 @@ func TestWithdrawDuringARecall(t *testing.T) {
 	}()
 	<-mem.started
 	mem.gone.Store(true)
-	srv.withdraw("", "secret") // the admin API deletes it now
+	convs.Withdraw("", "secret") // the admin API deletes it now
 	close(mem.release)
 	require.Equal(t, http.StatusOK, <-done)
 	require.Contains(t, (*bodies)[0], "SECRET-4417", "the turn under way had found it")

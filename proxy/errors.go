@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/config"
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/httperr"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // StatusClientClosed is nginx's code for a client that hung up before the

@@ -368,3 +368,50 @@ func newClient(t *testing.T, base string) *api.Client {
 	t.Cleanup(tr.CloseIdleConnections)
 	return api.NewClient(u, &http.Client{Transport: tr})
 }
+
+func ptr[T any](v T) *T { return &v }
+
+// waitFor fails the test if ch does not deliver within a generous bound; it
+// guards against hangs, it does not measure speed.
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
+}
+
+func httpServer(t *testing.T, h interface{ Handler() http.Handler }) string {
+	t.Helper()
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// postChat sends body to path with headers (name, value pairs).
+func postChat(t *testing.T, base, path, body string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res, string(b)
+}
+
+const hiChat = `{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}`

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"math/rand/v2"
@@ -10,7 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vera-proxy/vera/proxy/dialect"
+
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // chunky returns its data in pieces of random sizes, sometimes empty.
@@ -67,11 +69,11 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 				var out bytes.Buffer
 				ends := 0
 				tee := &answerTee{d: tc.d}
-				tee.onEnd = func(answer string) {
+				tee.onEnd = onAnswer(func(answer string) {
 					ends++
 					assert.Less(t, out.Len(), tc.finalEnd, "seed %d: the final record reached the client before the commit", seed)
 					assert.Equal(t, "Hello", answer)
-				}
+				})
 				res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {tc.ctype}}}
 				body := tee.wrap(res, &chunky{data: []byte(tc.body), rng: rng})
 				for {
@@ -91,4 +93,32 @@ func TestHeldEndSurvivesAnyChunking(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAnswerEndIsHeldAtMostASecond(t *testing.T) {
+	up := newFakeOllama(t)
+	rec := &recorder{gate: make(chan struct{})} // never opens: a stuck disk
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Recorder = rec })
+	res, body := postChat(t, base, "/api/chat", hiChat)
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Contains(t, body, `"done":true`, "the answer ends anyway")
+}
+
+// Nothing before the final record waits: the first tokens arrive while
+// the commit is still pending.
+func TestOnlyTheFinalRecordWaits(t *testing.T) {
+	up := newFakeOllama(t)
+	rec := &recorder{gate: make(chan struct{})}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Recorder = rec })
+	res, err := http.Post(base+"/api/chat", "application/json", strings.NewReader(hiChat))
+	require.NoError(t, err)
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for i := range 4 {
+		require.True(t, sc.Scan(), "record %d arrives while the commit waits", i)
+		assert.NotContains(t, sc.Text(), `"done":true`)
+	}
+	close(rec.gate)
+	require.True(t, sc.Scan())
+	assert.Contains(t, sc.Text(), `"done":true`)
 }

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
 // Identity verifies who a chat is from (memory.jwt_secret): Open
@@ -46,23 +48,6 @@ type openWebUIClaims struct {
 	jwt.RegisteredClaims
 	Name  string `json:"name"`
 	Email string `json:"email"`
-}
-
-// namespace returns the verified user id, or "" when the request carries
-// no token and identity is not required.
-func (id *Identity) namespace(r *http.Request) (string, error) {
-	c, err := id.verify(r)
-	return strings.TrimSpace(c.Subject), err
-}
-
-// labels returns the name and email of the request's verified token;
-// empty when it carries none (or one that does not verify).
-func (id *Identity) labels(r *http.Request) (name, email string) {
-	c, err := id.verify(r)
-	if err != nil {
-		return "", ""
-	}
-	return c.Name, c.Email
 }
 
 // verify checks the request's token and returns its claims: none when it
@@ -120,3 +105,57 @@ func unauthorized(msg string) error { return httpError(http.StatusUnauthorized, 
 
 // verified reports whether namespaces come from verified tokens.
 func (id *Identity) verified() bool { return id != nil && len(id.Secret) > 0 }
+
+// maxNamespace is the longest namespace accepted, in bytes.
+const maxNamespace = 256
+
+// naming tells whose a request is: the namespace that scopes its memory,
+// and who that is (for the directory).
+type naming struct {
+	// header names the namespace header; "" means X-OpenWebUI-User-Id.
+	header   string
+	identity *Identity
+}
+
+// naming is how s tells whose a request is.
+func (s *Server) naming() naming { return naming{header: s.NamespaceHeader, identity: s.Identity} }
+
+// namespace scopes a request's memory (MCP's requests too).
+func (s *Server) namespace(r *http.Request) (string, error) {
+	ns, _, _, err := s.naming().person(r)
+	return ns, err
+}
+
+// person returns a request's namespace, and the name and email of who it
+// is: with memory.jwt_secret set, from the verified token alone (Open
+// WebUI sends them only inside it then); else from the namespace header
+// ("default" without it) and Open WebUI's user headers. A namespace that
+// is not valid UTF-8 or is too long is refused: stores would otherwise
+// change its bytes and merge namespaces.
+func (n naming) person(r *http.Request) (ns, name, email string, err error) {
+	if n.identity.verified() {
+		// The plain header is ignored: anyone could send it.
+		c, err := n.identity.verify(r)
+		if err != nil {
+			return "", "", "", err
+		}
+		if ns = strings.TrimSpace(c.Subject); ns == "" {
+			ns = memory.DefaultNamespace
+		}
+		return ns, c.Name, c.Email, nil
+	}
+	h := n.header
+	if h == "" {
+		h = "X-OpenWebUI-User-Id"
+	}
+	ns = strings.TrimSpace(r.Header.Get(h))
+	switch {
+	case ns == "":
+		ns = memory.DefaultNamespace
+	case !utf8.ValidString(ns):
+		return "", "", "", httpError(http.StatusBadRequest, fmt.Sprintf("header %s: the namespace must be valid UTF-8", h), nil)
+	case len(ns) > maxNamespace:
+		return "", "", "", httpError(http.StatusBadRequest, fmt.Sprintf("header %s: the namespace is %d bytes long; at most %d are allowed", h, len(ns), maxNamespace), nil)
+	}
+	return ns, r.Header.Get("X-OpenWebUI-User-Name"), r.Header.Get("X-OpenWebUI-User-Email"), nil
+}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +75,20 @@ func TestIdentity(t *testing.T) {
 	ns, err = s.namespace(req(ollamatest.OpenWebUIToken(t, secret, "carol", time.Minute)))
 	require.NoError(t, err)
 	assert.Equal(t, "carol", ns)
+}
+
+func TestNamespaceMustBeUTF8AndShort(t *testing.T) {
+	up := newFakeOllama(t)
+	rec := &recorder{}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Recorder = rec })
+	for name, ns := range map[string]string{"invalid UTF-8": "alice\xff", "257 bytes": strings.Repeat("a", 257)} {
+		t.Run(name, func(t *testing.T) {
+			res, body := postChat(t, base, "/api/chat", hiChat, "X-OpenWebUI-User-Id", ns)
+			assert.Equal(t, http.StatusBadRequest, res.StatusCode)
+			assert.Contains(t, body, "X-OpenWebUI-User-Id")
+		})
+	}
+	res, _ := postChat(t, base, "/api/chat", hiChat, "X-OpenWebUI-User-Id", strings.Repeat("é", 128))
+	assert.Equal(t, http.StatusOK, res.StatusCode, "256 bytes of UTF-8 are fine")
+	assert.Len(t, rec.all(), 1)
 }

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/vera-proxy/vera/proxy/dialect"
+
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // Metrics are the proxy's Prometheus metrics. Labels are
@@ -125,16 +126,15 @@ func (m *Metrics) streamStarted(d dialect.Dialect, took time.Duration) {
 }
 
 // timedTransport measures the upstream behind it: the time to response
-// headers by status, and the errors by reason. It reads s.Metrics at each
-// request, so the passthroughs built before Metrics is set measure too.
+// headers by status, and the errors by reason; nil metrics: none.
 type timedTransport struct {
-	s    *Server
-	name string // "ollama" or "cloud": a bounded label
-	next http.RoundTripper
+	metrics *Metrics
+	name    string // "ollama" or "cloud": a bounded label
+	next    http.RoundTripper
 }
 
 func (t *timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	m := t.s.Metrics
+	m := t.metrics
 	if m == nil {
 		return t.next.RoundTrip(r)
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Open WebUI's own memory. With "Memory" on in a user's settings, Open
@@ -223,8 +223,8 @@ func owuiDate(d string) bool {
 // dropOWUI removes Open WebUI's block from a chat that gets no memory
 // layers (its model's policy is none, or memory is off in vera), under
 // OpenWebUIDrop: its system messages become one, as the builder's would.
-func (s *Server) dropOWUI(ch *chat) error {
-	if ch.owui == nil || s.OpenWebUIMemory != OpenWebUIDrop {
+func (pl *pipeline) dropOWUI(ch *chat) error {
+	if ch.owui == nil || pl.owuiMemory != OpenWebUIDrop {
 		return nil
 	}
 	mc := &memory.Context{}

@@ -1,18 +1,16 @@
 package proxy
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
-	"mime"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/ollama"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // NewTransport returns the transport vera uses to reach Ollama: it limits
@@ -23,31 +21,41 @@ func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
 }
 
 // upstream is where a request goes: an address and the transport that
-// reaches it. Today every request goes to Ollama; cloud models and tier
-// routing (later issues) choose another per request, and the stream
-// guard, the tee and recording stay the same.
+// reaches it: Ollama, the cloud provider, or Ollama with the fallback
+// model behind it (plan). The stream guard, the tee and recording are the
+// same for each.
 type upstream struct {
 	url       *url.URL
 	transport http.RoundTripper
 	name      string // for metrics: "ollama" (the default) or "cloud"
 }
 
-// newReverseProxy builds the httputil.ReverseProxy that forwards to up,
+// forwarder builds the reverse proxies that send requests upstream, the
+// passthroughs' and each chat's: vera's own credentials taken out, the
+// answer's stream guarded, the upstream timed.
+type forwarder struct {
+	keys    keys
+	buffers *bufferPool
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+// reverseProxy builds the httputil.ReverseProxy that forwards to up,
 // teeing each answer through tee when it is set, and taking inline
 // thinking out of a chat's answer with strip (routing.strip_think). A
 // proxy is a few fields: one per request costs nothing next to the
 // request itself.
-func (s *Server) newReverseProxy(up upstream, d dialect.Dialect, tee *answerTee, rename *[2]string, strip bool) *httputil.ReverseProxy {
+func (f *forwarder) reverseProxy(up upstream, d dialect.Dialect, tee *answerTee, rename *[2]string, strip bool) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// SetURL also rewrites Host to the upstream's, as Ollama checks it.
 			pr.SetURL(up.url)
-			s.outbound(pr.Out, up)
+			f.outbound(pr.Out, up)
 		},
-		Transport:     s.timed(up),
+		Transport:     f.timed(up),
 		FlushInterval: -1, // every write reaches the client at once
-		BufferPool:    s.buffers,
-		ErrorLog:      slogAdapter(s.log),
+		BufferPool:    f.buffers,
+		ErrorLog:      slogAdapter(f.log),
 		ModifyResponse: func(res *http.Response) error {
 			dropCORS(res.Header)
 			body := res.Body
@@ -63,9 +71,9 @@ func (s *Server) newReverseProxy(up upstream, d dialect.Dialect, tee *answerTee,
 				body = tee.wrap(res, body)
 			}
 			res.Body = guardStream(res, d, body)
-			if g, ok := res.Body.(*guardedBody); ok && s.Metrics != nil {
+			if g, ok := res.Body.(*guardedBody); ok && f.metrics != nil {
 				if n, ok := res.Request.Context().Value(errorNoteKey{}).(*errorNote); ok {
-					g.started = func() { s.Metrics.streamStarted(d, time.Since(n.start)) }
+					g.started = func() { f.metrics.streamStarted(d, time.Since(n.start)) }
 				}
 			}
 			if rename != nil {
@@ -133,104 +141,6 @@ func enableFullDuplex(w http.ResponseWriter, r *http.Request) bool {
 	return http.NewResponseController(w).EnableFullDuplex() == nil
 }
 
-// streamKind tells how a response body is framed, so that a failure in the
-// middle can be signalled in the body's own format.
-type streamKind int
-
-const (
-	streamNone   streamKind = iota // a sized body: only an aborted connection can signal
-	streamNDJSON                   // Ollama's streams
-	streamSSE                      // OpenAI-compatible streams
-)
-
-func kindOf(res *http.Response) streamKind {
-	if res.ContentLength >= 0 {
-		return streamNone
-	}
-	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	switch mt {
-	case "application/x-ndjson", "application/ndjson", "application/jsonl":
-		return streamNDJSON
-	case "text/event-stream":
-		return streamSSE
-	}
-	return streamNone
-}
-
-// guardStream wraps an upstream body so that, if the upstream fails in the
-// middle of a stream, the client receives a last error record before the
-// ReverseProxy aborts the connection. Ollama itself ends a failed NDJSON
-// stream with {"error":"..."}; line-parsing clients such as the official Go
-// client only notice a failure that way, since they treat a bare cut as a
-// normal end.
-func guardStream(res *http.Response, d dialect.Dialect, body io.ReadCloser) io.ReadCloser {
-	kind := kindOf(res)
-	if kind == streamNone {
-		return body
-	}
-	return &guardedBody{ReadCloser: body, kind: kind, d: d}
-}
-
-type guardedBody struct {
-	io.ReadCloser
-	kind    streamKind
-	d       dialect.Dialect // the error event's shape
-	last    byte            // last byte passed on, to know whether a record is open
-	pending []byte          // the error record still to deliver
-	err     error           // the upstream's error, returned after pending
-	// started, when set, is called at the first byte of the answer.
-	started func()
-}
-
-func (g *guardedBody) Read(p []byte) (int, error) {
-	if g.err != nil {
-		n := copy(p, g.pending)
-		g.pending = g.pending[n:]
-		if len(g.pending) > 0 {
-			return n, nil
-		}
-		return n, g.err
-	}
-	n, err := g.ReadCloser.Read(p)
-	if n > 0 {
-		g.last = p[n-1]
-		if g.started != nil {
-			g.started()
-			g.started = nil
-		}
-	}
-	if err == nil || err == io.EOF {
-		return n, err
-	}
-	g.err = err
-	var told interface{ Reported() bool }
-	if errors.As(err, &told) && told.Reported() {
-		return n, nil // the stream ended with its own error record
-	}
-	g.pending = errorRecord(g.kind, g.d, g.last, "ollama stream interrupted: "+err.Error())
-	return n, nil
-}
-
-// errorRecord renders msg as the stream's final record, starting on a fresh
-// line (or event) even if the upstream died in the middle of one.
-func errorRecord(kind streamKind, d dialect.Dialect, last byte, msg string) []byte {
-	var rec []byte
-	if kind == streamSSE {
-		if last != 0 && last != '\n' {
-			rec = append(rec, '\n', '\n')
-		} else if last == '\n' {
-			rec = append(rec, '\n')
-		}
-		return append(rec, d.ErrorEvent(msg)...)
-	}
-	line, _ := json.Marshal(map[string]string{"error": msg})
-	if last != 0 && last != '\n' {
-		rec = append(rec, '\n')
-	}
-	rec = append(rec, line...)
-	return append(rec, '\n')
-}
-
 // bufferPool recycles the ReverseProxy's 32 KiB copy buffers across
 // requests, so a streamed answer costs no allocation per request for them.
 type bufferPool struct{ pool sync.Pool }
@@ -245,10 +155,30 @@ func (p *bufferPool) Get() []byte {
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // timed wraps up's transport with the upstream metrics.
-func (s *Server) timed(up upstream) http.RoundTripper {
+func (f *forwarder) timed(up upstream) http.RoundTripper {
 	name := up.name
 	if name == "" {
 		name = "ollama"
 	}
-	return &timedTransport{s: s, name: name, next: up.transport}
+	return &timedTransport{metrics: f.metrics, name: name, next: up.transport}
+}
+
+// outbound takes what is vera's alone out of a request it forwards: the
+// Origin it has already judged (Ollama's own list must not overrule it),
+// and its own credentials (an API key, the admin token), which are no
+// business of Ollama's nor of whatever sits in front of it. A user:password
+// in the upstream's URL goes on every request, as Basic auth.
+func (f *forwarder) outbound(out *http.Request, up upstream) {
+	h := out.Header
+	h.Del("Origin")
+	if f.keys.valid(bearerToken(h.Get("Authorization"))) {
+		h.Del("Authorization")
+	}
+	if f.keys.valid(strings.TrimSpace(h.Get("X-Api-Key"))) {
+		h.Del("X-Api-Key")
+	}
+	if u := up.url.User; u != nil {
+		pass, _ := u.Password()
+		out.SetBasicAuth(u.Username(), pass)
+	}
 }

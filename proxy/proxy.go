@@ -7,11 +7,7 @@ package proxy
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -22,16 +18,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/vera-proxy/vera/cloud"
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/ollama"
-	"github.com/vera-proxy/vera/proxy/dialect"
 	"github.com/vera-proxy/vera/proxy/vram"
 )
-
-// maxChatBody bounds an /api/chat request body, which vera must read whole
-// to work on its messages. Images travel inside it as base64.
-const maxChatBody = 256 << 20
 
 // Recorder receives each finished chat turn. Record is called before the
 // end of the answer reaches the client, and returns once the turn is
@@ -142,25 +134,20 @@ type Server struct {
 	// stored whatever they are sent.
 	Policies Policies
 
-	ollama upstream
-	log    *slog.Logger
-	// passthroughs forward the routes vera does not own to Ollama, one per
-	// dialect a path tells (the shape of their errors).
-	passthroughs map[dialect.Dialect]*httputil.ReverseProxy
-	buffers      *bufferPool
-	client       *ollama.Client // Ollama's API: Ollama, or one made from New's address
-	windows      *ollama.ModelInfo
-	convs        *conversation.Set
-	// memoryDown is set while memory fails, so that the failure is logged
-	// once, when it starts, and its end once too.
-	memoryDown atomic.Bool
+	ollama  upstream
+	log     *slog.Logger
+	started time.Time // when the names vera lists itself were "modified"
 	// forwarded counts loopback requests that carried forwarding headers.
 	forwarded atomic.Int64
-	// fallbackActive is set while chats go to the fallback model.
-	fallbackActive atomic.Bool
-	// started is when the names vera lists itself were "modified".
-	started time.Time
-	// The browser guard's decisions, made once by Handler.
+
+	// Made once by Handler, from the settings above: the chat pipeline,
+	// the passthroughs that forward the routes vera does not own to
+	// Ollama (one per dialect a path tells: the shape of their errors),
+	// the names vera lists, and the access and browser guards' decisions.
+	chats        *pipeline
+	passthroughs map[dialect.Dialect]*httputil.ReverseProxy
+	catalog      *catalog
+	keys         keys
 	origins      *Origins
 	hosts        hosts
 	checkHost    bool
@@ -173,17 +160,7 @@ func New(base *url.URL, transport http.RoundTripper, logger *slog.Logger) *Serve
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{
-		log:     logger,
-		ollama:  upstream{url: base, transport: transport},
-		buffers: &bufferPool{},
-		started: time.Now().UTC(),
-	}
-	s.passthroughs = make(map[dialect.Dialect]*httputil.ReverseProxy)
-	for _, d := range dialect.All() {
-		s.passthroughs[d] = s.newReverseProxy(s.ollama, d, nil, nil, false)
-	}
-	return s
+	return &Server{log: logger, ollama: upstream{url: base, transport: transport}, started: time.Now().UTC()}
 }
 
 // MCPServer serves the MCP tools (mcp.Server).
@@ -193,27 +170,7 @@ type MCPServer interface {
 
 // Handler returns the router serving every route.
 func (s *Server) Handler() http.Handler {
-	oc := s.Ollama
-	if oc == nil {
-		oc = ollama.New(s.ollama.url, s.ollama.transport)
-	}
-	s.client = oc
-	s.windows = ollama.NewModelInfo(oc)
-	s.convs = s.Conversations
-	if s.convs == nil {
-		s.convs = conversation.New(0)
-	}
-	if s.convs.UserText == nil {
-		s.convs.UserText = userText
-	}
-	s.origins, s.hosts = NewOrigins(s.AllowedOrigins), newHosts()
-	if a, ok := s.Listen.(*net.TCPAddr); ok && a.IP.IsLoopback() {
-		s.checkHost = true
-	}
-	if s.ChatIDHeader == "" {
-		s.ChatIDHeader = "X-OpenWebUI-Chat-Id"
-	}
-	s.allowHeaders = allowedHeaders(s.NamespaceHeader, s.ChatIDHeader, identityHeader)
+	s.build()
 	e := gin.New()
 	e.ContextWithFallback = true
 	// Anything vera does not own goes to Ollama as it is: no redirects for
@@ -246,7 +203,9 @@ func (s *Server) Handler() http.Handler {
 		"/v1/responses":        dialect.OpenAIResponses{},
 		"/v1/messages":         dialect.AnthropicMessages{},
 	} {
-		e.POST(route, withDialect(d), s.handle(func(c *gin.Context) error { return s.serveChat(c, d) }))
+		e.POST(route, withDialect(d), s.handle(func(c *gin.Context) error {
+			return s.chats.serve(c.Writer, c.Request, d, c.GetString(requestIDKey))
+		}))
 	}
 	e.NoRoute(func(c *gin.Context) {
 		// The one place a dialect is read off a path: routes vera does
@@ -256,6 +215,32 @@ func (s *Server) Handler() http.Handler {
 		s.passthrough(c.Writer, c.Request, d)
 	})
 	return e
+}
+
+// build makes, once, what the routes share, from the settings: the
+// forwarding to Ollama, the names vera lists, the access and browser
+// guards' decisions, and the chat pipeline.
+func (s *Server) build() {
+	client := s.Ollama
+	if client == nil {
+		client = ollama.New(s.ollama.url, s.ollama.transport)
+	}
+	if s.ChatIDHeader == "" {
+		s.ChatIDHeader = "X-OpenWebUI-Chat-Id"
+	}
+	s.keys = keys{api: s.APIKeys, admin: s.AdminToken}
+	fw := &forwarder{keys: s.keys, buffers: &bufferPool{}, metrics: s.Metrics, log: s.log}
+	s.passthroughs = make(map[dialect.Dialect]*httputil.ReverseProxy)
+	for _, d := range dialect.All() {
+		s.passthroughs[d] = fw.reverseProxy(s.ollama, d, nil, nil, false)
+	}
+	s.catalog = &catalog{cloud: s.Cloud, routing: s.Routing, ollama: client}
+	s.origins, s.hosts = NewOrigins(s.AllowedOrigins), newHosts()
+	if a, ok := s.Listen.(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		s.checkHost = true
+	}
+	s.allowHeaders = allowedHeaders(s.NamespaceHeader, s.ChatIDHeader, identityHeader)
+	s.chats = s.newPipeline(fw, client)
 }
 
 // handle adapts a handler that returns an error: the error becomes a status
@@ -290,133 +275,4 @@ func dialectIn(c *gin.Context) dialect.Dialect {
 		return d.(dialect.Dialect)
 	}
 	return dialect.Of(c.Request.URL.Path)
-}
-
-// memoryRequest is what recall needs to know of a chat: its route's
-// window and Modelfile SYSTEM (plan), the answer's cap, the messages.
-func (s *Server) memoryRequest(ch *chat) memory.Request {
-	_, numPredict := ch.req.Options()
-	// The budgets are vera's tokens; the window and the answer's cap the
-	// model's.
-	sc := ch.plan.scale
-	mreq := memory.Request{Namespace: ch.ns, NoMemory: ch.off, ContextLength: sc.Within(ch.plan.window), ModelSystem: ch.plan.system,
-		AnswerTokens: sc.Within(max(numPredict, 0)), Messages: ch.msgs, Shareable: ch.plan.policy == memory.Shareable}
-	if ch.owui != nil && s.OpenWebUIMemory != OpenWebUIDrop {
-		// The model reads Open WebUI's facts: vera does not repeat them.
-		// Dropped, they are vera's to tell.
-		mreq.Carried, mreq.CarriedBlock = ch.owui.facts, true
-	}
-	if len(ch.recall) > 0 && &ch.recall[0] != &ch.msgs[0] {
-		mreq.Recall = ch.recall
-	}
-	return mreq
-}
-
-// recall builds memory layers. It never fails the chat: a memory failure
-// is logged and the chat goes on without memory.
-func (s *Server) recall(c *gin.Context, mreq memory.Request) *memory.Context {
-	ns := mreq.Namespace
-	start := time.Now()
-	mc := s.Memory.Recall(c.Request.Context(), mreq)
-	s.Metrics.recalled(time.Since(start), mc.SemanticTokens, mc.RecentTokens, mc.RulesTokens)
-	id := slog.String("request_id", c.GetString(requestIDKey))
-	switch {
-	case errors.Is(mc.Err, memory.ErrLoading):
-		// Expected for the first seconds after a start; healthz tells.
-		s.log.Debug("chat answered without memory while the store loads", slog.String("namespace", ns), slog.Any("error", mc.Err), id)
-	case mc.Err != nil && s.memoryDown.CompareAndSwap(false, true):
-		s.log.Warn("memory failing: chats are answered without it until it recovers",
-			slog.String("namespace", ns), slog.Any("error", mc.Err), id)
-	case mc.Err != nil:
-		s.log.Debug("chat answered without memory", slog.String("namespace", ns), slog.Any("error", mc.Err), id)
-	case s.memoryDown.CompareAndSwap(true, false):
-		s.log.Info("memory recovered", id)
-	}
-	return mc
-}
-
-// statusWriter is satisfied by gin's ResponseWriter; it lets the log line
-// report what went out.
-type statusWriter interface {
-	Status() int
-	Size() int
-}
-
-// logRequests writes one line per request, also for requests whose stream
-// was aborted (the panic passes through after the line is written).
-func (s *Server) logRequests(c *gin.Context) {
-	start := time.Now()
-	id := newRequestID()
-	c.Set(requestIDKey, id)
-	ctx, note := withErrorNote(c.Request.Context())
-	note.start = start
-	c.Request = c.Request.WithContext(ctx)
-	r := c.Request
-	completed := false
-	defer func() {
-		var w statusWriter = c.Writer
-		level := slog.LevelInfo
-		attrs := []slog.Attr{
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", w.Status()),
-			slog.Int("bytes", max(w.Size(), 0)),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("request_id", id),
-		}
-		if note.err != nil {
-			attrs = append(attrs, slog.Any("error", note.err))
-		}
-		if !completed {
-			attrs = append(attrs, slog.Bool("aborted", true))
-			level = slog.LevelWarn
-			if r.Context().Err() != nil {
-				level = slog.LevelDebug // the client hung up: its choice
-			}
-		}
-		s.log.LogAttrs(r.Context(), level, "request", attrs...)
-		s.Metrics.request(c.FullPath(), dialectIn(c), w.Status(), time.Since(start))
-	}()
-	c.Next()
-	completed = true
-}
-
-// recoverPanics turns a handler panic into a 500 (or an aborted connection
-// once the response has started). http.ErrAbortHandler passes through, as it
-// is how a broken stream is cut: gin's own recovery would turn it into a
-// clean end of the response.
-func (s *Server) recoverPanics(c *gin.Context) {
-	defer func() {
-		v := recover()
-		if v == nil {
-			return
-		}
-		if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-			panic(v)
-		}
-		s.log.Error("panic in handler", slog.String("path", c.Request.URL.Path), slog.Any("panic", v))
-		if c.Writer.Written() {
-			panic(http.ErrAbortHandler)
-		}
-		writeError(c.Writer, c.Request.Context(), dialectIn(c), httpError(http.StatusInternalServerError, fmt.Sprintf("internal error: %v", v), nil))
-	}()
-	c.Next()
-}
-
-// requestIDKey holds the request id in the gin context; taskKey the name
-// of the background task a request was taken for.
-const (
-	requestIDKey = "vera.request_id"
-	taskKey      = "vera.task"
-)
-
-// newRequestID returns a short random id for correlating log lines.
-func newRequestID() string {
-	return fmt.Sprintf("%016x", rand.Uint64())
-}
-
-// slogAdapter routes the ReverseProxy's own log lines (mostly clients
-// hanging up mid-stream) to slog at debug level.
-func slogAdapter(l *slog.Logger) *log.Logger {
-	return slog.NewLogLogger(l.Handler(), slog.LevelDebug)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -59,6 +60,7 @@ func TestMemoryFailureIsLoggedOnce(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(out, "memory failing"), out)
 	assert.Equal(t, 1, strings.Count(out, "memory recovered"), out)
 	assert.Contains(t, out, "disk I/O error")
+	assert.Regexp(t, `msg="memory failing[^\n]*request_id=[0-9a-f]{16}`, out, "the request's id on its line")
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test.
@@ -77,4 +79,34 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+func TestMemoryHeadersAndExposure(t *testing.T) {
+	up := newFakeOllama(t)
+	mem := &fixedMemory{mc: memory.Context{
+		System: "x", RuleIDs: []string{"r1"}, Semantic: []memory.Hit{{Memory: memory.Memory{ID: "s1"}}}, RecentIDs: []string{"t1", "t2"},
+		RulesTokens: 3, SemanticTokens: 5, RecentTokens: 7,
+	}}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory = mem })
+	res, _ := postChat(t, base, "/api/chat", hiChat)
+	assert.Equal(t, "semantic=1; recent=2; rules=1; tokens=15", res.Header.Get("X-Vera-Context"))
+	assert.Equal(t, "r1,s1,t1,t2", res.Header.Get("X-Vera-Memories"))
+	exposed := strings.Join(res.Header.Values("Access-Control-Expose-Headers"), ",")
+	for _, h := range []string{"X-Vera-Context", "X-Vera-Memories", "X-Vera-Tier", "X-Vera-Fallback", "X-Vera-Forgot", "X-Vera-VRAM"} {
+		assert.Contains(t, exposed, h)
+	}
+	assert.NotContains(t, exposed, "*")
+
+	mem.mc = memory.Context{}
+	res, _ = postChat(t, base, "/api/chat", hiChat)
+	_, sent := res.Header["X-Vera-Memories"]
+	assert.False(t, sent, "left out when nothing was injected")
+
+	many := memory.Context{}
+	for i := range 60 {
+		many.RecentIDs = append(many.RecentIDs, fmt.Sprint(i))
+	}
+	mem.mc = many
+	res, _ = postChat(t, base, "/api/chat", hiChat)
+	assert.Len(t, strings.Split(res.Header.Get("X-Vera-Memories"), ","), 50, "the first 50")
 }

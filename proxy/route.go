@@ -1,228 +1,182 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
+	"path"
 	"strings"
 
-	"github.com/gin-gonic/gin"
-
-	"github.com/vera-proxy/vera/proxy/dialect"
-	"github.com/vera-proxy/vera/proxy/tier"
-	"github.com/vera-proxy/vera/proxy/vram"
+	"github.com/vera-proxy/vera/cloud"
+	"github.com/vera-proxy/vera/memory"
 )
 
-// Tier routing ([routing]): a virtual model name is sent to the
-// light, medium or complex model the message calls for, in the route
-// step, before recall, so memory is sized for the model that answers.
-
-// Routing is what the route step needs of [routing].
-type Routing struct {
-	Router *tier.Router
-	// Virtual is routed automatically; Deep always to complex.
-	Virtual, Deep string
-	// Models are the tier models (a cloud name may be one).
-	Models map[tier.Tier]string
+// plan is where a chat goes and what goes with it. The route step decides
+// it once; every later step reads it, and the answer's X-Vera-Context
+// comes from the plan that answered (the fallback's, when it did).
+type plan struct {
+	model string // the model that answers, after tier routing
+	// cloud: a cloud name, with no Modelfile and the provider's window.
+	cloud bool
+	up    upstream
+	// policy is what the chat is sent of memory (Policies); memory:
+	// anything at all.
+	policy memory.Policy
+	memory bool
+	// fallback answers while Ollama cannot be reached (cloud.fallback_model),
+	// with its own memory decision; nil: none. fb is its transport.
+	fallback *plan
+	fb       *fallback
+	// window is the context window memory is sized for (the request's
+	// num_ctx, else the model's or the provider's, at most what the model
+	// was trained for), in the model's tokens; 0: unknown, the builder's
+	// default.
+	window int
+	// scale is how many of the model's tokens one of vera's makes: what
+	// was learnt of its answers, else prior.
+	scale, prior memory.Scale
+	// system is the Modelfile's SYSTEM, which Ollama adds only to a
+	// request without a system message: once vera sends one, it carries
+	// it. "" for a cloud name.
+	system string
 }
 
-// virtual reports whether model is one of the virtual names.
-func (s *Server) virtual(model string) bool {
-	if s.Routing == nil {
-		return false
-	}
-	return sameModel(model, s.Routing.Virtual) || sameModel(model, s.Routing.Deep)
-}
-
-// sameModel compares names as Ollama does: no tag means :latest.
-func sameModel(a, b string) bool {
-	if b == "" {
-		return false
-	}
-	if !strings.Contains(a, ":") {
-		a += ":latest"
-	}
-	if !strings.Contains(b, ":") {
-		b += ":latest"
-	}
-	return a == b
-}
-
-// tierModel returns the model of t, or of the nearest configured tier
-// (medium first).
-func (r *Routing) tierModel(t tier.Tier) (tier.Tier, string) {
-	if m := r.Models[t]; m != "" {
-		return t, m
-	}
-	for _, alt := range []tier.Tier{tier.Medium, tier.Light, tier.Complex} {
-		if m := r.Models[alt]; m != "" {
-			return alt, m
-		}
-	}
-	return t, ""
-}
-
-// routeTier sends a chat for a virtual name to its tier's model: it
-// rewrites the request (model, and a /think prefix taken off with think
-// set), and reports the choice in X-Vera-Tier. It returns the name the
-// answer must carry back, "" when the chat is not for a virtual name.
-func (s *Server) routeTier(ctx context.Context, w http.ResponseWriter, ch *chat) (string, error) {
-	asked := ch.req.ModelName()
-	if !s.virtual(asked) {
-		return "", nil
-	}
-	var d tier.Decision
-	if ch.untouched {
-		// A background task (a title, search queries...) or a load call:
-		// the light model, never a flush for the complex one.
-		d = tier.Decision{Tier: tier.Light, By: "task"}
-	} else {
-		d = s.Routing.Router.Classify(ctx, ch.user, sameModel(asked, s.Routing.Deep))
-	}
-	ch.unrouted = ch.body
-	t, model, err := s.retargetChat(ctx, ch, d.Tier, d.Think)
-	if err != nil {
-		return "", err
-	}
-	w.Header().Set("X-Vera-Tier", string(t)+" "+model)
-	s.Metrics.routed(string(t), d.By)
-	ch.route = map[string]any{"asked": asked, "tier": string(t), "model": model, "by": d.By, "rule": d.Rule, "scores": d.Scores, "url": d.URL, "think": d.Think}
-	s.log.Debug("routed", "asked", asked, "tier", string(t), "model", model, "by", d.By, "rule", d.Rule, "scores", fmt.Sprint(d.Scores))
-	return asked, nil
-}
-
-// retargetChat rewrites the chat as it came (ch.unrouted) for the model of
-// tier want: the model name, and for a /think prefix (strip) the prefix
-// off the last user text, with thinking asked of a model that can think.
-// What memory reads follows: the user's own question stays as decode took
-// it (the RAG template's query, say), less the prefix.
-func (s *Server) retargetChat(ctx context.Context, ch *chat, want tier.Tier, strip bool) (tier.Tier, string, error) {
-	t, model := s.Routing.tierModel(want)
-	if model == "" {
-		return t, "", httpError(http.StatusServiceUnavailable, fmt.Sprintf("model %q routes to tiers, and no tier model is set ([routing] light, medium, complex)", ch.req.ModelName()), nil)
-	}
-	think := strip
-	if think {
-		// Ask for thinking only of a model that can: others refuse it.
-		caps := s.capabilities(ctx, model)
-		think = caps == nil || slices.Contains(caps, "thinking")
-	}
-	body, err := ch.d.Retarget(ch.unrouted, model, strip, think)
-	if err != nil {
-		return t, "", httpError(http.StatusBadRequest, err.Error(), nil)
-	}
-	req, err := ch.d.Parse(body)
-	if err != nil {
-		return t, "", httpError(http.StatusBadRequest, err.Error(), nil)
-	}
-	ch.body, ch.req = body, req
-	if !ch.untouched {
-		shared := len(ch.recall) == 0 || len(ch.msgs) == 0 || &ch.recall[0] == &ch.msgs[0]
-		ch.msgs = req.MemoryMessages()
-		if strip {
-			ch.user = dialect.StripThinkPrefix(ch.user)
-		}
-		if shared {
-			ch.recall = ch.msgs
-		}
-	}
-	return t, model, nil
-}
-
-// renamer gives a response body with every `"model":"<from>"` as
-// `"model":"<to>"`, also when the bytes come split: the answer names the
-// model the client asked for.
-type renamer struct {
-	io.ReadCloser
-	from, to []byte
-	pending  []byte // read, not yet given
-	out      []byte // given next
-	buf      []byte // what each read fills
-	eof      error
-}
-
-func newRenamer(body io.ReadCloser, from, to string) *renamer {
-	f, _ := json.Marshal(from)
-	t, _ := json.Marshal(to)
-	return &renamer{ReadCloser: body, from: append([]byte(`"model":`), f...), to: append([]byte(`"model":`), t...)}
-}
-
-func (r *renamer) Read(p []byte) (int, error) {
-	for len(r.out) == 0 {
-		if r.eof != nil {
-			return 0, r.eof
-		}
-		if r.buf == nil {
-			r.buf = make([]byte, 32<<10)
-		}
-		n, err := r.ReadCloser.Read(r.buf)
-		buf := r.buf
-		r.pending = append(r.pending, buf[:n]...)
-		replaced := bytes.ReplaceAll(r.pending, r.from, r.to)
-		keep := 0
-		if err == nil {
-			// A pattern may start in the last bytes: keep them back.
-			keep = min(len(r.from)-1, len(replaced))
-			for keep > 0 && !bytes.HasPrefix(r.from, replaced[len(replaced)-keep:]) {
-				keep--
-			}
-		} else {
-			r.eof = err
-		}
-		r.out = append(r.out, replaced[:len(replaced)-keep]...)
-		r.pending = append(r.pending[:0], replaced[len(replaced)-keep:]...)
-	}
-	n := copy(p, r.out)
-	r.out = r.out[n:]
-	return n, nil
-}
-
-// makeRoom runs the VRAM step for a chat that goes to Ollama: a large
-// model gets the GPU to itself first; other chats wait while that is
-// being done. When the room cannot be made in time, a routed chat goes to
-// the medium tier instead, and a chat that named its model goes on with
-// X-Vera-VRAM: flush-timeout. It returns what to run once the answer is
-// over.
-func (s *Server) makeRoom(c *gin.Context, ch *chat, asked string, p *plan) (func(), error) {
-	if s.VRAM == nil || p.cloud {
-		return func() {}, nil // the cloud's, not this GPU's
-	}
-	ctx := c.Request.Context()
-	after, err := s.VRAM.Before(ctx, ch.req.ModelName())
+// route decides the chat's plan: the cloud provider for a cloud name, else
+// Ollama, with the fallback model behind it. It runs after tier routing,
+// and before recall, so that memory is sized for the model that answers.
+// A chat it refuses keeps the plan it had.
+func (pl *pipeline) route(ctx context.Context, ch *chat) error {
+	model := ch.req.ModelName()
+	p := plan{model: model, cloud: pl.catalog.cloudModel(model), up: pl.ollama}
+	p.policy = pl.policies.policy(model, p.cloud)
 	switch {
-	case err == nil:
-		s.Metrics.flushed("ok")
-		return after, nil
-	case ctx.Err() != nil:
-		return after, httpError(StatusClientClosed, "client closed request", err)
-	case !errors.Is(err, vram.ErrFlushTimeout):
-		// Ollama's /api/ps failed: go on without the flush.
-		s.log.Warn("VRAM flush skipped", "model", ch.req.ModelName(), "error", err)
-		return after, nil
+	case p.cloud && !cloud.Serves(ch.path):
+		return httpError(http.StatusBadRequest, fmt.Sprintf("model %q is a cloud model: vera serves it on %s, not on %s", model, cloud.Routes, ch.path), nil)
+	case p.cloud:
+		p.up = upstream{url: pl.cloud.URL(), transport: pl.cloud, name: "cloud"}
+	case pl.fallback != nil && !ch.untouched && cloud.Serves(ch.path):
+		fp := pl.policies.policy(pl.fallback.model, true)
+		if pl.fallback.active.Load() {
+			// Ollama is down: the chat is built for the cloud's policy.
+			p.policy = stricter(p.policy, fp)
+		}
+		p.fallback = &plan{model: pl.fallback.model, cloud: true, policy: fp, memory: fp != memory.None}
+		p.fb = &fallback{to: pl.fallback, d: ch.d, own: ch.body, asked: model, memory: p.fallback.memory}
+		p.up = upstream{url: pl.ollama.url, transport: p.fb}
 	}
-	s.Metrics.flushed("timeout")
-	c.Writer.Header().Set("X-Vera-VRAM", "flush-timeout")
-	if asked == "" || s.Routing == nil {
-		return after, nil // the model the chat named, serialised still
+	p.memory = p.policy != memory.None
+	if p.memory && !ch.untouched && !ch.off && len(ch.msgs) > 0 {
+		p.window, p.system = pl.sized(ctx, ch, p.cloud)
+		p.prior = pl.prior(ctx, model, p.cloud)
+		p.scale = pl.calibrator.Scale(model, p.prior)
 	}
-	if _, medium := s.Routing.tierModel(tier.Medium); medium == "" || sameModel(medium, ch.req.ModelName()) {
-		return after, nil
+	ch.plan = p
+	return nil
+}
+
+// sized reads the window and the Modelfile SYSTEM of a chat's model, for
+// the memory it is sent.
+func (pl *pipeline) sized(ctx context.Context, ch *chat, cloud bool) (window int, system string) {
+	model := ch.req.ModelName()
+	window, _ = ch.req.Options()
+	if cloud {
+		// No Modelfile; the window is the provider's.
+		if window <= 0 {
+			window = pl.cloud.Window(ctx, model)
+		}
+		return window, ""
 	}
-	after() // the large model will not answer this chat
-	instead := ch.req.ModelName()
-	t, medium, rerr := s.retargetChat(ctx, ch, tier.Medium, ch.route != nil && ch.route["think"] == true)
-	if rerr != nil {
-		return func() {}, rerr
+	if r := ch.msgs[0].Role; r != "system" && r != "developer" {
+		// A Responses input opening with a developer message has one.
+		system = pl.models.System(ctx, model)
 	}
-	if next, rerr := s.route(ctx, ch); rerr == nil {
-		*p = next // a cloud medium model goes to the cloud
+	if window <= 0 {
+		window = pl.models.Window(ctx, model)
 	}
-	s.log.Warn("VRAM flush timed out: the chat goes to the medium tier", "asked", asked, "instead_of", instead, "model", medium)
-	c.Writer.Header().Set("X-Vera-Tier", string(t)+" "+medium)
-	return func() {}, nil
+	if trained := pl.models.Trained(ctx, model); trained > 0 && window > trained {
+		// Ollama clamps num_ctx to it: the prompt is cut there.
+		window = trained
+	}
+	return window, system
+}
+
+// prior is the scale to use for model before its first answer: from its
+// vocabulary's size when Ollama says it, else a safe guess.
+func (pl *pipeline) prior(ctx context.Context, model string, cloud bool) memory.Scale {
+	if cloud {
+		return memory.Prior(0)
+	}
+	return memory.Prior(pl.models.Vocab(ctx, model))
+}
+
+// Policies are what models are sent of memory: Models (name globs,
+// [memory.models]) first, the longest pattern that matches; else Cloud
+// (cloud.memory; "" is shareable) for the chats that leave the machine
+// (cloud names, Ollama's own cloud models, whose names end in -cloud, and
+// the fallback); else all.
+type Policies struct {
+	Cloud  memory.Policy
+	Models map[string]memory.Policy
+}
+
+// policy is what a chat for model is sent of memory.
+func (ps Policies) policy(model string, cloud bool) memory.Policy {
+	best, policy := "", memory.Policy("")
+	for pattern, p := range ps.Models {
+		if len(pattern) > len(best) && matches(pattern, model) {
+			best, policy = pattern, p
+		}
+	}
+	switch {
+	case policy != "":
+		return policy
+	case !cloud && !leaves(model):
+		return memory.All
+	case ps.Cloud != "":
+		return ps.Cloud
+	}
+	return memory.Shareable
+}
+
+// matches reports whether a model name pattern matches model, with or
+// without its tag (":latest" when it has none).
+func matches(pattern, model string) bool {
+	name, _, tagged := strings.Cut(model, ":")
+	for _, m := range []string{model, name, model + ":latest"} {
+		if ok, _ := path.Match(pattern, m); ok && (m != model+":latest" || !tagged) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaves reports whether model is one of Ollama's own cloud models: its
+// name or tag ends in -cloud, or its tag is cloud.
+func leaves(model string) bool {
+	name, tag, _ := strings.Cut(model, ":")
+	return strings.HasSuffix(name, "-cloud") || strings.HasSuffix(tag, "-cloud") || tag == "cloud"
+}
+
+// stricter is the policy of the two that sends less.
+func stricter(a, b memory.Policy) memory.Policy {
+	rank := map[memory.Policy]int{memory.All: 0, memory.Shareable: 1, memory.None: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// knownModel is model as a metric's label: a cloud name or a model a
+// [memory.models] pattern names, else "other" (a client can make up any
+// name).
+func (pl *pipeline) knownModel(model string) string {
+	if pl.catalog.cloudModel(model) {
+		return model
+	}
+	for pattern := range pl.policies.Models {
+		if matches(pattern, model) {
+			return model
+		}
+	}
+	return "other"
 }

@@ -1,67 +1,20 @@
 package proxy
 
 import (
-	"io"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/vera-proxy/vera/memory"
 )
 
-// The answer of a routed chat names the virtual model, however its bytes
-// come split.
-func TestRenamerAcrossChunks(t *testing.T) {
-	body := `{"model":"qwen3:8b","message":{"content":"the model \"qwen3:8b\" said"}}` + "\n" + `{"model":"qwen3:8b","done":true}` + "\n"
-	want := strings.ReplaceAll(body, `"model":"qwen3:8b"`, `"model":"vera"`)
-	for size := 1; size <= len(body); size++ {
-		r := newRenamer(io.NopCloser(&chunked{s: body, n: size}), "qwen3:8b", "vera")
-		got, err := io.ReadAll(r)
-		require.NoError(t, err)
-		assert.Equal(t, want, string(got), "reads of %d bytes", size)
-	}
-}
-
-// FuzzRenamer: any body, any split: the same as replacing in one piece.
-func FuzzRenamer(f *testing.F) {
-	f.Add(`{"model":"m","x":1}`+"\n", 3)
-	f.Add(`"model":"m""model":"m"`, 1)
-	f.Add(`"model":"mm"`, 5)
-	f.Fuzz(func(t *testing.T, body string, size int) {
-		if size <= 0 {
-			size = 1
-		}
-		got, err := io.ReadAll(newRenamer(io.NopCloser(&chunked{s: body, n: size}), "m", "vera"))
-		require.NoError(t, err)
-		assert.Equal(t, strings.ReplaceAll(body, `"model":"m"`, `"model":"vera"`), string(got))
-	})
-}
-
-// chunked gives s n bytes at a time.
-type chunked struct {
-	s string
-	n int
-}
-
-func (c *chunked) Read(p []byte) (int, error) {
-	if c.s == "" {
-		return 0, io.EOF
-	}
-	k := copy(p, c.s[:min(c.n, len(c.s))])
-	c.s = c.s[k:]
-	return k, nil
-}
-
-func TestRetarget(t *testing.T) {
-	out, err := retarget([]byte(`{"model":"vera","messages":[{"role":"user","content":"/think   why?"}]}`), "qwen3:8b", true, true, ollamaChat)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"model":"qwen3:8b","think":true,"messages":[{"role":"user","content":"why?"}]}`, string(out))
-	out, err = retarget([]byte(`{"model":"vera","think":false,"prompt":"/think why?"}`), "qwen3:8b", true, true, ollamaGenerate)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"model":"qwen3:8b","think":false,"prompt":"why?"}`, string(out), "the client's think stays")
-	out, err = retarget([]byte(`{"model":"vera","prompt":"/think why?"}`), "tiny", true, false, ollamaGenerate)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"model":"tiny","prompt":"why?"}`, string(out), "a model that cannot think is not asked to")
-	_, err = retarget([]byte(`[1]`), "m", false, false, ollamaChat)
-	assert.Error(t, err)
+func TestModelfileSystemReachesMemory(t *testing.T) {
+	up := newFakeOllama(t)
+	up.system = "You are Mario."
+	mem := &fixedMemory{got: make(chan memory.Request, 1)}
+	base := startVera(t, up.srv.URL, func(s *Server) { s.Memory = mem })
+	postChat(t, base, "/api/chat", hiChat)
+	assert.Equal(t, "You are Mario.", waitFor(t, mem.got, "the memory request").ModelSystem)
+	postChat(t, base, "/api/chat", `{"model":"llama3.2","messages":[{"role":"system","content":"terse"},{"role":"user","content":"hi"}]}`)
+	assert.Empty(t, waitFor(t, mem.got, "the memory request").ModelSystem, "a caller's system message wins, as in Ollama")
 }

@@ -2,13 +2,12 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"sync"
 
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Calibrator learns each model's tokens (memory.Scales) from its answers,
@@ -151,13 +150,4 @@ func (c *Calibrator) estimate(j calibration) (int, bool) {
 		n += count(string(tools.Tools))
 	}
 	return n, true
-}
-
-// prior is the scale to use for model before its first answer: from its
-// vocabulary's size when Ollama says it, else a safe guess.
-func (s *Server) prior(ctx context.Context, model string, cloud bool) memory.Scale {
-	if cloud {
-		return memory.Prior(0)
-	}
-	return memory.Prior(s.windows.Vocab(ctx, model))
 }

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/vera-proxy/vera/proxy/dialect"
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // maxRecord bounds how much of one response record the tee buffers. A record
@@ -32,24 +32,10 @@ type answerTee struct {
 	// of a non-streamed body) has come.
 	dialect.Answer
 
-	// onEnd, when set, is called once with the answer when its final
-	// record has been read, before that record reaches the client: the
-	// client learns that its answer is complete only after onEnd returns
-	// (the turn is committed first). It is not called for an
-	// answer that failed or came back empty.
-	onEnd func(answer string)
-	// onStep, when set, is called once when any answer ends cleanly, one
-	// that calls tools included, before onEnd: a conversation learns the
-	// answer (and its response id) before the client can send the next
-	// request.
-	onStep func(t *answerTee)
-	// onFinal, when set, is called once when any answer ends cleanly,
-	// first: it must not block (the model's token count is learnt from).
-	onFinal func(t *answerTee)
-	// onKept, when set, is called once when any answer ends cleanly,
-	// last: the conversation is kept for its next turn, which may come
-	// as soon as the client hears the answer is complete.
-	onKept   func()
+	// onEnd, when set, hears the answer once it ended cleanly, before its
+	// final record reaches the client: the client learns that its answer
+	// is complete only after it returns (the turn is committed first).
+	onEnd    answerEnd
 	ended    bool
 	finished bool
 }
@@ -84,7 +70,7 @@ func streamed(res *http.Response, d dialect.Dialect) bool {
 }
 
 // teeBody passes the upstream body through the tee. When the tee has an
-// onEnd, the answer's final record is held back until onEnd has run:
+// onEnd, the answer's final record is held back until it has run:
 // everything before it flows as it comes, so only the very end waits. Until
 // then the last byte of each read is kept back too, unless it ends a line:
 // a client that decodes JSON objects as bytes arrive (rather than lines)
@@ -93,7 +79,7 @@ type teeBody struct {
 	io.ReadCloser
 	tee *answerTee
 
-	held    []byte // the final record, given out after onEnd
+	held    []byte // the final record, given out after onEnd ran
 	heldErr error  // the upstream's error (io.EOF) to give after held
 	last    []byte // the one byte kept back
 }
@@ -199,12 +185,24 @@ func (b *teeBody) give(p, buf []byte, n int, err error) (int, error) {
 	return m, err
 }
 
-// hooked reports whether the end of the answer waits for a hook.
-func (t *answerTee) hooked() bool {
-	return t.onEnd != nil || t.onStep != nil || t.onFinal != nil || t.onKept != nil
+// An answerEnd is what a chat does once its answer ended cleanly, and
+// before the client can tell (turnEnd): a failed or cut answer never
+// reaches it.
+type answerEnd interface {
+	answered(a *dialect.Answer)
 }
 
-// end runs the hooks once, when the answer is complete.
+// turnAnswer is the answer a turn is stored with: its text, unless it
+// calls tools (the loop goes on) or is empty.
+func turnAnswer(a *dialect.Answer) (string, bool) {
+	text := a.Content.String()
+	return text, !a.ToolCalls && strings.TrimSpace(text) != ""
+}
+
+// hooked reports whether the end of the answer waits for onEnd.
+func (t *answerTee) hooked() bool { return t.onEnd != nil }
+
+// end runs onEnd once, when the answer is complete.
 func (t *answerTee) end() {
 	if t.ended || !t.hooked() {
 		return
@@ -213,18 +211,7 @@ func (t *answerTee) end() {
 	if !t.Final || t.Failed {
 		return
 	}
-	if t.onFinal != nil {
-		t.onFinal(t)
-	}
-	if t.onStep != nil {
-		t.onStep(t)
-	}
-	if t.onEnd != nil && !t.ToolCalls && strings.TrimSpace(t.Content.String()) != "" {
-		t.onEnd(t.Content.String())
-	}
-	if t.onKept != nil {
-		t.onKept()
-	}
+	t.onEnd.answered(&t.Answer)
 }
 
 // Write feeds the next bytes of the response; it never fails.

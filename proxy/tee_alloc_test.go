@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory/storetest"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // allowedAllocs per record: none. Under the race detector sync.Pool drops
@@ -67,7 +67,7 @@ func TestTeeAllocatesNothingPerRecord(t *testing.T) {
 			for _, r := range tc.records {
 				src.records = append(src.records, []byte(r))
 			}
-			tee := &answerTee{d: tc.d, onEnd: func(string) {}}
+			tee := &answerTee{d: tc.d, onEnd: onAnswer(func(string) {})}
 			res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {tc.ctype}}}
 			body := tee.wrap(res, src)
 			tee.Content.Grow(1 << 20)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vera-proxy/vera/proxy/dialect"
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // BenchmarkTee reads a 200-record answer through the tee of each dialect,
@@ -47,7 +47,7 @@ func BenchmarkTee(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			p := make([]byte, 32<<10)
 			for b.Loop() {
-				tee := &answerTee{d: st.d, onEnd: func(string) {}}
+				tee := &answerTee{d: st.d, onEnd: onAnswer(func(string) {})}
 				res := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {st.ctype}}}
 				r := tee.wrap(res, io.NopCloser(&recordReader{data: raw}))
 				for {

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory/conversation"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // temporaryChat opens the chat id of every temporary chat of Open WebUI.

@@ -1,15 +1,14 @@
 package proxy
 
 import (
-	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory/conversation"
-	"github.com/vera-proxy/vera/proxy/dialect"
 )
 
 // Each dialect tells what the conversations step needs: the first user
@@ -46,36 +45,10 @@ func TestThreadOfEachDialect(t *testing.T) {
 	}
 }
 
-// A field sent in another case is read as Ollama reads it, and does not
-// stay beside the one vera writes.
-func TestFieldsMatchInAnyCase(t *testing.T) {
-	req, err := dialect.ParseGenerateRequest([]byte(`{"model":"m","prompt":"hi","System":"be terse"}`))
+func TestThreadOfReadsTheChatID(t *testing.T) {
+	r, _ := http.NewRequest("POST", "/api/chat", nil)
+	r.Header.Set("X-Chat", " c-42 ")
+	req, err := dialect.ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
 	require.NoError(t, err)
-	assert.Equal(t, "be terse", req.System)
-	out := *req
-	out.System = "be terse\n\nmore"
-	b, err := json.Marshal(out)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"model":"m","prompt":"hi","system":"be terse\n\nmore"}`, string(b))
-}
-
-// A rewritten request keeps the caller's characters: no \u003c escapes.
-func TestRewrittenRequestKeepsCharacters(t *testing.T) {
-	for _, d := range []dialect.Dialect{ollamaChat, ollamaGenerate, openAIChat, openAIResponses, anthropicMessages} {
-		body := map[dialect.Dialect]string{
-			ollamaChat:        `{"model":"m","messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
-			ollamaGenerate:    `{"model":"m","prompt":"is <b> & <i> html?"}`,
-			openAIChat:        `{"model":"m","messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
-			openAIResponses:   `{"model":"m","input":[{"role":"user","content":"is <b> & <i> html?"}]}`,
-			anthropicMessages: `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"is <b> & <i> html?"}]}`,
-		}[d]
-		req, err := d.Parse([]byte(body))
-		require.NoError(t, err)
-		mc := &memory.Context{System: "remember <this> & that", Recent: []memory.Message{{Role: "user", Content: "a<b"}, {Role: "assistant", Content: "b>a"}}}
-		out, err := dialect.Marshal(req.WithMemory(mc))
-		require.NoError(t, err)
-		assert.NotContains(t, string(out), `\u003c`, d.String())
-		assert.NotContains(t, string(out), `\u0026`, d.String())
-		assert.Contains(t, string(out), "is <b> & <i> html?", d.String())
-	}
+	assert.Equal(t, conversation.Thread{ChatID: "c-42", FirstUser: "hi"}, threadOf(chatIDOf(r, "X-Chat"), req), "the header memory.chat_id_header names")
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vera-proxy/vera/proxy/dialect"
+
+	"github.com/vera-proxy/vera/dialect"
 )
 
 // toolCallAnswers are answers that call tools, in every dialect and shape:
@@ -51,7 +52,7 @@ func TestToolCallAnswersAreNotTurns(t *testing.T) {
 	for _, tc := range toolCallAnswers {
 		t.Run(tc.name, func(t *testing.T) {
 			ends := 0
-			tee := &answerTee{d: tc.d, onEnd: func(string) { ends++ }}
+			tee := &answerTee{d: tc.d, onEnd: onAnswer(func(string) { ends++ })}
 			res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {tc.ctype}}}
 			b, err := io.ReadAll(tee.wrap(res, io.NopCloser(strings.NewReader(tc.body))))
 			require.NoError(t, err)

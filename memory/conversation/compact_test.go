@@ -1,8 +1,6 @@
 package conversation
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -112,11 +110,11 @@ func TestCompactedRecallSeesTheSummarisedTurns(t *testing.T) {
 	}
 	msgs = msgs[:len(msgs)-1]
 	var got memory.Request
-	st := Step{Recall: func(r memory.Request) *memory.Context { got = r; return &memory.Context{} }}
+	cs.Recaller = recallFunc(func(r memory.Request) *memory.Context { got = r; return &memory.Context{} })
 	mreq := memory.Request{Messages: msgs, ContextLength: 100000}
 
 	// The summary covers turns 0-1, turns 2-3 were left out, 4-5 go.
-	cs.recallCompacted(mreq, st, 4, 2, "they talked")
+	cs.recallCompacted(mreq, step{}, 4, 2, "they talked")
 	var seen []string
 	for _, m := range got.Recall {
 		seen = append(seen, m.Content)
@@ -125,45 +123,6 @@ func TestCompactedRecallSeesTheSummarisedTurns(t *testing.T) {
 	assert.Equal(t, "u5", got.Recall[len(got.Recall)-1].Content, "the question stays last")
 
 	// Without a summary nothing is kept out beyond the forwarded turns.
-	cs.recallCompacted(mreq, st, 4, 2, "")
+	cs.recallCompacted(mreq, step{}, 4, 2, "")
 	assert.Nil(t, got.Recall)
-}
-
-// Turns too many for one summary request are summarised in pieces, one
-// after the other, each request carrying the summary before it and
-// fitting the window: none is left out.
-func TestSummaryInPieces(t *testing.T) {
-	cs := New(0)
-	var msgs []memory.Message
-	for i := range 12 {
-		msgs = append(msgs, memory.Message{Role: "user", Content: fmt.Sprintf("turn %d %s", i, strings.Repeat("word ", 60))},
-			memory.Message{Role: "assistant", Content: "ok"})
-	}
-	const w = 600
-	pieces := cs.summaryPieces(msgs, 1, 11, w)
-	require.Greater(t, len(pieces), 1, "ten turns of about 80 tokens do not fit one request on a 600 window")
-	var all []string
-	for _, p := range pieces {
-		all = append(all, p...)
-	}
-	joined := strings.Join(all, "\n")
-	for i := 1; i < 11; i++ {
-		assert.Contains(t, joined, fmt.Sprintf("turn %d ", i), "turn %d is in a piece", i)
-	}
-	assert.NotContains(t, joined, "turn 0 ")
-	assert.NotContains(t, joined, "turn 11 ")
-
-	var asked []string
-	s := Summarizer{Summarize: func(_ context.Context, prompt string) (string, error) {
-		asked = append(asked, prompt)
-		return fmt.Sprintf("summary %d", len(asked)), nil
-	}}
-	text, err := cs.write(context.Background(), s, &summaryJob{upTo: 11, window: w, prev: "summary 0", pieces: pieces})
-	require.NoError(t, err)
-	assert.Equal(t, fmt.Sprintf("summary %d", len(pieces)), text)
-	require.Len(t, asked, len(pieces))
-	for i, p := range asked {
-		assert.Contains(t, p, fmt.Sprintf("Summary of what came before these messages:\nsummary %d", i), "each piece carries the summary before it")
-		assert.LessOrEqual(t, cs.count(p, w), w-summaryAnswer(w), "and fits the window with room for its answer")
-	}
 }

@@ -300,66 +300,16 @@ func (cs *Set) save(cv *conversation) {
 	cv.saving.Lock()
 	defer cv.saving.Unlock()
 	var p memory.Plan
-	var body []byte
 	var gen uint64
+	ok := false
 	cs.locked(func() {
 		if !cs.filed(cv) {
 			return // replaced or forgotten meanwhile: its copy is not the chat's
 		}
 		gen = cs.gen
-		if cv.Plan != nil && cv.Plan.CarriedBlock {
-			return
-		}
-		k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced, User: cv.User}
-		ids := map[string]bool{}
-		if cv.Plan != nil {
-			for _, id := range cv.Plan.IDs() {
-				ids[id] = true
-			}
-		}
-		for _, b := range cv.Blocks {
-			k.Blocks = append(k.Blocks, keptBlock{User: b.User, Text: b.Text, Digest: b.Digest, Hits: keepHits(b.Hits), Tokens: b.Tokens, Private: b.Private})
-			for _, h := range b.Hits {
-				ids[h.ID] = true
-			}
-		}
-		c := &cv.Compaction
-		k.Summary, k.Covered, k.KeepFrom, k.Digest = c.Summary, c.Covered, c.KeepFrom, c.digest
-		if c.ready != nil {
-			k.Ready = &keptSummary{UpTo: c.ready.upTo, Text: c.ready.text}
-		}
-		for _, t := range cv.turns {
-			k.Turns = append(k.Turns, keptTurn{Point: t.point, ID: t.id, At: t.at})
-			ids[t.id] = true // it quotes them (its user text, its summary): erased with them
-		}
-		k.Older = cv.older
-		for _, id := range cv.older {
-			ids[id] = true
-		}
-		if cv.id == "" {
-			cv.id = memory.NewID()
-		}
-		var err error
-		if body, err = json.Marshal(k); err != nil || len(body) > memory.MaxPlanBytes {
-			body = nil
-			return
-		}
-		sum := sha256.Sum256(body)
-		if cv.stored && sum == cv.sum {
-			body = nil // unchanged since saved (a tool loop's step)
-			return
-		}
-		cv.sum = sum
-		cv.rev++
-		p = memory.Plan{ID: cv.id, Namespace: cv.NS, Rev: cv.rev, Used: time.Now().UTC(), Body: body}
-		for _, key := range cv.keys {
-			p.Keys = append(p.Keys, memory.PlanKey(key))
-		}
-		for id := range ids {
-			p.Memories = append(p.Memories, id)
-		}
+		p, ok = cv.plan()
 	})
-	if body == nil {
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(cs.ctx, saveTimeout)
@@ -380,6 +330,71 @@ func (cs *Set) save(cv *conversation) {
 		// store must not keep it.
 		cs.drop("", withdrawn)
 	}
+}
+
+// plan is cv as the store keeps it, as its next rev; false when it is
+// not saved: its plan holds the client's own memory block, it is too
+// large, or it is unchanged since it was saved (a tool loop's step).
+// cs.mu is held.
+func (cv *conversation) plan() (memory.Plan, bool) {
+	if cv.Plan != nil && cv.Plan.CarriedBlock {
+		return memory.Plan{}, false
+	}
+	k, ids := cv.kept()
+	if cv.id == "" {
+		cv.id = memory.NewID()
+	}
+	body, err := json.Marshal(k)
+	if err != nil || len(body) > memory.MaxPlanBytes {
+		return memory.Plan{}, false
+	}
+	sum := sha256.Sum256(body)
+	if cv.stored && sum == cv.sum {
+		return memory.Plan{}, false
+	}
+	cv.sum = sum
+	cv.rev++
+	p := memory.Plan{ID: cv.id, Namespace: cv.NS, Rev: cv.rev, Used: time.Now().UTC(), Body: body}
+	for _, key := range cv.keys {
+		p.Keys = append(p.Keys, memory.PlanKey(key))
+	}
+	for id := range ids {
+		p.Memories = append(p.Memories, id)
+	}
+	return p, true
+}
+
+// kept is cv as a plan's body holds it, and the ids of the memories and
+// turns it quotes (its user text, its summary): erased with them. cs.mu
+// is held.
+func (cv *conversation) kept() (kept, map[string]bool) {
+	k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced, User: cv.User}
+	ids := map[string]bool{}
+	if cv.Plan != nil {
+		for _, id := range cv.Plan.IDs() {
+			ids[id] = true
+		}
+	}
+	for _, b := range cv.Blocks {
+		k.Blocks = append(k.Blocks, keptBlock{User: b.User, Text: b.Text, Digest: b.Digest, Hits: keepHits(b.Hits), Tokens: b.Tokens, Private: b.Private})
+		for _, h := range b.Hits {
+			ids[h.ID] = true
+		}
+	}
+	c := &cv.Compaction
+	k.Summary, k.Covered, k.KeepFrom, k.Digest = c.Summary, c.Covered, c.KeepFrom, c.digest
+	if c.ready != nil {
+		k.Ready = &keptSummary{UpTo: c.ready.upTo, Text: c.ready.text}
+	}
+	for _, t := range cv.turns {
+		k.Turns = append(k.Turns, keptTurn{Point: t.point, ID: t.id, At: t.at})
+		ids[t.id] = true
+	}
+	k.Older = cv.older
+	for _, id := range cv.older {
+		ids[id] = true
+	}
+	return k, ids
 }
 
 // filed reports whether cv is still in the set; cs.mu is held.

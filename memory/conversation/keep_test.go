@@ -3,6 +3,7 @@ package conversation
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -74,8 +75,8 @@ func (m *memPlans) DropPlans(_ context.Context, ns string, ids ...string) (int, 
 
 // held is a recall whose semantic layer carries the memories of ids
 // (their text: "memory <id>"), on every turn, later turns included.
-func held(ids *[]string) Step {
-	return Step{Recall: func(r memory.Request) *memory.Context {
+func held(ids *[]string) Recaller {
+	return recallFunc(func(r memory.Request) *memory.Context {
 		mc := &memory.Context{Sources: "s"}
 		if r.Later {
 			return mc
@@ -87,15 +88,22 @@ func held(ids *[]string) Step {
 		}
 		mc.System = strings.Join(texts, "\n")
 		return mc
-	}}
+	})
 }
 
-// turn runs one turn of chat "c" through cs with history msgs and keeps
+// recallFunc is a Recaller of a function.
+type recallFunc func(memory.Request) *memory.Context
+
+func (f recallFunc) Recall(_ context.Context, _ *slog.Logger, r memory.Request) *memory.Context {
+	return f(r)
+}
+
+// turnOn runs one turn of chat "c" through cs with history msgs and keeps
 // its conversation, as the proxy does once the answer is complete.
-func turnOn(t *testing.T, cs *Set, st Step, msgs []memory.Message) *memory.Context {
+func turnOn(t *testing.T, cs *Set, msgs []memory.Message) *memory.Context {
 	t.Helper()
 	req := Request{NS: "alice", Thread: Thread{ChatID: "c", FirstUser: msgs[0].Content}, Msgs: msgs}
-	mc, tn := cs.Layers(req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192}, st)
+	mc, tn := cs.Layers(context.Background(), nil, req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192})
 	require.NotNil(t, tn)
 	cs.Record(tn, memory.NewID(), time.Now())
 	cs.Keep(tn)
@@ -123,22 +131,22 @@ func TestKeptPlansAcrossInstances(t *testing.T) {
 	t.Cleanup(a.Close)
 	t.Cleanup(b.Close)
 	ids := []string{"m1", "m2"}
-	st := held(&ids)
+	a.Recaller, b.Recaller = held(&ids), held(&ids)
 
-	first := turnOn(t, a, st, chat(1))
+	first := turnOn(t, a, chat(1))
 	require.Contains(t, first.System, "memory m1")
 	ids = []string{"m9"} // what a fresh recall would choose now
-	assert.Equal(t, first.System, turnOn(t, b, st, chat(2)).System, "b forwards a's plan")
-	assert.Equal(t, first.System, turnOn(t, a, st, chat(3)).System, "and a b's")
-	assert.Equal(t, first.System, turnOn(t, b, st, chat(4)).System)
+	assert.Equal(t, first.System, turnOn(t, b, chat(2)).System, "b forwards a's plan")
+	assert.Equal(t, first.System, turnOn(t, a, chat(3)).System, "and a b's")
+	assert.Equal(t, first.System, turnOn(t, b, chat(4)).System)
 
 	// m1 is deleted through b: the store drops the plan, b rebuilds.
 	ids = []string{"m2"}
 	b.Withdraw("", "m1")
-	rebuilt := turnOn(t, b, st, chat(5))
+	rebuilt := turnOn(t, b, chat(5))
 	assert.NotContains(t, rebuilt.System, "memory m1")
 	// a still holds its older copy, with m1: the store's newer one wins.
-	next := turnOn(t, a, st, chat(6))
+	next := turnOn(t, a, chat(6))
 	assert.NotContains(t, next.System, "memory m1", "a takes b's rebuilt plan, not its own older copy")
 	assert.Equal(t, rebuilt.System, next.System)
 }
@@ -151,12 +159,12 @@ func TestSaveRacingAWithdrawal(t *testing.T) {
 	a.Plans = store
 	t.Cleanup(a.Close)
 	ids := []string{"m1"}
-	st := held(&ids)
+	a.Recaller = held(&ids)
 	store.hold = make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		turnOn(t, a, st, chat(1))
+		turnOn(t, a, chat(1))
 	}()
 	time.Sleep(50 * time.Millisecond) // the save is under way
 	a.Withdraw("", "m1")
@@ -173,7 +181,7 @@ func TestAPlanIsNotSentUnderAnotherPolicy(t *testing.T) {
 	cs := New(0)
 	t.Cleanup(cs.Close)
 	failing := false
-	st := Step{Recall: func(r memory.Request) *memory.Context {
+	cs.Recaller = recallFunc(func(r memory.Request) *memory.Context {
 		mc := &memory.Context{Sources: "s", Shareable: r.Shareable}
 		if failing {
 			mc.Err = errors.New("store down")
@@ -183,10 +191,10 @@ func TestAPlanIsNotSentUnderAnotherPolicy(t *testing.T) {
 			mc.System = "memory PRIVATEzz"
 		}
 		return mc
-	}}
+	})
 	msgs := chat(1)
 	req := Request{NS: "alice", Thread: Thread{ChatID: "c", FirstUser: msgs[0].Content}, Msgs: msgs}
-	mc, tn := cs.Layers(req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192}, st)
+	mc, tn := cs.Layers(context.Background(), nil, req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192})
 	require.Contains(t, mc.System, "PRIVATEzz")
 	cs.Record(tn, memory.NewID(), time.Now())
 	cs.Keep(tn)
@@ -194,7 +202,7 @@ func TestAPlanIsNotSentUnderAnotherPolicy(t *testing.T) {
 	failing = true
 	msgs = chat(2)
 	req = Request{NS: "alice", Thread: Thread{ChatID: "c", FirstUser: msgs[0].Content}, Msgs: msgs}
-	mc, _ = cs.Layers(req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192, Shareable: true}, st)
+	mc, _ = cs.Layers(context.Background(), nil, req, memory.Request{Namespace: "alice", Messages: msgs, ContextLength: 8192, Shareable: true})
 	assert.NotContains(t, mc.System, "PRIVATEzz", "a shareable turn never gets the plan made under all")
 	assert.True(t, mc.Shareable)
 
@@ -202,10 +210,10 @@ func TestAPlanIsNotSentUnderAnotherPolicy(t *testing.T) {
 	failing = false
 	loop := append(chat(1), memory.Message{Role: "assistant", Content: ""}, memory.Message{Role: "tool", Content: "21C"})
 	req = Request{NS: "alice", Thread: Thread{ChatID: "loop", FirstUser: loop[0].Content}, Msgs: loop[:1]}
-	mc, tn = cs.Layers(req, memory.Request{Namespace: "alice", Messages: loop[:1], ContextLength: 8192}, st)
+	mc, tn = cs.Layers(context.Background(), nil, req, memory.Request{Namespace: "alice", Messages: loop[:1], ContextLength: 8192})
 	require.Contains(t, mc.System, "PRIVATEzz")
 	cs.Keep(tn)
 	req.Msgs, req.Thread.ToolLoop = loop, true
-	mc, _ = cs.Layers(req, memory.Request{Namespace: "alice", Messages: loop, ContextLength: 8192, Shareable: true}, st)
+	mc, _ = cs.Layers(context.Background(), nil, req, memory.Request{Namespace: "alice", Messages: loop, ContextLength: 8192, Shareable: true})
 	assert.NotContains(t, mc.System, "PRIVATEzz", "the next step, for a shareable model, is recalled afresh")
 }

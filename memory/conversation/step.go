@@ -1,6 +1,8 @@
 package conversation
 
 import (
+	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -24,13 +26,26 @@ type Request struct {
 	KeepUser bool
 }
 
-// Step is how the step recalls: Recall chooses layers; EveryTurn chooses
-// them afresh on every turn (memory.stable_prefix = false); Rebuilt, when
-// set, hears why a conversation's plan was rebuilt.
-type Step struct {
-	Recall    func(memory.Request) *memory.Context
-	EveryTurn bool
-	Rebuilt   func(why string)
+// Recaller chooses a chat's layers (the proxy's recall step, in front of
+// memory.Builder); log carries the request's attributes.
+type Recaller interface {
+	Recall(ctx context.Context, log *slog.Logger, req memory.Request) *memory.Context
+}
+
+// step is one Layers call, the conversation step of a chat: the
+// request's context, and its logger, which hears why a conversation's
+// plan was rebuilt.
+type step struct {
+	ctx context.Context
+	log *slog.Logger
+}
+
+// recall chooses layers through the Recaller; none without one.
+func (cs *Set) recall(st step, mreq memory.Request) *memory.Context {
+	if cs.Recaller == nil {
+		return &memory.Context{}
+	}
+	return cs.Recaller.Recall(st.ctx, st.log, mreq)
 }
 
 // Turn is a request's turn in its conversation: what recording its
@@ -50,7 +65,8 @@ type Turn struct {
 // maxKeptUser bounds the user text a conversation keeps between requests.
 const maxKeptUser = 64 << 10
 
-// Layers decides what memory a chat gets, as a turn of its conversation:
+// Layers decides what memory a chat gets, as a turn of its conversation,
+// recalling through the Set's Recaller with ctx and log:
 //   - a first turn, a conversation forgotten, or any turn with EveryTurn:
 //     layers chosen afresh, which become the plan;
 //   - a step of an agent's tool loop: what its turn forwarded, again;
@@ -62,7 +78,11 @@ const maxKeptUser = 64 << 10
 // mreq is the chat's recall; the turn a regenerate or an edit replaces is
 // never recalled into it. The Turn is nil when the chat has no place in a
 // conversation (chained to an answer forgotten).
-func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Context, *Turn) {
+func (cs *Set) Layers(ctx context.Context, log *slog.Logger, req Request, mreq memory.Request) (*memory.Context, *Turn) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st := step{ctx: ctx, log: log}
 	at := placeOf(req.NS, req.Thread, req.Msgs)
 	cs.sync(req.NS, at)
 	t := &Turn{at: at, gen: cs.generation(), User: req.User, arrived: time.Now()}
@@ -92,7 +112,7 @@ func (cs *Set) Layers(req Request, mreq memory.Request, st Step) (*memory.Contex
 	}
 	var plan *memory.Context
 	var blocks []convBlock
-	if cv != nil && !st.EveryTurn {
+	if cv != nil && !cs.EveryTurn {
 		cs.locked(func() { plan, blocks = cv.Plan, slices.Clone(cv.Blocks) })
 	}
 	if plan == nil {
@@ -133,7 +153,7 @@ func (cs *Set) toolLoopStep(t *Turn, cv *conversation, at *place, shareable bool
 // later keeps a later turn's plan and the blocks of the turns before, adds
 // a block of what became relevant now, and rebuilds the plan when the
 // system layer changed or the conversation outgrew its window.
-func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memory.Request, st Step, plan *memory.Context, blocks []convBlock) *memory.Context {
+func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memory.Request, st step, plan *memory.Context, blocks []convBlock) *memory.Context {
 	if plan.Shareable != mreq.Shareable {
 		// Made under another policy (another model): never sent under
 		// this one, even when recall fails now.
@@ -145,7 +165,7 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	// that filled it would have the next turn rebuild, and the block of
 	// the rebuilt plan's next turn fill it again, turn after turn.
 	lreq.Reserve = growRoom(mreq)
-	now := st.Recall(lreq)
+	now := cs.recall(st, lreq)
 	if now.Err == nil && now.Sources != plan.Sources {
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
 	}
@@ -165,7 +185,7 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 			// a turn's share of a small window.
 			lreq = laterRequest(tailRequest(mreq, plan.KeepFrom), plan, blocks)
 			lreq.Reserve, lreq.Roomy = growRoom(mreq), crowded
-			now = st.Recall(lreq)
+			now = cs.recall(st, lreq)
 			full = now.Full
 		}
 		if full {
@@ -260,7 +280,7 @@ func laterRequest(mreq memory.Request, plan *memory.Context, blocks []convBlock)
 
 // fresh chooses a chat's layers afresh and makes them its conversation's
 // plan (a rebuild says why).
-func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request, st Step, why string) *memory.Context {
+func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request, st step, why string) *memory.Context {
 	// Leave the conversation room to grow, or its next turns would
 	// rebuild again.
 	mreq.Reserve = max(mreq.Reserve, growRoom(mreq))
@@ -269,8 +289,8 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 		cs.locked(func() { keep, covered, summary = cv.Compaction.KeepFrom, cv.Compaction.Covered, cv.Compaction.Summary })
 	}
 	mc, keep := cs.recallCompacted(mreq, st, keep, covered, summary)
-	if why != "" && st.Rebuilt != nil {
-		st.Rebuilt(why)
+	if why != "" {
+		st.log.Debug("conversation plan rebuilt", slog.String("why", why))
 	}
 	if cv == nil || t.at.First {
 		cv = cs.start(req.NS, t.at.Key, t.at.Strong)
@@ -282,7 +302,7 @@ func (cs *Set) fresh(req Request, t *Turn, cv *conversation, mreq memory.Request
 	}
 	cs.update(cv, func() {
 		cv.Plan, cv.Blocks = nil, nil
-		if mc.Err == nil && !st.EveryTurn {
+		if mc.Err == nil && !cs.EveryTurn {
 			// A plan made while memory failed would keep the conversation
 			// without memory: the next turn tries again.
 			cv.Plan = mc

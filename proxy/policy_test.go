@@ -37,7 +37,7 @@ func TestOllamaCloudModelsKeepMemoryLocal(t *testing.T) {
 // matches, with or without the tag), else cloud names and Ollama's cloud
 // models get cloud.memory (shareable when unset), others everything.
 func TestPolicyFor(t *testing.T) {
-	s := &Server{Policies: Policies{Models: map[string]memory.Policy{"guest*": memory.None, "guest-trusted*": memory.All, "llama3.2": memory.Shareable}}}
+	ps := Policies{Models: map[string]memory.Policy{"guest*": memory.None, "guest-trusted*": memory.All, "llama3.2": memory.Shareable}}
 	for model, want := range map[string]memory.Policy{
 		"qwen2.5:7b":               memory.All,
 		"gpt-oss:120b-cloud":       memory.Shareable,
@@ -50,11 +50,11 @@ func TestPolicyFor(t *testing.T) {
 		"llama3.2-vision:11b":      memory.All,
 		"deepseek-v3.1:671b-cloud": memory.Shareable,
 	} {
-		assert.Equal(t, want, s.policyFor(model, false), model)
+		assert.Equal(t, want, ps.policy(model, false), model)
 	}
-	s.Policies.Cloud = memory.None
-	assert.Equal(t, memory.None, s.policyFor("gpt-oss:120b-cloud", false))
-	assert.Equal(t, memory.None, s.policyFor("gpt-4o", true))
+	ps.Cloud = memory.None
+	assert.Equal(t, memory.None, ps.policy("gpt-oss:120b-cloud", false))
+	assert.Equal(t, memory.None, ps.policy("gpt-4o", true))
 	assert.Equal(t, memory.None, stricter(memory.All, memory.None))
 	assert.Equal(t, memory.Shareable, stricter(memory.Shareable, memory.All))
 }

@@ -170,3 +170,50 @@ func TestSlowSteadyUploadPasses(t *testing.T) {
 	assert.Equal(t, int64(size), got.n, "every byte arrived")
 	assert.Equal(t, sha256.Sum256(blob), got.sum, "in order")
 }
+
+func TestStalledBodyIsEnded(t *testing.T) {
+	up := newFakeOllama(t)
+	base := startVera(t, up.srv.URL, func(s *Server) { s.BodyIdleTimeout = 200 * time.Millisecond })
+	for _, path := range []string{"/api/chat", "/api/blobs/sha256:abc"} {
+		t.Run(path, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			require.NoError(t, err)
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"model\"", path)
+			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err, "the stalled request is answered, not left open")
+			res.Body.Close()
+			assert.Equal(t, http.StatusRequestTimeout, res.StatusCode)
+		})
+	}
+}
+
+// A body that keeps flowing is never cut, however long it takes.
+func TestSlowFlowingBodyIsNotCut(t *testing.T) {
+	up := newFakeOllama(t)
+	var got []byte
+	done := make(chan struct{})
+	up.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		close(done)
+	})
+	base := startVera(t, up.srv.URL, func(s *Server) { s.BodyIdleTimeout = 150 * time.Millisecond })
+	pr, pw := io.Pipe()
+	go func() {
+		for range 10 {
+			pw.Write([]byte("0123456789"))
+			time.Sleep(50 * time.Millisecond)
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/api/blobs/sha256:abc", pr)
+	require.NoError(t, err)
+	req.ContentLength = 100
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	waitFor(t, done, "the upload")
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Len(t, got, 100, "every byte arrived")
+}
