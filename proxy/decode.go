@@ -49,18 +49,26 @@ func (pl *pipeline) decode(w http.ResponseWriter, r *http.Request, d dialect.Dia
 		ch.untouched = true // an Open WebUI background task
 		return ch, nil
 	}
-	pl.readMessages(ch)
+	if err := pl.readMessages(ch); err != nil {
+		return nil, err
+	}
 	return ch, nil
 }
 
 // readMessages reads what memory needs of a conversation's messages: Open
 // WebUI's own memory block, the start of an answer to continue, and the
 // user's own question inside Open WebUI's RAG template.
-func (pl *pipeline) readMessages(ch *chat) {
+func (pl *pipeline) readMessages(ch *chat) error {
 	if b, rest := findOWUI(ch.msgs); b != nil {
-		ch.owui = b
+		// The conversation is the same whatever facts Open WebUI found
+		// for each of its questions.
+		ch.owui, ch.own = b, rest
 		if pl.owuiMemory == OpenWebUIDrop {
 			ch.msgs = rest
+			if err := pl.dropOWUI(ch); err != nil {
+				return err
+			}
+			ch.own = ch.msgs
 		}
 	}
 	if n := len(ch.msgs); n > 0 && ch.msgs[n-1].Role == "assistant" {
@@ -84,6 +92,7 @@ func (pl *pipeline) readMessages(ch *chat) {
 			}
 		}
 	}
+	return nil
 }
 
 // readChatBody reads a chat request's body, which vera must have whole to

@@ -220,9 +220,11 @@ func owuiDate(d string) bool {
 	return len(d) == 10 || d[10] == ' ' || d[10] == 'T'
 }
 
-// dropOWUI removes Open WebUI's block from a chat that gets no memory
-// layers (its model's policy is none, or memory is off in vera), under
-// OpenWebUIDrop: its system messages become one, as the builder's would.
+// dropOWUI takes Open WebUI's block out of the request itself, under
+// OpenWebUIDrop, before anything reads it: what is forwarded, to Ollama or
+// to a fallback, never holds it. The leading system messages become one,
+// as the builder's would; none when only the block was in them, so that
+// Ollama applies the Modelfile's SYSTEM as without it.
 func (pl *pipeline) dropOWUI(ch *chat) error {
 	if ch.owui == nil || pl.owuiMemory != OpenWebUIDrop {
 		return nil
@@ -247,6 +249,10 @@ func (pl *pipeline) dropOWUI(ch *chat) error {
 	if err != nil {
 		return fmt.Errorf("encoding the chat request: %w", err)
 	}
-	ch.body = body
+	req, err := ch.d.Parse(body)
+	if err != nil {
+		return fmt.Errorf("reading the chat request without Open WebUI's memory: %w", err)
+	}
+	ch.body, ch.req, ch.msgs = body, req, req.MemoryMessages()
 	return nil
 }

@@ -136,6 +136,9 @@ type chat struct {
 	// owui is Open WebUI's own memory block in the system message; nil
 	// when the chat carries none.
 	owui *owuiBlock
+	// own is msgs without that block, as the conversation reads them;
+	// nil when there is none.
+	own []memory.Message
 	// plan is where the chat goes and what goes with it (route).
 	plan plan
 	// route is the tier decision, for the debug log; nil: not routed.

@@ -53,7 +53,7 @@ func (r *recaller) Recall(ctx context.Context, log *slog.Logger, mreq memory.Req
 
 // remember gives the chat the memory its plan allows: none to an
 // untouched request; to a chat whose model is sent none, its place in its
-// conversation (and, under OpenWebUIDrop, Open WebUI's block taken out);
+// conversation;
 // else the layers recalled and written in. It returns what was injected;
 // nil: nothing.
 func (pl *pipeline) remember(ctx context.Context, log *slog.Logger, h http.Header, ch *chat) (*memory.Context, error) {
@@ -63,7 +63,7 @@ func (pl *pipeline) remember(ctx context.Context, log *slog.Logger, h http.Heade
 		return nil, nil
 	case !p.memory:
 		pl.follow(ch) // no memory leaves, but the turn is still one of its conversation's
-		return nil, pl.dropOWUI(ch)
+		return nil, nil
 	}
 	mc, err := pl.inject(ctx, log, h, ch)
 	if err != nil || mc == nil {
@@ -87,7 +87,7 @@ func (pl *pipeline) remember(ctx context.Context, log *slog.Logger, h http.Heade
 // dialect's shape, reporting what was injected in the response headers.
 func (pl *pipeline) inject(ctx context.Context, log *slog.Logger, h http.Header, ch *chat) (*memory.Context, error) {
 	if pl.memory == nil {
-		return nil, pl.dropOWUI(ch)
+		return nil, nil
 	}
 	mc := pl.layers(ctx, log, ch)
 	if forward := ch.req.WithMemory(mc); forward != nil {
@@ -150,7 +150,11 @@ func (pl *pipeline) follow(ch *chat) {
 
 // convRequest is what the conversation step needs of a chat.
 func convRequest(ch *chat) conversation.Request {
-	return conversation.Request{NS: ch.ns, Thread: threadOf(ch.chatID, ch.req), Msgs: ch.msgs, User: ch.user, KeepUser: ch.req.ChainsByID()}
+	msgs := ch.msgs
+	if ch.own != nil {
+		msgs = ch.own
+	}
+	return conversation.Request{NS: ch.ns, Thread: threadOf(ch.chatID, ch.req), Msgs: msgs, User: ch.user, KeepUser: ch.req.ChainsByID()}
 }
 
 // joined takes a chat's turn in its conversation: a step of a Responses

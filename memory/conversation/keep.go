@@ -333,13 +333,10 @@ func (cs *Set) save(cv *conversation) {
 }
 
 // plan is cv as the store keeps it, as its next rev; false when it is
-// not saved: its plan holds the client's own memory block, it is too
-// large, or it is unchanged since it was saved (a tool loop's step).
+// not saved: it is too large, or unchanged since it was saved (a tool
+// loop's step).
 // cs.mu is held.
 func (cv *conversation) plan() (memory.Plan, bool) {
-	if cv.Plan != nil && cv.Plan.CarriedBlock {
-		return memory.Plan{}, false
-	}
 	k, ids := cv.kept()
 	if cv.id == "" {
 		cv.id = memory.NewID()
@@ -368,8 +365,15 @@ func (cv *conversation) plan() (memory.Plan, bool) {
 // turns it quotes (its user text, its summary): erased with them. cs.mu
 // is held.
 func (cv *conversation) kept() (kept, map[string]bool) {
-	k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Plan: keepContext(cv.Plan), Point: cv.Point, Advanced: cv.Advanced, User: cv.User}
+	k := kept{V: keptVersion, NS: cv.NS, Keys: cv.keys, Point: cv.Point, Advanced: cv.Advanced, User: cv.User}
 	ids := map[string]bool{}
+	if cv.Plan != nil && cv.Plan.CarriedBlock {
+		// Its system text holds the client's own memory block, which is
+		// never stored: the conversation is kept without its plan (and
+		// the blocks placed after it), and rebuilds one after a restart.
+		return cv.keptTurns(k, ids)
+	}
+	k.Plan = keepContext(cv.Plan)
 	if cv.Plan != nil {
 		for _, id := range cv.Plan.IDs() {
 			ids[id] = true
@@ -381,6 +385,12 @@ func (cv *conversation) kept() (kept, map[string]bool) {
 			ids[h.ID] = true
 		}
 	}
+	return cv.keptTurns(k, ids)
+}
+
+// keptTurns adds what k keeps besides the plan: the compaction and the
+// turns recorded; cs.mu is held.
+func (cv *conversation) keptTurns(k kept, ids map[string]bool) (kept, map[string]bool) {
 	c := &cv.Compaction
 	k.Summary, k.Covered, k.KeepFrom, k.Digest = c.Summary, c.Covered, c.KeepFrom, c.digest
 	if c.ready != nil {

@@ -166,7 +166,9 @@ func (cs *Set) later(req Request, t *Turn, cv *conversation, at place, mreq memo
 	// the rebuilt plan's next turn fill it again, turn after turn.
 	lreq.Reserve = growRoom(mreq)
 	now := cs.recall(st, lreq)
-	if now.Err == nil && now.Sources != plan.Sources {
+	// While recall fails the plan stands, unless it holds the client's
+	// own memory block, which changed: the old one is never sent again.
+	if now.Sources != plan.Sources && (now.Err == nil || plan.CarriedBlock) {
 		return cs.fresh(req, t, cv, mreq, st, "the system layer changed")
 	}
 	full := now.Full && (plan.KeepFrom == 0 || cs.over(withBlocks(plan, blocks), req.Msgs, mreq.PromptRoom()))
