@@ -7,7 +7,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/vera . \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/vera-proxy/vera/app.stamped=${VERSION}" -o /out/vera . \
  && mkdir -p /out/data/prompts /out/config
 
 # Run it as a non-root user on a minimal base.

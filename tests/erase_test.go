@@ -1,257 +1,268 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
+	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/ollama/ollamatest"
+	"github.com/vera-proxy/vera/tests/veratest"
 )
 
-// eraseToken is the admin token of the erase tests' vera.
-const eraseToken = "erase-t0ken"
-
-// eraseAdmin sends an admin request to p with the token and returns the
-// status and the body.
-func eraseAdmin(t *testing.T, p *proc, method, path, body string) (int, []byte) {
+// eraseVera starts vera on a data dir of its own, with small layers.
+func eraseVera(t *testing.T) (*ollamatest.Dialects, string, *veratest.InProcess) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+p.addr+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+eraseToken)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	return res.StatusCode, b
+	up := ollamatest.NewDialects(t)
+	numberedReplies(up)
+	data := t.TempDir()
+	return up, data, conversationVera(t, up, data, t.TempDir())
 }
 
-// eraseMemory is a memory as GET /memories lists it.
-type eraseMemory struct {
-	ID, Type, Text string
-}
+// DELETE /memories/{id} erases: the moment it answers (what a kill -9
+// then would leave), and after a start on those files, no file under the
+// data dir holds a byte of the memory's text: not the database, its
+// write-ahead log, the index snapshot, the queue's journal, nor a
+// conversation's kept plan that carried it.
+func TestDeleteErasesToTheByte(t *testing.T) {
+	const secret = "ZX9988776SECRET"
+	up, data, p := eraseVera(t)
+	sendOllama(t, p, "alice", "tell", []msg{{"user", "My passport number is " + secret + "."}}, "")
+	veratest.Settled(t, p)
+	// A second chat recalls it: its kept plan carries the text too.
+	var h []msg
+	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "What is my passport number?", "And when does it expire?")
+	require.Contains(t, up.LastRaw("/api/chat"), secret, "recalled")
+	veratest.Settled(t, p)
+	id := memoryIDWith(t, p, "alice", secret)
+	require.NotEmpty(t, veratest.Holding(t, data, secret), "on disk before")
 
-// eraseList lists every memory of ns, of every type, through GET
-// /memories, page by page.
-func eraseList(t *testing.T, p *proc, ns string) []eraseMemory {
-	t.Helper()
-	var out []eraseMemory
-	cursor := ""
-	for {
-		code, b := eraseAdmin(t, p, http.MethodGet, "/memories?namespace="+url.QueryEscape(ns)+"&limit=1000&cursor="+url.QueryEscape(cursor), "")
-		require.Equal(t, http.StatusOK, code, string(b))
-		var page struct {
-			Memories []eraseMemory `json:"memories"`
-			Next     string        `json:"next_cursor"`
-		}
-		require.NoError(t, json.Unmarshal(b, &page), string(b))
-		out = append(out, page.Memories...)
-		if page.Next == "" {
-			return out
-		}
-		cursor = page.Next
+	require.Equal(t, 204, veratest.AdminCall(t, p, "", "DELETE", "/memories/"+id, "", nil))
+	killed := veratest.CopyDir(t, data)
+	if d := os.Getenv("KEEP_ERASED"); d != "" {
+		_ = os.CopyFS(d, os.DirFS(killed))
 	}
+	assert.Empty(t, veratest.Holding(t, killed, secret), "nothing of it the moment DELETE answered")
+	time.Sleep(200 * time.Millisecond)
+	assert.Empty(t, veratest.Holding(t, data, secret), "nor after")
+
+	// A start on what a kill -9 left.
+	db := veratest.OpenStore(t, killed)
+	require.NoError(t, db.Close())
+	assert.Empty(t, veratest.Holding(t, killed, secret), "nor after a start on those files")
+
+	// The chat goes on without it.
+	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "Tell me again?")
+	assert.NotContains(t, up.LastRaw("/api/chat"), secret)
 }
 
-// eraseIDs returns the ids of ns's memories whose text holds secret.
-func eraseIDs(t *testing.T, p *proc, ns, secret string) []string {
+// DELETE /namespaces/{ns} erases everything of one person: every type of
+// memory, the conversation plans, the row in /namespaces; the receipt
+// counts what was there, and no file holds a byte of it. Another
+// person's memories stay.
+func TestNamespaceEraseLeavesNothing(t *testing.T) {
+	const secret = "QW4455SECRETPIN"
+	up, data, p := eraseVera(t)
+	for i, d := range conversationDialects {
+		d.send(t, p, "alice", fmt.Sprintf("chat-%d", i), []msg{{"user", fmt.Sprintf("Remember my PIN %s, number %d.", secret, i)}}, "")
+	}
+	for _, m := range []string{`{"namespace":"alice","text":"Alice's PIN is ` + secret + `."}`,
+		`{"namespace":"alice","type":"rule","text":"Never say ` + secret + ` aloud."}`,
+		`{"namespace":"alice","type":"profile","text":"Alice, whose PIN is ` + secret + `."}`,
+		`{"namespace":"bob","text":"Bob's PIN is 1234."}`} {
+		require.Equal(t, 201, veratest.AdminCall(t, p, "", "POST", "/memories", m, nil))
+	}
+	veratest.Settled(t, p)
+	var h []msg
+	converse(t, conversationDialects[0], p, up, "alice", "ask", &h, "What is my PIN?", "Say it again?")
+	require.NotEmpty(t, veratest.Holding(t, data, secret))
+
+	var r struct {
+		Namespace string         `json:"namespace"`
+		Erased    map[string]int `json:"erased"`
+		At        time.Time      `json:"at"`
+	}
+	require.Equal(t, 200, veratest.AdminCall(t, p, "", "DELETE", "/namespaces/alice", "", &r))
+	killed := veratest.CopyDir(t, data)
+	assert.Equal(t, "alice", r.Namespace)
+	assert.Equal(t, len(conversationDialects)+2, r.Erased["raw"], "a turn a chat, the two of the last chat")
+	assert.Equal(t, 1, r.Erased["curated"])
+	assert.Equal(t, 1, r.Erased["rule"])
+	assert.Equal(t, 1, r.Erased["profile"])
+	assert.Positive(t, r.Erased["plans"])
+	assert.WithinDuration(t, time.Now(), r.At, time.Minute)
+	assert.Empty(t, veratest.Holding(t, killed, secret), "nothing of it the moment the erase answered")
+	db := veratest.OpenStore(t, killed)
+	require.NoError(t, db.Close())
+	assert.Empty(t, veratest.Holding(t, killed, secret), "nor after a start on those files")
+
+	var spaces struct {
+		Namespaces []struct{ Namespace string } `json:"namespaces"`
+	}
+	require.Equal(t, 200, veratest.AdminCall(t, p, "", "GET", "/namespaces", "", &spaces))
+	require.Len(t, spaces.Namespaces, 1)
+	assert.Equal(t, "bob", spaces.Namespaces[0].Namespace)
+	assert.NotEmpty(t, memoryIDWith(t, p, "bob", "1234"))
+}
+
+// sendGenerate sends history's last user message as an /api/generate
+// prompt, streamed, through the official Ollama client (what `ollama run
+// MODEL "prompt"` sends): the route has no history of its own.
+func sendGenerate(t *testing.T, p *veratest.InProcess, ns, chatID string, history []msg, _ string) (string, string) {
 	t.Helper()
-	var ids []string
-	for _, m := range eraseList(t, p, ns) {
-		if strings.Contains(strings.ToLower(m.Text), strings.ToLower(secret)) {
-			ids = append(ids, m.ID)
+	prompt := ""
+	for _, m := range history {
+		if m.role == "user" {
+			prompt = m.text
 		}
 	}
-	return ids
-}
-
-// eraseHolding lists the files under dir that hold secret, in any case
-// (the index keeps words lowercased), read as raw bytes as grep -a reads
-// them, with the offsets of the first hits.
-func eraseHolding(t *testing.T, dir, secret string) []string {
-	t.Helper()
-	want := eraseLower([]byte(secret))
-	var out []string
-	require.NoError(t, filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // renamed meanwhile (a snapshot's temporary file)
-		}
-		if err != nil {
-			return err
-		}
-		low := eraseLower(b)
-		var at []int
-		for off := 0; len(at) < 5; {
-			i := bytes.Index(low[off:], want)
-			if i < 0 {
-				break
-			}
-			at = append(at, off+i)
-			off += i + len(want)
-		}
-		if len(at) > 0 {
-			rel, _ := filepath.Rel(dir, path)
-			out = append(out, fmt.Sprintf("%s (%d times, at %v)", rel, bytes.Count(low, want), at))
-		}
-		return nil
-	}))
-	return out
-}
-
-// eraseLower lowercases b's ASCII letters and keeps every other byte as
-// it is (bytes.ToLower rewrites invalid UTF-8, moving the offsets).
-func eraseLower(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		out[i] = c
-	}
-	return out
-}
-
-// eraseTell tells secret as ns through /api/chat (the official Ollama
-// client) and /v1/chat/completions (openai-go), each in a chat of its
-// own, then asks for it in a new chat until vera recalls it (that chat's
-// kept plan carries it), and waits until every turn is stored.
-func eraseTell(t *testing.T, p *proc, up *ollamatest.Server, ns, secret string) {
-	t.Helper()
-	ollamatest.ChatWith(t, p.addr, http.Header{"X-Openwebui-User-Id": {ns}, "X-Openwebui-Chat-Id": {ns + "-tell-ollama"}},
-		user("My locker code is "+secret+"."))
-	c := openai.NewClient(option.WithBaseURL("http://"+p.addr+"/v1/"), option.WithAPIKey("ollama"), option.WithMaxRetries(0),
-		option.WithHeader("X-OpenWebUI-User-Id", ns), option.WithHeader("X-OpenWebUI-Chat-Id", ns+"-tell-openai"))
+	c := veratest.OllamaClientWith(t, p, veratest.HeadersFor(ns, chatID))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "llama3.2",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Note it well: my locker code is " + secret + ".")}})
-	require.NoError(t, err)
-	recallsEventually(t, p, up, ns, "What is my locker code?", secret)
-	require.Eventually(t, func() bool { return pendingOf(t, p) == 0 }, 20*time.Second, 20*time.Millisecond, "turns never stored")
+	var out strings.Builder
+	require.NoError(t, c.Generate(ctx, &api.GenerateRequest{Model: "llama3.2", Prompt: prompt}, func(r api.GenerateResponse) error {
+		out.WriteString(r.Response)
+		return nil
+	}))
+	return out.String(), ""
 }
 
-// eraseRestart starts vera again on env's data dir (what a restart after
-// the kill does: the store opened, the queue written, the index loaded),
-// waits until nothing is queued, checks that ns holds nothing of secret,
-// and stops it gracefully.
-func eraseRestart(t *testing.T, env []string, ns, secret string) {
+// eraseDialects are the five chat routes a secret can be told on.
+var eraseDialects = append([]convo{{name: "ollama generate", path: "/api/generate", send: sendGenerate}}, conversationDialects...)
+
+// erasedToTheByte erases every memory of ns holding secret by DELETE
+// /memories/{id} and checks that no file under data holds it: the moment
+// the last DELETE answered (a copy: what a kill -9 then would leave),
+// the live files a moment later, and the copy after a start on it.
+func erasedToTheByte(t *testing.T, p *veratest.InProcess, data, ns, secret string) {
 	t.Helper()
-	p := startVera(t, env...)
-	require.Eventually(t, func() bool { return pendingOf(t, p) == 0 }, 20*time.Second, 20*time.Millisecond)
-	assert.Empty(t, eraseIDs(t, p, ns, secret), "no memory holds it after the restart")
-	stop(t, p)
+	ids := veratest.IDsHolding(t, p, "", ns, secret)
+	require.NotEmpty(t, ids, "a memory holds %s", secret)
+	before := veratest.Holding(t, data, secret)
+	require.NotEmpty(t, before, "on disk before the erase")
+	t.Logf("before the erase, %s is in %v", secret, before)
+	for _, id := range ids {
+		require.Equal(t, 204, veratest.AdminCall(t, p, "", "DELETE", "/memories/"+id, "", nil), id)
+	}
+	killed := veratest.CopyDir(t, data)
+	if d := os.Getenv("KEEP_ERASED"); d != "" {
+		_ = os.CopyFS(filepath.Join(d, strings.ReplaceAll(t.Name(), "/", "_")), os.DirFS(killed))
+	}
+	if !assert.Empty(t, veratest.Holding(t, killed, secret), "nothing of it the moment DELETE answered") {
+		veratest.LogLeaks(t, killed, secret)
+	}
+	time.Sleep(300 * time.Millisecond)
+	assert.Empty(t, veratest.Holding(t, data, secret), "nor a moment after")
+	db := veratest.OpenStore(t, killed)
+	require.NoError(t, db.Close())
+	assert.Empty(t, veratest.Holding(t, killed, secret), "nor after a start on what a kill -9 left")
+	assert.Empty(t, veratest.IDsHolding(t, p, "", ns, secret), "no memory holds it any more")
 }
 
-// A secret told through /api/chat and /v1/chat/completions, recalled by a
-// later chat, then erased by DELETE /memories/{id} (each memory holding
-// it) or DELETE /namespaces/{ns}, with vera killed by SIGKILL the moment
-// the answer arrives: no file under the data dir holds a byte of it, read
-// raw, neither right after the kill nor after the next start on those
-// files and a graceful stop.
-func TestEraseSurvivesKill9(t *testing.T) {
-	up := ollamatest.New(t)
+// A secret told on each way in (the five chat routes through their
+// official clients, and MCP's add_memory), recalled by a later chat whose
+// kept plan carries it, then erased by DELETE /memories/{id}: no file
+// under the data dir holds a byte of it, the moment DELETE answered, a
+// moment later, after a start on what a kill -9 would have left, and
+// after a graceful stop; the next chat does not carry it. Then the same
+// secrets told on every way into one namespace, erased by DELETE
+// /namespaces/{ns}: the receipt counts what was stored.
+func TestEraseInEveryDialectAndMCP(t *testing.T) {
+	for i, d := range eraseDialects {
+		t.Run(d.name, func(t *testing.T) {
+			secret := fmt.Sprintf("SECRET%d73019582640", i+1)
+			up, data, p := eraseVera(t)
+			var h []msg
+			d.send(t, p, "alice", "tell", []msg{{"user", "My locker code is " + secret + "."}}, "")
+			veratest.Settled(t, p)
+			converse(t, d, p, up, "alice", "ask", &h, "What is my locker code?")
+			require.Contains(t, up.LastRaw(d.path), secret, "recalled")
+			veratest.Settled(t, p)
 
-	t.Run("delete memories", func(t *testing.T) {
-		const ns, secret = "alice", "SECRET51844027716093"
-		data := t.TempDir()
-		env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_ADMIN_TOKEN=" + eraseToken}
-		p := startVera(t, env...)
-		eraseTell(t, p, up, ns, secret)
-		// A stop and a start: the index snapshot holds its words too.
-		stop(t, p)
-		p = startVera(t, env...)
-		ids := eraseIDs(t, p, ns, secret)
-		require.Len(t, ids, 2, "a turn a chat that told it")
-		before := eraseHolding(t, data, secret)
-		require.NotEmpty(t, before, "on disk before the erase")
-		t.Logf("before the erase, %s is in %v", secret, before)
+			erasedToTheByte(t, p, data, "alice", secret)
 
-		for i, id := range ids {
-			code, b := eraseAdmin(t, p, http.MethodDelete, "/memories/"+id, "")
-			if i == len(ids)-1 && code == http.StatusNoContent {
-				require.NoError(t, p.cmd.Process.Kill(), "SIGKILL the moment the last 204 arrived")
-			}
-			require.Equal(t, http.StatusNoContent, code, string(b))
+			converse(t, d, p, up, "alice", "ask", &h, "Tell me the code again?")
+			assert.NotContains(t, up.LastRaw(d.path), secret, "the chat goes on without it")
+			veratest.Settled(t, p)
+			p.Stop(t)
+			assert.Empty(t, veratest.Holding(t, data, secret), "nor after a graceful stop")
+		})
+	}
+
+	t.Run("mcp add_memory", func(t *testing.T) {
+		const secret = "SECRET973019582640"
+		up, data, p := eraseVera(t)
+		s := veratest.MCPSession(t, p, http.Header{"X-Openwebui-User-Id": {"alice"}})
+		var added struct{ ID string }
+		res := veratest.Call(t, s, "add_memory", map[string]any{"content": "Alice's locker code is " + secret + "."}, &added)
+		require.False(t, res.IsError, veratest.ToolText(res))
+		veratest.Settled(t, p)
+		d := conversationDialects[0]
+		var h []msg
+		converse(t, d, p, up, "alice", "ask", &h, "What is my locker code?")
+		require.Contains(t, up.LastRaw(d.path), secret, "recalled")
+		veratest.Settled(t, p)
+		assert.Contains(t, veratest.IDsHolding(t, p, "", "alice", secret), added.ID)
+
+		erasedToTheByte(t, p, data, "alice", secret)
+
+		var found struct{ Memories []struct{ ID, Text string } }
+		res = veratest.Call(t, s, "search_memories", map[string]any{"query": "locker code " + secret}, &found)
+		require.False(t, res.IsError, veratest.ToolText(res))
+		for _, m := range found.Memories {
+			assert.NotContains(t, m.Text, secret, "search_memories finds nothing of it")
 		}
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			t.Fatal("vera did not die of SIGKILL")
-		}
-		assert.Empty(t, eraseHolding(t, data, secret), "nothing of it after kill -9")
-
-		eraseRestart(t, env, ns, secret)
-		assert.Empty(t, eraseHolding(t, data, secret), "nor after a start on those files and a stop")
+		converse(t, d, p, up, "alice", "ask", &h, "Tell me the code again?")
+		assert.NotContains(t, up.LastRaw(d.path), secret, "the chat goes on without it")
+		veratest.Settled(t, p)
+		p.Stop(t)
+		assert.Empty(t, veratest.Holding(t, data, secret), "nor after a graceful stop")
 	})
 
-	t.Run("erase namespace", func(t *testing.T) {
-		const ns, secret = "carol", "SECRET62955138827104"
-		data := t.TempDir()
-		env := []string{"VERA_OLLAMA_URL=" + up.URL, "VERA_DATA_DIR=" + data, "VERA_ADMIN_TOKEN=" + eraseToken}
-		p := startVera(t, env...)
-		eraseTell(t, p, up, ns, secret)
-		code, b := eraseAdmin(t, p, http.MethodPost, "/memories", `{"namespace":"dave","text":"Dave's locker code is 1234."}`)
-		require.Equal(t, http.StatusCreated, code, string(b))
-		stored := map[string]int{}
-		for _, m := range eraseList(t, p, ns) {
-			stored[m.Type]++
+	// The ways TestNamespaceEraseLeavesNothing does not take (/api/generate
+	// and MCP) with the others, into one namespace, erased at once.
+	t.Run("namespace", func(t *testing.T) {
+		const secret = "SECRET073019582640"
+		_, data, p := eraseVera(t)
+		for i, d := range eraseDialects {
+			d.send(t, p, "carol", fmt.Sprintf("chat-%d", i), []msg{{"user", fmt.Sprintf("My locker code is %s, note %d.", secret, i)}}, "")
 		}
-		require.Len(t, eraseIDs(t, p, ns, secret), 2, "a turn a chat that told it")
-		before := eraseHolding(t, data, secret)
-		require.NotEmpty(t, before, "on disk before the erase")
-		t.Logf("before the erase, %s is in %v", secret, before)
-
-		code, b = eraseAdmin(t, p, http.MethodDelete, "/namespaces/"+ns, "")
-		if code == http.StatusOK {
-			require.NoError(t, p.cmd.Process.Kill(), "SIGKILL the moment the receipt arrived")
-		}
-		require.Equal(t, http.StatusOK, code, string(b))
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			t.Fatal("vera did not die of SIGKILL")
-		}
-		assert.Empty(t, eraseHolding(t, data, secret), "nothing of it after kill -9")
+		s := veratest.MCPSession(t, p, http.Header{"X-Openwebui-User-Id": {"carol"}})
+		res := veratest.Call(t, s, "add_memory", map[string]any{"content": "Carol's locker code is " + secret + "."}, nil)
+		require.False(t, res.IsError, veratest.ToolText(res))
+		require.Equal(t, 201, veratest.AdminCall(t, p, "", "POST", "/memories", `{"namespace":"dave","text":"Dave's locker code is 1234."}`, nil))
+		veratest.Settled(t, p)
+		require.Len(t, veratest.IDsHolding(t, p, "", "carol", secret), len(eraseDialects)+1, "a turn a chat, and MCP's memory")
+		require.NotEmpty(t, veratest.Holding(t, data, secret))
 
 		var r struct {
 			Namespace string         `json:"namespace"`
 			Erased    map[string]int `json:"erased"`
 		}
-		require.NoError(t, json.Unmarshal(b, &r), string(b))
-		assert.Equal(t, ns, r.Namespace)
-		assert.Equal(t, stored["raw"], r.Erased["raw"], "every turn stored: %v", stored)
-		assert.GreaterOrEqual(t, r.Erased["raw"], 3, "the two that told it and a recall")
-		assert.Zero(t, r.Erased["queued"], "all stored before")
+		require.Equal(t, 200, veratest.AdminCall(t, p, "", "DELETE", "/namespaces/carol", "", &r))
+		killed := veratest.CopyDir(t, data)
+		assert.Equal(t, "carol", r.Namespace)
+		assert.Equal(t, len(eraseDialects), r.Erased["raw"], "a turn a chat")
+		assert.Equal(t, 1, r.Erased["curated"], "MCP's add_memory")
+		assert.Zero(t, r.Erased["queued"], "settled before")
 		assert.Positive(t, r.Erased["plans"], "the chats' kept plans")
-
-		p = startVera(t, env...)
-		require.Eventually(t, func() bool { return pendingOf(t, p) == 0 }, 20*time.Second, 20*time.Millisecond)
-		assert.Empty(t, eraseList(t, p, ns), "nothing of carol after the restart")
-		assert.Len(t, eraseList(t, p, "dave"), 1, "another person's memory stays")
-		code, b = eraseAdmin(t, p, http.MethodGet, "/namespaces", "")
-		require.Equal(t, http.StatusOK, code)
-		assert.NotContains(t, string(b), `"`+ns+`"`, "carol is not listed")
-		stop(t, p)
-		assert.Empty(t, eraseHolding(t, data, secret), "nor after a start on those files and a stop")
+		assert.Empty(t, veratest.Holding(t, killed, secret), "nothing of it the moment the erase answered")
+		time.Sleep(300 * time.Millisecond)
+		assert.Empty(t, veratest.Holding(t, data, secret), "nor a moment after")
+		db := veratest.OpenStore(t, killed)
+		require.NoError(t, db.Close())
+		assert.Empty(t, veratest.Holding(t, killed, secret), "nor after a start on those files")
+		assert.Empty(t, veratest.IDsHolding(t, p, "", "carol", secret))
+		assert.NotEmpty(t, memoryIDWith(t, p, "dave", "1234"), "another person's memory stays")
+		p.Stop(t)
+		assert.Empty(t, veratest.Holding(t, data, secret), "nor after a graceful stop")
 	})
 }
