@@ -292,7 +292,7 @@ func checkMemory(ctx context.Context, a *app, models []string, r *report) {
 		pending, _ := db.Len(ctx)
 		r.ok("store", "embedded, %s (%d memories in %d namespaces, %d turns queued)", db.Path(), total, len(spaces), pending)
 	}
-	a.closeStores()
+	_ = a.closeStores() // check only looked
 
 	model := cfg.General.EmbeddingModel
 	dim, err := memory.Probe(ctx, a.embedder)

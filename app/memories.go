@@ -288,7 +288,7 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 		return nil, nil, err
 	}
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }() // ends when done closes it
 	done := func() {
 		srv.Close()
 		a.Close()

@@ -61,13 +61,12 @@ type answer struct {
 	first    time.Time // first token
 	now      func() time.Time
 
-	calls   []*toolCallDelta       // assembled, in order
-	at      map[int]*toolCallDelta // the call each index adds to now
-	bad     string                 // why the answer cannot be read
-	finish  string
-	prompt  int
-	eval    int
-	content bool
+	calls  []*toolCallDelta       // assembled, in order
+	at     map[int]*toolCallDelta // the call each index adds to now
+	bad    string                 // why the answer cannot be read
+	finish string
+	prompt int
+	eval   int
 }
 
 // record is one Ollama record for text or thinking.

@@ -74,21 +74,6 @@ func TestWindowIsClampedToTheTrainedLength(t *testing.T) {
 	assert.Empty(t, up.Cuts(), "num_ctx 8192 on a model trained for 1024 runs at 1024")
 }
 
-// keepsPrefix reports whether cur forwards prev's messages, then prev's
-// answer: Ollama's prompt cache holds.
-func keepsPrefix(prev, cur api.ChatRequest, answer string) bool {
-	if len(cur.Messages) <= len(prev.Messages) {
-		return false
-	}
-	for i, m := range prev.Messages {
-		if cur.Messages[i].Role != m.Role || cur.Messages[i].Content != m.Content {
-			return false
-		}
-	}
-	next := cur.Messages[len(prev.Messages)]
-	return next.Role == "assistant" && next.Content == answer
-}
-
 // A memory-rich namespace on a small window (1024: trained so, which
 // clamps Ollama's default too), in every dialect: each turn finds
 // memories relevant now, and a later block must never eat the room the
