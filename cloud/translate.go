@@ -12,7 +12,7 @@ import (
 // The request side of the translation: an Ollama /api/chat or
 // /api/generate body becomes an OpenAI chat completions body. Everything
 // the cloud understands is carried; what it has no equivalent for is left
-// out (the README lists those fields).
+// out (docs/cloud.md lists those fields).
 
 // The Ollama request is read by package dialect, as the proxy reads it;
 // these are the fields it keeps raw that the cloud has a use for.

@@ -373,7 +373,7 @@ func TestCuratorSpec(t *testing.T) {
 	}
 }
 
-// The README's two cloud configs load; the key comes from the variable
+// The two cloud configs of docs/cloud.md load; the key comes from the variable
 // api_key_env names; mistakes are named.
 func TestCloudConfig(t *testing.T) {
 	load := func(toml string, env map[string]string) (Config, error) {
