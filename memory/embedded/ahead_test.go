@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/index"
 	"github.com/vera-proxy/vera/memory/storetest"
 )
 
@@ -19,22 +20,26 @@ import (
 // when the lexical side is ranked on several workers and the caller joins
 // (a namespace this size scans on every core here).
 func TestSearchAheadMatchesSearch(t *testing.T) {
-	defer func(p, c, d int) { parallelAbove, commonMin, densePiece = p, c, d }(parallelAbove, commonMin, densePiece)
-	parallelAbove, commonMin, densePiece = 256, 256, 256
 	ctx := context.Background()
-	d, err := Open(ctx, t.TempDir())
+	d, err := open(ctx, t.TempDir(), options{index: index.Options{ParallelAbove: 256, CommonMin: 256, DensePiece: 256}})
 	require.NoError(t, err)
 	defer d.Close()
 	ms := storetest.Corpus(3000, 16)
 	require.NoError(t, d.Upsert(ctx, ms...))
-	d.mu.RLock()
-	var common []string // words most memories hold: ranked dense, on every core
-	for w, id := range d.ns[ms[0].Namespace].terms {
-		if d.ns[ms[0].Namespace].common[id] != nil {
+	// Words most memories hold (in a quarter or more: common, their
+	// frequencies kept by slot): ranked dense, on every core.
+	df := map[string]int{}
+	for _, m := range ms {
+		for _, w := range slices.Compact(slices.Sorted(slices.Values(memory.Terms(m.Text)))) {
+			df[w]++
+		}
+	}
+	var common []string
+	for w, n := range df {
+		if 4*n >= len(ms) {
 			common = append(common, w)
 		}
 	}
-	d.mu.RUnlock()
 	slices.Sort(common)
 	require.NotEmpty(t, common)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -69,7 +74,8 @@ func TestSearchAheadMatchesSearch(t *testing.T) {
 		}
 	}
 	// Whether a caller found the ranking still running to join depends on
-	// the machine's load; TestSpreadCoversEachSlotOnce covers joining.
+	// the machine's load; the index's TestSpreadCoversEachSlotOnce covers
+	// joining.
 }
 
 // The vector side ranked while the lexical side ends is kept only while
@@ -99,11 +105,10 @@ func TestVectorAheadRanksAgainAfterAChange(t *testing.T) {
 		text, vec := storetest.QueryFor(rng, ms[rng.IntN(len(ms))])
 		q := memory.Query{Filter: memory.Filter{Namespace: ns}, Text: text, Limit: 10}
 		d.mu.RLock()
-		ix := d.ns[ns]
-		lex := rankedAhead{ix: ix, removals: ix.removals, top: ix.lexicalSide(&q, nil)}
+		lex := d.ns[ns].RankLexical(&q, nil)
 		d.mu.RUnlock()
 		ahead := d.vectorAhead(ctx, &q, vec)
-		require.NotEmpty(t, ahead.top)
+		require.Positive(t, ahead.Len())
 		require.NoError(t, change(vec))
 		got, err := d.search(ctx, q, vec, &lex, &ahead)
 		require.NoError(t, err)
@@ -120,39 +125,4 @@ func idsOf(hits []memory.Hit) []string {
 		out[i] = h.ID
 	}
 	return out
-}
-
-// The lexical side kept from ahead is used while no memory it saw has
-// changed or gone; a removal makes the search rank again. A memory added
-// meanwhile is not in it.
-func TestSearchAheadKeepsOnlyWhatStillHolds(t *testing.T) {
-	ctx := context.Background()
-	d, err := Open(ctx, t.TempDir())
-	require.NoError(t, err)
-	defer d.Close()
-	ms := storetest.Corpus(200, 16)
-	require.NoError(t, d.Upsert(ctx, ms...))
-	ns := ms[0].Namespace
-	q := memory.Query{Filter: memory.Filter{Namespace: ns}, Text: ms[3].Text, Limit: 5}
-	d.mu.RLock()
-	ix := d.ns[ns]
-	removals := ix.removals
-	d.mu.RUnlock()
-	// A stale ranking that names slot 0 only.
-	stale := []scored{{slot: 0, score: 1}}
-	held := &rankedAhead{ix: ix, removals: removals, top: stale}
-	got, err := d.search(ctx, q, nil, held, nil)
-	require.NoError(t, err)
-	require.Len(t, got, 1, "unchanged: the ranking made ahead is used")
-	added := storetest.Corpus(1, 16)[0]
-	added.ID, added.Text = memory.NewID(), ms[3].Text
-	require.NoError(t, d.Upsert(ctx, added))
-	got, err = d.search(ctx, q, nil, held, nil)
-	require.NoError(t, err)
-	require.Len(t, got, 1, "a memory added: the ranking made ahead still holds for what it saw")
-	require.NoError(t, d.Delete(ctx, ms[150].ID))
-	got, err = d.search(ctx, q, nil, held, nil)
-	require.NoError(t, err)
-	require.Greater(t, len(got), 1, "changed: ranked again")
-	require.Equal(t, ms[3].ID, got[0].ID)
 }

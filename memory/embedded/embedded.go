@@ -1,35 +1,33 @@
 // Package embedded is vera's default memory store: one SQLite file under
 // the data directory (pure Go, no cgo, nothing to install), written in WAL
 // mode with a full sync on every commit so that an acknowledged write
-// survives kill -9 and power loss. Searches run on an in-memory index that
-// is rebuilt from the file at open: BM25 over memory.Terms for the lexical
-// side, normalised float32 vectors (with sign-bit pre-ranking on large
-// namespaces) for the vector side, fused by reciprocal rank.
+// survives kill -9 and power loss. Searches run on an in-memory index
+// (package index) that is loaded from its snapshot or rebuilt from the
+// file at open: BM25 over memory.Terms for the lexical side, normalised
+// float32 vectors (with sign-bit pre-ranking on large namespaces) for the
+// vector side, fused by reciprocal rank.
 //
-// The same file holds the durable queue of turns waiting to be stored.
+// The same file holds the durable queue of turns waiting to be stored,
+// which Enqueue writes to the queue's journal first (package journal).
 package embedded
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/index"
+	"github.com/vera-proxy/vera/memory/embedded/journal"
 )
 
 // FileName is the store's file inside the data directory.
@@ -75,10 +73,14 @@ CREATE TABLE IF NOT EXISTS changes (
 // the data directory open.
 var ErrInUse = errors.New("in use by another process (another vera on the same data dir?)")
 
+// JournalName is the queue journal's file in the data directory.
+const JournalName = journal.Name
+
 // DB is the embedded store. It implements memory.Store and memory.Queue.
 type DB struct {
 	path string
 	db   *sql.DB
+	opts options
 
 	wmu sync.Mutex // serialises writes so the file and the index agree
 
@@ -90,7 +92,7 @@ type DB struct {
 	stmts statements
 
 	mu   sync.RWMutex
-	ns   map[string]*index
+	ns   map[string]*index.Namespace
 	dim  int   // vector size of the stored vectors; 0 until the first
 	gen  int64 // the last change the index holds (the changes table)
 	load loadState
@@ -102,11 +104,19 @@ type DB struct {
 	snapGen int64
 	bg      sync.WaitGroup // a snapshot written after the load
 
-	// j is the queue's journal, where Enqueue writes (journal.go).
-	j *journal
+	// j is the queue's journal, where Enqueue writes (queuejournal.go).
+	j *journal.Journal
 	// plansExpired is when plans unused for memory.PlanTTL were last
 	// dropped (plans.go).
 	plansExpired atomic.Int64
+}
+
+// options tune a store; the zero value is the default. Tests set them.
+type options struct {
+	// afterChunk is called between two chunks of the load.
+	afterChunk func()
+	// index tunes every namespace's index.
+	index index.Options
 }
 
 var (
@@ -117,7 +127,12 @@ var (
 // Open opens (creating if needed) the store in dir and loads its index
 // before it returns.
 func Open(ctx context.Context, dir string) (*DB, error) {
-	d, err := Start(ctx, dir)
+	return open(ctx, dir, options{})
+}
+
+// open is Open with o.
+func open(ctx context.Context, dir string, o options) (*DB, error) {
+	d, err := start(ctx, dir, o)
 	if err != nil {
 		return nil, err
 	}
@@ -135,15 +150,43 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 // process may have a data directory open: a second one gets a clear
 // error instead of two diverging indexes.
 func Start(ctx context.Context, dir string) (*DB, error) {
-	return start(ctx, dir, nil)
+	return start(ctx, dir, options{})
 }
 
-// start is Start, calling afterChunk between two chunks of the load.
-func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
+// start is Start with o: the file opened, its state read, the queue's
+// journal replayed, the write-ahead log emptied, then the load started.
+func start(ctx context.Context, dir string, o options) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
-	path := filepath.Join(dir, FileName)
+	d, err := openFile(ctx, filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, err
+	}
+	d.opts = o
+	if err := d.readState(ctx); err != nil {
+		d.db.Close()
+		return nil, fmt.Errorf("embedded store %s: %w", d.path, err)
+	}
+	if err := d.openJournal(ctx, dir); err != nil {
+		d.db.Close()
+		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
+	}
+	// A run killed before it checkpointed leaves erased rows' older pages
+	// in the write-ahead log (erase.go).
+	if err := d.checkpoint(ctx); err != nil {
+		d.j.Close()
+		d.db.Close()
+		return nil, fmt.Errorf("embedded store %s: %w", d.path, err)
+	}
+	d.cache.size = 8192
+	d.startLoad(ctx)
+	return d, nil
+}
+
+// openFile opens the store's file at path, creating its tables; it holds
+// the file for this process alone.
+func openFile(ctx context.Context, path string) (*DB, error) {
 	q := url.Values{}
 	// A larger page cache than SQLite's 2 MB: searches read their hits'
 	// rows from the file, and the latest turns are read by every chat.
@@ -157,7 +200,6 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 	// One connection: exclusive locking holds the file for this process,
 	// and SQLite serialises writers anyway.
 	db.SetMaxOpenConns(1)
-	d := &DB{path: path, db: db, ns: map[string]*index{}}
 	if _, err := db.ExecContext(ctx, schema+plansSchema+usageSchema+historySchema+withheldSchema); err != nil {
 		db.Close()
 		if strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy") {
@@ -165,50 +207,31 @@ func start(ctx context.Context, dir string, afterChunk func()) (*DB, error) {
 		}
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}
+	return &DB{path: path, db: db, ns: map[string]*index.Namespace{}}, nil
+}
+
+// readState reads what the file keeps of the store's state (the size of
+// its vectors, its id, its last change) and prepares the statements every
+// turn runs.
+func (d *DB) readState(ctx context.Context) error {
 	dim, err := d.storedDim(ctx)
 	if err == nil {
 		err = d.readMeta(ctx)
 	}
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("embedded store %s: %w", path, err)
+		return err
 	}
 	d.dim = dim
 	// The progress's total until the load counts the rows: the last
 	// seq, which a store read at once (no row was deleted) equals.
 	var last sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT max(seq) FROM memories`).Scan(&last); err == nil {
+	if err := d.db.QueryRowContext(ctx, `SELECT max(seq) FROM memories`).Scan(&last); err == nil {
 		d.load.total.Store(last.Int64)
 	}
-	if d.rowsStmt, err = db.PrepareContext(ctx, rowsQuery); err == nil {
-		err = d.stmts.prepare(ctx, db)
+	if d.rowsStmt, err = d.db.PrepareContext(ctx, rowsQuery); err != nil {
+		return err
 	}
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("embedded store %s: %w", path, err)
-	}
-	j, jfile, err := openJournal(dir)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
-	}
-	d.j = j
-	if err := d.replayJournal(ctx, jfile); err != nil {
-		j.f.Close()
-		db.Close()
-		return nil, fmt.Errorf("embedded store: the queue's journal in %s: %w", dir, err)
-	}
-	// A run killed before it checkpointed leaves erased rows' older pages
-	// in the write-ahead log (erase.go).
-	if err := d.checkpoint(ctx); err != nil {
-		j.f.Close()
-		db.Close()
-		return nil, fmt.Errorf("embedded store %s: %w", path, err)
-	}
-	d.cache.size = 8192
-	d.load.afterChunk = afterChunk
-	d.startLoad(ctx)
-	return d, nil
+	return d.stmts.prepare(ctx, d.db)
 }
 
 // Path returns the store's file.
@@ -235,7 +258,7 @@ func (d *DB) Close() error {
 	if jerr != nil {
 		jerr = fmt.Errorf("embedded store: the queue's journal: %w", jerr)
 	}
-	return errors.Join(err, jerr, d.j.f.Close(), d.rowsStmt.Close(), d.stmts.close(), d.db.Close())
+	return errors.Join(err, jerr, d.j.Close(), d.rowsStmt.Close(), d.stmts.close(), d.db.Close())
 }
 
 // snapshotAfter is how many changes make a snapshot worth writing at
@@ -261,559 +284,11 @@ func (d *DB) maybeSnapshot() {
 }
 
 // indexIn returns the index of namespace name in ns, made when new.
-func indexIn(ns map[string]*index, name string) *index {
+func (d *DB) indexIn(ns map[string]*index.Namespace, name string) *index.Namespace {
 	ix := ns[name]
 	if ix == nil {
-		ix = newIndex()
+		ix = index.New(d.opts.index)
 		ns[name] = ix
 	}
 	return ix
-}
-
-const columns = `id, namespace, type, text, ts, model, metadata, tokens`
-
-type scanner interface{ Scan(...any) error }
-
-// scan reads a row of columns (then the vector, withVector; then more,
-// such as the seq).
-func scan(r scanner, withVector bool, more ...any) (memory.Memory, error) {
-	var (
-		m    memory.Memory
-		ts   int64
-		meta sql.NullString
-		vec  []byte
-	)
-	dest := []any{&m.ID, &m.Namespace, &m.Type, &m.Text, &ts, &m.Model, &meta, &m.Tokens}
-	if withVector {
-		dest = append(dest, &vec)
-	}
-	dest = append(dest, more...)
-	if err := r.Scan(dest...); err != nil {
-		return m, err
-	}
-	m.Time = time.Unix(0, ts).UTC()
-	if meta.Valid && meta.String != "" {
-		if err := json.Unmarshal([]byte(meta.String), &m.Metadata); err != nil {
-			return m, fmt.Errorf("memory %s: metadata: %w", m.ID, err)
-		}
-	}
-	if len(vec) > 0 {
-		m.Vector = decodeVector(vec)
-	}
-	return m, nil
-}
-
-// Upsert writes memories in one transaction, replacing any with the same
-// id, and returns once the transaction is on disk.
-func (d *DB) Upsert(ctx context.Context, ms ...memory.Memory) error {
-	if len(ms) == 0 {
-		return nil
-	}
-	return d.upsert(ctx, ms, nil, d.tx)
-}
-
-// Settle stores memories the writer took from the durable queue, and
-// takes done off the queue, in one transaction that is not waited onto
-// the disk (memory.Settler): the queue (its journal, or its table) keeps
-// the turns until a later synced commit (any edit's, a new round of the
-// journal's) carries this one to the disk, and if power fails first they
-// are stored again from the queue. A chat's commit then never waits
-// behind the fsyncs of the turn before.
-func (d *DB) Settle(ctx context.Context, ms []memory.Memory, done []string) error {
-	if len(ms) == 0 && len(done) == 0 {
-		return nil
-	}
-	return d.upsert(ctx, ms, done, d.relaxedTx)
-}
-
-// upsert is Upsert, taking done off the queue in the same transaction,
-// which runs in tx.
-func (d *DB) upsert(ctx context.Context, ms []memory.Memory, done []string, tx func(context.Context, func(*sql.Tx) error) error) error {
-	for i := range ms {
-		if err := ms[i].Validate(); err != nil {
-			return err
-		}
-		ms[i].Time = ms[i].Time.UTC()
-	}
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	dim := d.dim
-	for _, m := range ms {
-		if len(m.Vector) == 0 {
-			continue
-		}
-		if dim == 0 {
-			dim = len(m.Vector)
-		}
-		if len(m.Vector) != dim {
-			return fmt.Errorf("memory %s: vector has %d dimensions, the store holds %d (changed embedding model? see ResetVectors)", m.ID, len(m.Vector), dim)
-		}
-	}
-	seqs := make([]int64, len(ms))
-	var gen int64
-	err := d.queueTx(ctx, tx, done, func(tx *sql.Tx) error {
-		for _, id := range done {
-			if _, err := tx.StmtContext(ctx, d.stmts.dequeue).ExecContext(ctx, id); err != nil {
-				return err
-			}
-		}
-		if len(ms) == 0 {
-			return nil
-		}
-		st := tx.StmtContext(ctx, d.stmts.upsert)
-		for i, m := range ms {
-			var meta any
-			if len(m.Metadata) > 0 {
-				b, err := json.Marshal(m.Metadata)
-				if err != nil {
-					return fmt.Errorf("memory %s: metadata: %w", m.ID, err)
-				}
-				meta = string(b)
-			}
-			var vec any
-			if len(m.Vector) > 0 {
-				vec = encodeVector(m.Vector)
-			}
-			// An upsert keeps the row's seq: the index knows the memory
-			// by it.
-			if err := st.QueryRowContext(ctx, m.ID, m.Namespace, string(m.Type), m.Text, m.Time.UnixNano(), m.Model, meta, m.Tokens, vec).Scan(&seqs[i]); err != nil {
-				return fmt.Errorf("memory %s: %w", m.ID, err)
-			}
-		}
-		var err error
-		gen, err = d.logChanges(ctx, tx, seqs)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("upsert: %w", err)
-	}
-	ms = slices.Clone(ms) // kept past the call while the index loads
-	d.cache.drop(seqs)
-	d.mu.Lock()
-	d.dim, d.gen = dim, max(d.gen, gen)
-	d.change(func(nsm map[string]*index) {
-		for i := range ms {
-			// An id may move between namespaces.
-			for _, ix := range nsm {
-				ix.remove(seqs[i])
-			}
-			indexIn(nsm, ms[i].Namespace).add(seqs[i], &ms[i], normalize(ms[i].Vector))
-		}
-	})
-	d.mu.Unlock()
-	d.maybeSnapshot()
-	return nil
-}
-
-// SetVectors sets vectors of memories whose text is unchanged.
-func (d *DB) SetVectors(ctx context.Context, ms ...memory.Memory) error {
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	dim := d.dim
-	for _, m := range ms {
-		if dim == 0 {
-			dim = len(m.Vector)
-		}
-		if len(m.Vector) != dim {
-			return fmt.Errorf("memory %s: vector has %d dimensions, the store holds %d", m.ID, len(m.Vector), dim)
-		}
-	}
-	type vecSet struct {
-		seq int64
-		vec []float32
-	}
-	var set []vecSet
-	var seqs []int64
-	var gen int64
-	err := d.tx(ctx, func(tx *sql.Tx) error {
-		set = set[:0]
-		for _, m := range ms {
-			seq, ok, err := seqOf(tx.QueryRowContext(ctx, `UPDATE memories SET vector = ? WHERE id = ? AND text = ? RETURNING seq`, encodeVector(m.Vector), m.ID, m.Text))
-			if err != nil {
-				return fmt.Errorf("memory %s: %w", m.ID, err)
-			}
-			if ok {
-				set = append(set, vecSet{seq, normalize(m.Vector)})
-			}
-		}
-		seqs = make([]int64, len(set))
-		for i, v := range set {
-			seqs[i] = v.seq
-		}
-		var err error
-		gen, err = d.logChanges(ctx, tx, seqs)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("set vectors: %w", err)
-	}
-	d.cache.drop(seqs)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(set) > 0 {
-		d.dim, d.gen = dim, max(d.gen, gen)
-	}
-	d.change(func(nsm map[string]*index) {
-		for _, v := range set {
-			for _, ix := range nsm {
-				ix.setVector(v.seq, v.vec)
-			}
-		}
-	})
-	return nil
-}
-
-// seqOf reads the seq a write of one row returned; ok is false when it
-// touched none.
-func seqOf(row *sql.Row) (seq int64, ok bool, err error) {
-	err = row.Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	return seq, err == nil, err
-}
-
-// relaxedTx is tx at synchronous NORMAL: the commit is in the
-// write-ahead log, which the next commit at FULL (every other write, and
-// the queue's journal before it is written over) carries to the disk with
-// its own; a crash of vera loses nothing, a power cut may lose it. The connection is back at FULL before anyone
-// else has it, or is dropped.
-func (d *DB) relaxedTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	conn, err := d.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	// Set up first: the pragma below can take effect and still report
-	// an error (its context ended while it ran).
-	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = FULL`); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
-	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
-		return err
-	}
-	return inTx(ctx, conn, fn)
-}
-
-func (d *DB) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return inTx(ctx, d.db, fn)
-}
-
-// statements are the statements every turn runs, prepared once.
-type statements struct {
-	enqueue, pending, dequeue, upsert, changes, mark *sql.Stmt
-}
-
-func (st *statements) prepare(ctx context.Context, db *sql.DB) error {
-	for _, s := range []struct {
-		to    **sql.Stmt
-		query string
-	}{
-		{&st.enqueue, `INSERT INTO queue (id, seq, body) VALUES (?, ?, ?) ON CONFLICT(id) DO UPDATE SET body = excluded.body`},
-		{&st.pending, `SELECT id, body FROM queue ORDER BY seq, id LIMIT ?`},
-		{&st.dequeue, `DELETE FROM queue WHERE id = ?`},
-		{&st.mark, `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`},
-		{&st.upsert, `INSERT INTO memories (id, namespace, type, text, ts, model, metadata, tokens, vector)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET namespace=excluded.namespace, type=excluded.type, text=excluded.text,
-				ts=excluded.ts, model=excluded.model, metadata=excluded.metadata, tokens=excluded.tokens, vector=excluded.vector
-			RETURNING seq`},
-		{&st.changes, `INSERT INTO changes (seq) SELECT value FROM json_each(?)`},
-	} {
-		var err error
-		if *s.to, err = db.PrepareContext(ctx, s.query); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (st *statements) close() error {
-	var errs []error
-	for _, s := range []*sql.Stmt{st.enqueue, st.pending, st.dequeue, st.upsert, st.changes, st.mark} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// inTx runs fn in a transaction of db (the pool, or one connection).
-func inTx(ctx context.Context, db interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
-// where renders f as a SQL condition and its arguments.
-func where(f memory.Filter) (string, []any) {
-	conds := []string{"namespace = ?"}
-	args := []any{f.Namespace}
-	if len(f.Types) > 0 {
-		conds = append(conds, "type IN (?"+strings.Repeat(", ?", len(f.Types)-1)+")")
-		for _, t := range f.Types {
-			args = append(args, string(t))
-		}
-	}
-	if !f.Since.IsZero() {
-		conds = append(conds, "ts >= ?")
-		args = append(args, f.Since.UnixNano())
-	}
-	if !f.Until.IsZero() {
-		conds = append(conds, "ts < ?")
-		args = append(args, f.Until.UnixNano())
-	}
-	if f.NoVector {
-		conds = append(conds, "vector IS NULL")
-	}
-	return strings.Join(conds, " AND "), args
-}
-
-func (d *DB) query(ctx context.Context, q string, args ...any) ([]memory.Memory, error) {
-	rows, err := d.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []memory.Memory
-	for rows.Next() {
-		m, err := scan(rows, false)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
-}
-
-// Scroll pages through the memories matching f in id order; the cursor is
-// the last id of the previous page.
-func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit int) ([]memory.Memory, string, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	if f.NoVector && !d.anyMatch(ctx, f, nil) {
-		// The writer asks at every start, and after every outage of the
-		// embedder, for memories still without a vector: the index knows
-		// at once that there are none, where the query would read every
-		// row of the namespace (seconds at a million memories, competing
-		// with the chats of the moment).
-		return nil, "", nil
-	}
-	w, args := where(f)
-	if cursor != "" {
-		w += " AND id > ?"
-		args = append(args, cursor)
-	}
-	out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY id LIMIT ?`, append(args, limit+1)...)
-	if err != nil {
-		return nil, "", fmt.Errorf("scroll: %w", err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = out[limit-1].ID
-	}
-	return out, next, nil
-}
-
-// anyMatch reports whether the index holds a memory that f's namespace
-// (every namespace when empty), types, times and NoVector allow, and that
-// also passes more, when set. It is a superset of what a query of f
-// returns: false means the query would return nothing. Its callers are
-// background work, which waits for the index to load (the query they
-// would make instead reads every row).
-func (d *DB) anyMatch(ctx context.Context, f memory.Filter, more func(*slotMeta) bool) bool {
-	if d.Wait(ctx) != nil {
-		return true
-	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	sf := compile(&f)
-	for ns, ix := range d.ns {
-		if f.Namespace != "" && ns != f.Namespace {
-			continue
-		}
-		for s := range ix.meta {
-			if sf.ok(&ix.meta[s]) && (more == nil || more(&ix.meta[s])) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Get returns one memory with its vector.
-func (d *DB) Get(ctx context.Context, id string) (memory.Memory, error) {
-	row := d.db.QueryRowContext(ctx, `SELECT `+columns+`, vector FROM memories WHERE id = ?`, id)
-	m, err := scan(row, true)
-	if errors.Is(err, sql.ErrNoRows) {
-		return m, fmt.Errorf("%w: %s", memory.ErrNotFound, id)
-	}
-	if err != nil {
-		return m, fmt.Errorf("get %s: %w", id, err)
-	}
-	return m, nil
-}
-
-// Delete removes memories by id.
-func (d *DB) Delete(ctx context.Context, ids ...string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	d.wmu.Lock()
-	var seqs []int64
-	var gen int64
-	err := d.tx(ctx, func(tx *sql.Tx) error {
-		seqs = seqs[:0]
-		for _, id := range ids {
-			seq, ok, err := seqOf(tx.QueryRowContext(ctx, `DELETE FROM memories WHERE id = ? RETURNING seq`, id))
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM usage WHERE id = ?`, id); err != nil {
-				return err
-			}
-			if ok {
-				seqs = append(seqs, seq)
-			}
-		}
-		var err error
-		gen, err = d.logChanges(ctx, tx, seqs)
-		return err
-	})
-	if err != nil {
-		d.wmu.Unlock()
-		return fmt.Errorf("delete: %w", err)
-	}
-	d.cache.drop(seqs)
-	d.mu.Lock()
-	d.gen = max(d.gen, gen)
-	d.change(func(nsm map[string]*index) {
-		touched := map[*index]bool{}
-		for _, seq := range seqs {
-			for _, ix := range nsm {
-				if _, ok := ix.bySeq[seq]; ok {
-					ix.remove(seq)
-					touched[ix] = true
-				}
-			}
-		}
-		for ix := range touched {
-			ix.scrub()
-		}
-	})
-	d.mu.Unlock()
-	d.wmu.Unlock()
-	if len(seqs) == 0 {
-		return nil
-	}
-	// Erased, not only deleted (erase.go).
-	if err := d.erase(ctx); err != nil {
-		return fmt.Errorf("delete: erasing: %w", err)
-	}
-	return nil
-}
-
-// Count counts the memories matching f.
-func (d *DB) Count(ctx context.Context, f memory.Filter) (int, error) {
-	w, args := where(f)
-	var n int
-	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM memories WHERE `+w, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count: %w", err)
-	}
-	return n, nil
-}
-
-// Namespaces lists the namespaces that hold memories.
-func (d *DB) Namespaces(ctx context.Context) ([]string, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT DISTINCT namespace FROM memories ORDER BY namespace`)
-	if err != nil {
-		return nil, fmt.Errorf("namespaces: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}
-
-// VectorSpace records which embedding model made the stored vectors. When
-// the model or its dimension changed, the old vectors are dropped (they
-// cannot be compared with new ones) and reset is true: the memories stay,
-// searchable lexically, and are embedded again by the backfill.
-func (d *DB) VectorSpace(ctx context.Context, model string, dim int) (reset bool, err error) {
-	want := fmt.Sprintf("%s/%d", model, dim)
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	var have string
-	err = d.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'vector_space'`).Scan(&have)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("vector space: %w", err)
-	}
-	if have == want {
-		return false, nil
-	}
-	reset = d.dim != 0 && (have != "" || d.dim != dim)
-	var gen int64
-	err = d.tx(ctx, func(tx *sql.Tx) error {
-		if reset {
-			if _, err := tx.ExecContext(ctx, `UPDATE memories SET vector = NULL WHERE vector IS NOT NULL`); err != nil {
-				return err
-			}
-			// Every row changed: a snapshot from before cannot be
-			// brought up to date.
-			if gen, err = d.logChanges(ctx, tx, []int64{allRows}); err != nil {
-				return err
-			}
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('vector_space', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, want)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("vector space: %w", err)
-	}
-	if reset {
-		d.cache.drop(nil)
-		d.mu.Lock()
-		d.dim, d.gen = 0, gen
-		d.change(func(nsm map[string]*index) {
-			for _, ix := range nsm {
-				ix.dropVectors()
-			}
-		})
-		d.mu.Unlock()
-	}
-	return reset, nil
-}
-
-func encodeVector(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func decodeVector(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }

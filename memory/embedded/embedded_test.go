@@ -119,7 +119,7 @@ func TestReopenLoadsManyBatchesInOrder(t *testing.T) {
 	}
 	db.mu.RLock()
 	for _, ns := range nss {
-		assert.False(t, db.ns[ns].unordered, "namespace %s: indexed in storage (and time) order", ns)
+		assert.True(t, db.ns[ns].Ordered(), "namespace %s: indexed in storage (and time) order", ns)
 	}
 	db.mu.RUnlock()
 	for k, ns := range nss {

@@ -44,26 +44,13 @@ func (d *DB) erase(ctx context.Context) error {
 }
 
 // clearJournal ends the journal's round (its records into the table, at
-// FULL) and zeroes the file; the caller holds wmu.
+// FULL) and zeroes what the old round wrote, past the records written
+// since the round began (new turns); the caller holds wmu.
 func (d *DB) clearJournal(ctx context.Context) error {
 	if err := d.newRound(ctx); err != nil {
 		return fmt.Errorf("the queue's journal: %w", err)
 	}
-	j := d.j
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	// Records written since the round began (new turns) stay; the old
-	// round's after them go.
-	if j.dirty > j.off {
-		if _, err := j.f.WriteAt(make([]byte, j.dirty-j.off), j.off); err != nil {
-			return fmt.Errorf("clearing the queue's journal: %w", err)
-		}
-		if err := fdatasync(j.f); err != nil {
-			return fmt.Errorf("clearing the queue's journal: %w", err)
-		}
-		j.dirty = j.off
-	}
-	return nil
+	return d.j.Scrub()
 }
 
 // checkpoint copies the write-ahead log into the database and empties it,

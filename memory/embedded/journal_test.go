@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/journal"
 )
 
 // diskCopy copies what an open store has written to its files (the
@@ -82,7 +83,7 @@ func TestJournalReplaysAcknowledgedTurns(t *testing.T) {
 	a, b := turn(1, "first"), turn(2, "second")
 	require.NoError(t, db.Enqueue(ctx, full))
 	require.NoError(t, db.Enqueue(ctx, a, b))
-	require.Equal(t, 3, db.j.waiting(), "the turns must wait in the journal, not in the table")
+	require.Equal(t, 3, db.j.Waiting(), "the turns must wait in the journal, not in the table")
 	n, err := db.Len(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, "Len counts the journal's turns")
@@ -157,16 +158,16 @@ func TestJournalTornRecord(t *testing.T) {
 	disk := diskCopy(t, dir)
 	j, err := os.ReadFile(filepath.Join(disk, JournalName))
 	require.NoError(t, err)
-	recs := parseJournal(j, db.j.epoch)
+	recs := journal.Parse(j, db.j.Epoch())
 	require.Len(t, recs, 3)
 	start := 0
 	for _, r := range recs[:2] {
-		start += journalHeader + len(r.body)
+		start += journal.HeaderSize + len(r.Body)
 	}
-	end := start + journalHeader + len(recs[2].body)
+	end := start + journal.HeaderSize + len(recs[2].Body)
 	want := []string{ms[0].ID, ms[1].ID}
 	for cut := start; cut < end; cut++ {
-		if cut-start >= journalHeader && (cut-start)%8 != 0 {
+		if cut-start >= journal.HeaderSize && (cut-start)%8 != 0 {
 			continue // every byte of the header, every eighth of the body
 		}
 		for _, how := range []string{"zeroed", "flipped"} {
@@ -230,7 +231,7 @@ func TestJournalWrapsAround(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	require.Greater(t, db.j.next, uint64(400))
+	require.Greater(t, db.j.Next(), uint64(400))
 	after, err := Open(ctx, diskCopy(t, dir))
 	require.NoError(t, err)
 	defer after.Close()
@@ -251,7 +252,7 @@ func TestJournalTooSmallForTheBatch(t *testing.T) {
 	require.NoError(t, db.Enqueue(ctx, small))
 	var batch []memory.Memory
 	for i := range 5 {
-		batch = append(batch, turn(i+1, strings.Repeat("x", journalSize/4)))
+		batch = append(batch, turn(i+1, strings.Repeat("x", journal.Size/4)))
 	}
 	require.NoError(t, db.Enqueue(ctx, batch...))
 	after, err := Open(ctx, diskCopy(t, dir))
@@ -334,12 +335,12 @@ func TestSnapshotSyncsTheQueue(t *testing.T) {
 	defer db.Close()
 	require.NoError(t, db.Upsert(ctx, turn(1, "stored")))
 	require.NoError(t, db.Enqueue(ctx, turn(2, "queued")))
-	require.Equal(t, 1, db.j.waiting())
+	require.Equal(t, 1, db.j.Waiting())
 	require.NoError(t, db.saveSnapshot(ctx))
-	assert.Zero(t, db.j.waiting())
+	assert.Zero(t, db.j.Waiting())
 	mark, err := db.metaInt(ctx, journalMark)
 	require.NoError(t, err)
-	assert.Equal(t, int64(db.j.next-1), mark)
+	assert.Equal(t, int64(db.j.Next()-1), mark)
 }
 
 // A clean stop leaves nothing in the journal to replay, nor the text of
@@ -354,12 +355,12 @@ func TestJournalEmptyAfterClose(t *testing.T) {
 	require.NoError(t, db.Close())
 	b, err := os.ReadFile(filepath.Join(dir, JournalName))
 	require.NoError(t, err)
-	assert.Len(t, b, journalSize)
+	assert.Len(t, b, journal.Size)
 	assert.Equal(t, -1, strings.IndexFunc(string(b), func(r rune) bool { return r != 0 }), "the journal is cleared")
 	again, err := Open(ctx, dir)
 	require.NoError(t, err)
 	defer again.Close()
-	assert.Zero(t, again.j.waiting(), "nothing replayed")
+	assert.Zero(t, again.j.Waiting(), "nothing replayed")
 	assert.Equal(t, []string{m.ID}, pendingIDs(t, again))
 	// The records written from then on are numbered after the mark, so
 	// that they are replayed.
@@ -399,7 +400,7 @@ func TestJournalTurnsSkipTheTable(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.Equal(t, []string{a.ID, b.ID}, []string{got[0].ID, got[1].ID})
 	assert.Equal(t, again.Text, got[0].Text)
-	assert.Equal(t, 3, db.j.waiting(), "Pending does not move them")
+	assert.Equal(t, 3, db.j.Waiting(), "Pending does not move them")
 	limited, err := db.Pending(ctx, 1)
 	require.NoError(t, err)
 	assert.Len(t, limited, 1)

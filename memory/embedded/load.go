@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/index"
 )
 
 // Loading: every memory of the file, read in chunks and analysed on every
@@ -32,12 +33,11 @@ type loadState struct {
 	done          chan struct{} // closed once the load has ended
 	cancel        context.CancelFunc
 	loaded, total atomic.Int64
-	active        bool                      // under DB.mu: changes go to pending
-	pending       []func(map[string]*index) // under DB.mu: changes made during the load, in commit order
-	err           error                     // under DB.mu, once done: why the load failed
-	afterChunk    func()                    // for tests: called between two chunks
-	from          string                    // under DB.mu, once done: where the index came from
-	took          time.Duration             // under DB.mu, once done: how long the load took
+	active        bool                                // under DB.mu: changes go to pending
+	pending       []func(map[string]*index.Namespace) // under DB.mu: changes made during the load, in commit order
+	err           error                               // under DB.mu, once done: why the load failed
+	from          string                              // under DB.mu, once done: where the index came from
+	took          time.Duration                       // under DB.mu, once done: how long the load took
 }
 
 // startLoad loads the index in the background.
@@ -127,7 +127,7 @@ func (d *DB) ready() error {
 // change applies fn to the index, or, while it loads, keeps fn to apply
 // once the load is done. The caller holds d.mu for writing, and calls it
 // after the change is committed to the file.
-func (d *DB) change(fn func(ns map[string]*index)) {
+func (d *DB) change(fn func(ns map[string]*index.Namespace)) {
 	if d.load.active {
 		d.load.pending = append(d.load.pending, fn)
 		return
@@ -149,7 +149,7 @@ func (d *DB) storedDim(ctx context.Context) (int, error) {
 
 // readIndex reads every memory of the file into new indexes, one per
 // namespace.
-func (d *DB) readIndex(ctx context.Context) (map[string]*index, error) {
+func (d *DB) readIndex(ctx context.Context) (map[string]*index.Namespace, error) {
 	sizes := map[string]int{}
 	counts, err := d.db.QueryContext(ctx, `SELECT namespace, COUNT(*) FROM memories GROUP BY namespace`)
 	if err != nil {
@@ -168,15 +168,15 @@ func (d *DB) readIndex(ctx context.Context) (map[string]*index, error) {
 	}
 	counts.Close()
 	d.load.total.Store(int64(total))
-	ns := map[string]*index{}
+	ns := map[string]*index.Namespace{}
 	err = d.scanAll(ctx, func(b *loadBatch) {
 		for i, m := range b.ms {
 			ix := ns[m.Namespace]
 			if ix == nil {
-				ix = newIndexFor(sizes[m.Namespace])
+				ix = index.NewFor(sizes[m.Namespace], d.opts.index)
 				ns[m.Namespace] = ix
 			}
-			ix.addTerms(b.seqs[i], &b.ms[i], b.vecs[i], b.terms[i])
+			ix.AddTerms(b.seqs[i], &b.ms[i], b.vecs[i], b.terms[i])
 		}
 		d.load.loaded.Add(int64(len(b.ms)))
 	})
@@ -205,7 +205,7 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 		wg.Go(func() {
 			for b := range work {
 				for i, m := range b.ms {
-					b.terms[i], b.vecs[i] = memory.Terms(m.Text), normalize(m.Vector)
+					b.terms[i], b.vecs[i] = memory.Terms(m.Text), index.Normalize(m.Vector)
 				}
 				close(b.ready)
 			}
@@ -256,8 +256,8 @@ func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 		if len(chunk) < loadChunk {
 			break
 		}
-		if d.load.afterChunk != nil {
-			d.load.afterChunk()
+		if d.opts.afterChunk != nil {
+			d.opts.afterChunk()
 		}
 	}
 	if len(b.ms) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/index"
 )
 
 // seedStore writes n memories to namespace "a" of a new store in dir:
@@ -49,13 +50,13 @@ func TestWritesWhileTheIndexLoads(t *testing.T) {
 
 	paused, resume := make(chan struct{}), make(chan struct{})
 	first := true
-	db, err := start(ctx, dir, func() {
+	db, err := start(ctx, dir, options{afterChunk: func() {
 		if first {
 			first = false
 			close(paused)
 			<-resume
 		}
-	})
+	}})
 	require.NoError(t, err)
 	defer db.Close()
 	<-paused // the first chunk is read; the rest is not
@@ -154,13 +155,13 @@ func TestCloseWhileLoading(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(dir, SnapshotName)))
 	paused, resume := make(chan struct{}), make(chan struct{})
 	first := true
-	db, err := start(context.Background(), dir, func() {
+	db, err := start(context.Background(), dir, options{afterChunk: func() {
 		if first {
 			first = false
 			close(paused)
 			<-resume
 		}
-	})
+	}})
 	require.NoError(t, err)
 	<-paused
 	closed := make(chan error, 1)
@@ -272,13 +273,13 @@ func TestTornSnapshotIsRebuilt(t *testing.T) {
 		require.NotEmpty(t, got[0], what)
 		assert.Equal(t, "m00042", got[0][0].ID, what)
 	}
-	for n := range snapHeader + 1 {
+	for n := range index.SnapshotHeader + 1 {
 		check(t, whole[:n], fmt.Sprintf("cut at byte %d of the header", n))
 	}
-	for _, n := range []int{snapHeader + 1, len(whole) / 2, len(whole) - 1} {
+	for _, n := range []int{index.SnapshotHeader + 1, len(whole) / 2, len(whole) - 1} {
 		check(t, whole[:n], fmt.Sprintf("cut at byte %d of %d", n, len(whole)))
 	}
-	for _, i := range []int{0, 9, 13, 20, 33, 41, 49, snapHeader - 1, snapHeader + 3, len(whole) / 2, len(whole) - 1} {
+	for _, i := range []int{0, 9, 13, 20, 33, 41, 49, index.SnapshotHeader - 1, index.SnapshotHeader + 3, len(whole) / 2, len(whole) - 1} {
 		bad := slices.Clone(whole)
 		bad[i] ^= 0x40
 		check(t, bad, fmt.Sprintf("byte %d changed", i))

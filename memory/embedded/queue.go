@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/journal"
 )
 
 // The queue's own encoding of a memory. memory.Memory's JSON tags are the
@@ -85,12 +86,12 @@ func decodeQueued(body []byte) (memory.Memory, error) {
 }
 
 // Enqueue commits memories to the durable queue; it returns once they are
-// on disk, in the queue's journal (journal.go).
+// on disk, in the queue's journal (queuejournal.go).
 func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	rs := make([]journaled, len(ms))
+	rs := make([]journal.Record, len(ms))
 	now := time.Now().UnixNano()
 	for i, m := range ms {
 		if err := m.Validate(); err != nil {
@@ -100,7 +101,7 @@ func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 		if err != nil {
 			return fmt.Errorf("memory %s: %w", m.ID, err)
 		}
-		rs[i] = journaled{at: now + int64(i), id: m.ID, body: b} // in the batch's order
+		rs[i] = journal.Record{At: now + int64(i), ID: m.ID, Body: b} // in the batch's order
 	}
 	if err := d.enqueue(ctx, rs); err != nil {
 		return fmt.Errorf("enqueue: %w", err)
@@ -110,19 +111,16 @@ func (d *DB) Enqueue(ctx context.Context, ms ...memory.Memory) error {
 
 // enqueue writes rs to the journal, or, when it is full, syncs the table
 // (which then holds every record in it) and writes them at its start.
-func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
+func (d *DB) enqueue(ctx context.Context, rs []journal.Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.j.mu.Lock()
-	err := d.j.write(rs)
-	d.j.mu.Unlock()
-	if !errors.Is(err, errJournalFull) {
+	if err := d.j.Append(rs); !errors.Is(err, journal.ErrFull) {
 		return err
 	}
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
-	if !fits(rs) {
+	if !journal.Fits(rs) {
 		// Larger than the whole journal: into the table, at FULL.
 		return d.queueTx(ctx, d.tx, nil, func(tx *sql.Tx) error { return d.insert(ctx, tx, rs) })
 	}
@@ -133,10 +131,7 @@ func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
 		if err := d.newRound(ctx); err != nil {
 			return err
 		}
-		d.j.mu.Lock()
-		err := d.j.write(rs)
-		d.j.mu.Unlock()
-		if !errors.Is(err, errJournalFull) {
+		if err := d.j.Append(rs); !errors.Is(err, journal.ErrFull) {
 			return err
 		}
 	}
@@ -149,7 +144,7 @@ func (d *DB) enqueue(ctx context.Context, rs []journaled) error {
 func (d *DB) Pending(ctx context.Context, limit int) ([]memory.Memory, error) {
 	// The journal's first: one that moves to the table meanwhile is then
 	// in both, and counted once, rather than in neither.
-	jq := d.j.queued()
+	jq := d.j.Queued()
 	rows, err := d.stmts.pending.QueryContext(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
@@ -183,7 +178,7 @@ func (d *DB) Pending(ctx context.Context, limit int) ([]memory.Memory, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	for _, r := range jq {
-		if err := add(r.id, r.body); err != nil {
+		if err := add(r.ID, r.Body); err != nil {
 			return nil, err
 		}
 	}
@@ -220,5 +215,5 @@ func (d *DB) Len(ctx context.Context) (int, error) {
 	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM queue`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("queue: %w", err)
 	}
-	return n + d.j.waiting(), nil
+	return n + d.j.Waiting(), nil
 }

@@ -1,15 +1,15 @@
 package embedded
 
 import (
-	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"sync"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/index"
 )
 
 // Reading: searches and Latest find slots in the in-memory index, then
@@ -26,15 +26,15 @@ var _ memory.SearchAhead = (*DB)(nil)
 // in the background, and the vector side and the fusion once the vector
 // is given. Should a memory the lexical side saw be removed or changed
 // in between, both sides run again, on one state of the index; memories
-// only added meanwhile are left to the vector side (rankedAhead).
+// only added meanwhile are left to the vector side (index.Ranking).
 func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []float32) ([]memory.Hit, error) {
-	var ahead rankedAhead
+	var ahead index.Ranking
 	done := make(chan struct{})
 	// The ranking ahead leaves a core free: the caller's embedding
 	// answer would otherwise wait on the network until the ranking is
 	// done (no core would look), and the vector side after it. The
 	// caller ranks the vector side on it meanwhile, then joins.
-	j := newJoinPoint()
+	j := index.NewJoinPoint()
 	if q.Text == "" || ctx.Err() != nil {
 		close(done)
 	} else {
@@ -46,16 +46,16 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 				return
 			}
 			if ix := d.ns[q.Namespace]; ix != nil {
-				ahead = rankedAhead{ix: ix, removals: ix.removals, top: ix.lexicalSide(&q, j)}
+				ahead = ix.RankLexical(&q, j)
 			}
 		}()
 	}
 	return func(vector []float32) ([]memory.Hit, error) {
-		var vec rankedAhead
+		var vec index.Ranking
 		if q.Text != "" {
 			vec = d.vectorAhead(ctx, &q, vector)
 		}
-		j.join(done)
+		j.Join(done)
 		<-done
 		return d.search(ctx, q, vector, &ahead, &vec)
 	}
@@ -65,44 +65,32 @@ func (d *DB) SearchAhead(ctx context.Context, q memory.Query) func(vector []floa
 // ranked ahead. Not while a write waits for the index: it would wait
 // behind the whole lexical side, which the caller joins then instead,
 // ranking the vector side after it.
-func (d *DB) vectorAhead(ctx context.Context, q *memory.Query, vector []float32) rankedAhead {
+func (d *DB) vectorAhead(ctx context.Context, q *memory.Query, vector []float32) index.Ranking {
 	if len(vector) == 0 || ctx.Err() != nil {
-		return rankedAhead{}
+		return index.Ranking{}
 	}
-	qvec := normalize(vector)
+	qvec := index.Normalize(vector)
 	if !d.mu.TryRLock() {
-		return rankedAhead{}
+		return index.Ranking{}
 	}
 	defer d.mu.RUnlock()
 	ix := d.ns[q.Namespace]
 	if d.ready() != nil || ix == nil {
-		return rankedAhead{}
+		return index.Ranking{}
 	}
-	return rankedAhead{ix: ix, removals: ix.removals, changes: ix.changes, top: ix.vectorSide(q, qvec)}
-}
-
-// rankedAhead is one side of a search ranked ahead, on ix as its removals
-// and changes were. The lexical side holds while no slot it saw was
-// removed: what the index gained meanwhile (the turn before, stored while
-// this question was embedded) is left to the vector side. The vector
-// side, ranked while the lexical one ends, holds only while nothing
-// changed at all; else it is ranked again at the fusion.
-type rankedAhead struct {
-	ix       *index
-	removals uint64
-	changes  uint64 // the vector side's: kept only while nothing changed
-	top      []scored
+	return ix.RankVector(q, qvec)
 }
 
 // search is Search with vector as the query's, and the sides ranked ahead
-// when they still hold for the index (nil: none; vec is the vector side).
-func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead, vec *rankedAhead) ([]memory.Hit, error) {
+// (nil: none; vec is the vector side), used while they still hold for the
+// index.
+func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead, vec *index.Ranking) ([]memory.Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var qvec []float32
 	if len(vector) > 0 {
-		qvec = normalize(vector)
+		qvec = index.Normalize(vector)
 	}
 	d.mu.RLock()
 	if err := d.ready(); err != nil {
@@ -114,39 +102,19 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 		d.mu.RUnlock()
 		return nil, nil
 	}
-	var found []hit
-	if ahead != nil && ahead.ix == ix && ahead.removals == ix.removals {
-		var vs []scored
-		if vec != nil && vec.ix == ix && vec.changes == ix.changes {
-			vs = vec.top
-		} else {
-			vs = ix.vectorSide(&q, qvec)
-		}
-		found = fuse(vs, ahead.top, q.Limit)
-	} else {
-		found = ix.search(&q, qvec)
-	}
-	// In the builder's order (memory.BestFirst): a memory's time is its
-	// slot's.
-	slices.SortStableFunc(found, func(a, b hit) int {
-		if c := cmp.Compare(b.rrf, a.rrf); c != 0 {
-			return c
-		}
-		return cmp.Compare(ix.meta[b.slot].ts, ix.meta[a.slot].ts)
-	})
+	found := ix.Search(&q, qvec, ahead, vec)
 	seqs := make([]int64, len(found), len(found)+2*min(q.Context, len(found)))
 	for i, h := range found {
-		seqs[i] = ix.seqs[h.slot]
+		seqs[i] = h.Row
 	}
 	// The context of the first q.Context hits: their neighbours, read
 	// with the hits.
 	around := make([][2]int64, min(q.Context, len(found)))
 	for i := range around {
-		for k, x := range ix.neighboursOf(found[i].slot, nil) {
-			around[i][k] = -1
-			if x >= 0 {
-				around[i][k] = ix.seqs[x]
-				seqs = append(seqs, ix.seqs[x])
+		around[i] = ix.Neighbours(found[i])
+		for _, seq := range around[i] {
+			if seq >= 0 {
+				seqs = append(seqs, seq)
 			}
 		}
 	}
@@ -155,13 +123,20 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
+	return hitsOf(found, around, seqs, ms), nil
+}
+
+// hitsOf makes the hits of found, of rows seqs, from the memories read
+// (those gone or changed since are left out), the first with the
+// memories around them.
+func hitsOf(found []index.Hit, around [][2]int64, seqs []int64, ms map[int64]memory.Memory) []memory.Hit {
 	hits := make([]memory.Hit, 0, len(found))
 	for i, h := range found {
 		m, ok := ms[seqs[i]]
 		if !ok {
 			continue
 		}
-		hit := memory.Hit{Memory: m, Score: h.rrf, Cosine: h.cos, Lexical: h.bm25}
+		hit := memory.Hit{Memory: m, Score: h.RRF, Cosine: h.Cosine, Lexical: h.BM25}
 		if i < len(around) {
 			for _, seq := range around[i] {
 				if n, ok := ms[seq]; seq >= 0 && ok {
@@ -171,7 +146,7 @@ func (d *DB) search(ctx context.Context, q memory.Query, vector []float32, ahead
 		}
 		hits = append(hits, hit)
 	}
-	return hits, nil
+	return hits
 }
 
 var _ memory.Contextual = (*DB)(nil)
@@ -256,11 +231,7 @@ func (d *DB) inTimeOrder(ctx context.Context, f memory.Filter, limit int, oldest
 		d.mu.RUnlock()
 		return nil, nil
 	}
-	slots := ix.inTimeOrder(&f, limit, oldest)
-	seqs := make([]int64, len(slots))
-	for i, s := range slots {
-		seqs[i] = ix.seqs[s]
-	}
+	seqs := ix.Latest(&f, limit, oldest)
 	d.mu.RUnlock()
 	ms, err := d.rows(ctx, &f, seqs)
 	if err != nil {
@@ -282,10 +253,9 @@ func (d *DB) inTimeOrder(ctx context.Context, f memory.Filter, limit int, oldest
 // rows up by seq.
 func (d *DB) rows(ctx context.Context, f *memory.Filter, seqs []int64) (map[int64]memory.Memory, error) {
 	out := make(map[int64]memory.Memory, len(seqs))
-	sf := compile(f)
+	cf := index.Compile(f)
 	keep := func(seq int64, r cachedRow) {
-		meta := slotMeta{ts: r.m.Time.UnixNano(), typ: typeBit(r.m.Type), vec: r.vec}
-		if r.m.Namespace == f.Namespace && sf.ok(&meta) {
+		if r.m.Namespace == f.Namespace && cf.Admits(&r.m, r.vec) {
 			m := r.m
 			m.Metadata = maps.Clone(m.Metadata) // the cache's own stays as read
 			out[seq] = m
@@ -319,70 +289,95 @@ func (d *DB) rows(ctx context.Context, f *memory.Filter, seqs []int64) (map[int6
 // prepared once, for any number of them.
 const rowsQuery = `SELECT ` + columns + `, seq, vector IS NULL FROM memories WHERE seq IN (SELECT value FROM json_each(?))`
 
-// cachedRow is a memory as read from the file (without its vector), and
-// whether it has one.
-type cachedRow struct {
-	m   memory.Memory
-	vec bool
+// Scroll pages through the memories matching f in id order; the cursor is
+// the last id of the previous page.
+func (d *DB) Scroll(ctx context.Context, f memory.Filter, cursor string, limit int) ([]memory.Memory, string, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	if f.NoVector && !d.anyMatch(ctx, f.Namespace, func(ix *index.Namespace) bool { return ix.Any(&f) }) {
+		// The writer asks at every start, and after every outage of the
+		// embedder, for memories still without a vector: the index knows
+		// at once that there are none, where the query would read every
+		// row of the namespace (seconds at a million memories, competing
+		// with the chats of the moment).
+		return nil, "", nil
+	}
+	w, args := where(f)
+	if cursor != "" {
+		w += " AND id > ?"
+		args = append(args, cursor)
+	}
+	out, err := d.query(ctx, `SELECT `+columns+` FROM memories WHERE `+w+` ORDER BY id LIMIT ?`, append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("scroll: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
 }
 
-// rowCache keeps the rows searches read lately: the latest turns, the
-// rules and the profile are read by every chat. Every write drops the rows
-// it touched.
-type rowCache struct {
-	mu   sync.Mutex
-	rows map[int64]cachedRow
-	size int
-	// epoch counts drops: a row read before a drop may be the version the
-	// write replaced, and is not kept.
-	epoch uint64
-}
-
-// get calls hit for each of seqs it holds, and returns the others, and
-// the epoch to put them back with.
-func (c *rowCache) get(seqs []int64, hit func(int64, cachedRow)) ([]int64, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var missing []int64
-	for _, s := range seqs {
-		if r, ok := c.rows[s]; ok {
-			hit(s, r)
-		} else {
-			missing = append(missing, s)
+// anyMatch reports whether an index that f's namespace (every namespace
+// when empty) picks has in it; false means a query of the file would
+// return nothing. Its callers are background work, which waits for the
+// index to load (the query they would make instead reads every row).
+func (d *DB) anyMatch(ctx context.Context, namespace string, has func(*index.Namespace) bool) bool {
+	if d.Wait(ctx) != nil {
+		return true
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for ns, ix := range d.ns {
+		if namespace != "" && ns != namespace {
+			continue
+		}
+		if has(ix) {
+			return true
 		}
 	}
-	return missing, c.epoch
+	return false
 }
 
-// put keeps a row read since get returned epoch, unless a write dropped
-// rows since.
-func (c *rowCache) put(seq int64, r cachedRow, epoch uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if epoch != c.epoch {
-		return
+// Get returns one memory with its vector.
+func (d *DB) Get(ctx context.Context, id string) (memory.Memory, error) {
+	row := d.db.QueryRowContext(ctx, `SELECT `+columns+`, vector FROM memories WHERE id = ?`, id)
+	m, err := scan(row, true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, fmt.Errorf("%w: %s", memory.ErrNotFound, id)
 	}
-	if c.rows == nil {
-		c.rows = make(map[int64]cachedRow, c.size)
+	if err != nil {
+		return m, fmt.Errorf("get %s: %w", id, err)
 	}
-	if len(c.rows) >= c.size {
-		for s := range c.rows { // one out, at random
-			delete(c.rows, s)
-			break
+	return m, nil
+}
+
+// Count counts the memories matching f.
+func (d *DB) Count(ctx context.Context, f memory.Filter) (int, error) {
+	w, args := where(f)
+	var n int
+	if err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM memories WHERE `+w, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count: %w", err)
+	}
+	return n, nil
+}
+
+// Namespaces lists the namespaces that hold memories.
+func (d *DB) Namespaces(ctx context.Context) ([]string, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT DISTINCT namespace FROM memories ORDER BY namespace`)
+	if err != nil {
+		return nil, fmt.Errorf("namespaces: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
 		}
+		out = append(out, s)
 	}
-	c.rows[seq] = r
-}
-
-// drop forgets rows seqs; all of them when seqs is nil.
-func (c *rowCache) drop(seqs []int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.epoch++
-	if seqs == nil {
-		clear(c.rows)
-	}
-	for _, s := range seqs {
-		delete(c.rows, s)
-	}
+	return out, rows.Err()
 }

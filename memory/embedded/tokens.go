@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/embedded/index"
 )
 
 var _ memory.TokenCounter = (*DB)(nil)
@@ -17,7 +18,7 @@ func (d *DB) ZeroTokens(ctx context.Context, cursor string, limit int) ([]memory
 	if limit <= 0 {
 		limit = 100
 	}
-	if cursor == "" && !d.anyMatch(ctx, memory.Filter{}, func(m *slotMeta) bool { return m.noTokens }) {
+	if cursor == "" && !d.anyMatch(ctx, "", (*index.Namespace).AnyUncounted) {
 		// Asked at every start: the index knows at once that every count
 		// is known, where the query would read every row.
 		return nil, "", nil
@@ -73,12 +74,10 @@ func (d *DB) SetTokens(ctx context.Context, counts map[string]int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gen = max(d.gen, gen)
-	d.change(func(nsm map[string]*index) {
+	d.change(func(nsm map[string]*index.Namespace) {
 		for _, seq := range set {
 			for _, ix := range nsm {
-				if s, ok := ix.bySeq[seq]; ok {
-					ix.meta[s].noTokens = false
-				}
+				ix.Counted(seq)
 			}
 		}
 	})

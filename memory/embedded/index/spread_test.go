@@ -1,4 +1,4 @@
-package embedded
+package index
 
 import (
 	"fmt"
@@ -18,14 +18,14 @@ func TestSpreadCoversEachSlotOnce(t *testing.T) {
 	joined := 0
 	for i := range 300 {
 		n, piece, workers := rng.IntN(5000), 1+rng.IntN(700), 1+rng.IntN(4)
-		var j *joinPoint
+		var j *JoinPoint
 		done, took := make(chan struct{}), make(chan struct{})
 		var joiner sync.WaitGroup
 		var tookOnce sync.Once
 		if i%3 > 0 {
-			j = newJoinPoint()
+			j = NewJoinPoint()
 			if i%3 == 1 {
-				joiner.Go(func() { j.join(done) })
+				joiner.Go(func() { j.Join(done) })
 			}
 		}
 		seen := make([]int, n)
@@ -71,9 +71,9 @@ func TestSpreadCoversEachSlotOnce(t *testing.T) {
 // A joiner whose work needed no spread returns once the work is done; a
 // spread that reserves a worker then still does every piece alone.
 func TestJoinReturnsWithoutSpread(t *testing.T) {
-	j, done := newJoinPoint(), make(chan struct{})
+	j, done := NewJoinPoint(), make(chan struct{})
 	close(done)
-	j.join(done)
+	j.Join(done)
 	var mu sync.Mutex
 	seen := 0
 	spread(1000, 100, 2, j, func(w, lo, hi int) {

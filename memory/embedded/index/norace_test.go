@@ -1,5 +1,5 @@
 //go:build !race
 
-package embedded
+package index
 
 const raceOn = false

@@ -1,4 +1,4 @@
-package embedded
+package journal
 
 import (
 	"os"

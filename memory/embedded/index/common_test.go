@@ -1,4 +1,4 @@
-package embedded
+package index
 
 import (
 	"cmp"
@@ -22,8 +22,6 @@ import (
 // the cells again. When mark declines, a slot outside the held cells can
 // pass.
 func TestStrongestMarkEveryPassingSlot(t *testing.T) {
-	defer func(m int) { commonMin = m }(commonMin)
-	commonMin = 64
 	rng := rand.New(rand.NewPCG(7, 7))
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	doc := func(i, words, heavy int) memory.Memory {
@@ -36,12 +34,12 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 		}
 		return memory.Memory{ID: fmt.Sprint(i), Namespace: "s", Type: memory.Raw, Text: strings.Join(ws, " "), Time: start.Add(time.Duration(i) * time.Second)}
 	}
-	ix := newIndex()
+	ix := New(Options{CommonMin: 64})
 	seq := int64(0)
 	add := func(words, heavy int) {
 		seq++
 		m := doc(int(seq), words, heavy)
-		ix.add(seq, &m, nil)
+		ix.Add(seq, &m, nil)
 	}
 	for range 3000 {
 		add(5+rng.IntN(60), rng.IntN(4))
@@ -127,18 +125,16 @@ func TestStrongestMarkEveryPassingSlot(t *testing.T) {
 // The candidates marked are those of a scan: a dense ranking led by a
 // common term takes them from its strongest cells, and ranks the same.
 func TestDenseMarkedRanksAsTheScan(t *testing.T) {
-	defer func(m int) { commonMin = m }(commonMin)
-	commonMin = 64
 	rng := rand.New(rand.NewPCG(3, 3))
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ix := newIndex()
+	ix := New(Options{CommonMin: 64})
 	for i := range 5000 {
 		ws := make([]string, 10+rng.IntN(80))
 		for w := range ws {
 			ws[w] = fmt.Sprintf("w%d", rng.IntN(6))
 		}
 		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "d", Type: memory.Raw, Text: strings.Join(ws, " "), Time: start.Add(time.Duration(i) * time.Second)}
-		ix.add(int64(i+1), &m, nil)
+		ix.Add(int64(i+1), &m, nil)
 	}
 	f := memory.Filter{Namespace: "d"}
 	for q := range 50 {
@@ -211,7 +207,7 @@ func TestChampionsKeepWhatTheyRead(t *testing.T) {
 	add("w1 w2 w3 " + strings.Repeat("w4 ", 60))
 	assert.Same(t, kept, champs.kept, "a memory without w25 is no champion of it")
 	for _, s := range []int32{champs.h[0].slot, champs.h[5].slot} {
-		ix.remove(ix.seqs[s])
+		ix.Remove(ix.seqs[s])
 	}
 	check("after removals", questions[1])
 	assert.Same(t, kept, champs.kept, "a removed champion is left to the filter")
@@ -221,7 +217,7 @@ func TestChampionsKeepWhatTheyRead(t *testing.T) {
 		check("after a champion came", q)
 	}
 	for range 1500 {
-		ix.remove(int64(1 + rng.IntN(len(ix.seqs))))
+		ix.Remove(int64(1 + rng.IntN(len(ix.seqs))))
 	}
 	require.NotSame(t, champs, ix.champions[lead], "compacted: champions anew")
 	for _, q := range questions {
@@ -260,14 +256,11 @@ func TestMiddlingWordsOutgrown(t *testing.T) {
 
 // smallIndex is an index that keeps arrays and bits from 64 slots on,
 // and a function adding a raw turn of text as its next row.
-func smallIndex(t *testing.T) (*index, func(text string)) {
-	old := commonMin
-	commonMin = 64
-	t.Cleanup(func() { commonMin = old })
-	ix, seq := newIndex(), int64(0)
+func smallIndex(t *testing.T) (*Namespace, func(text string)) {
+	ix, seq := New(Options{CommonMin: 64}), int64(0)
 	return ix, func(text string) {
 		seq++
 		m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "s", Type: memory.Raw, Text: text, Time: time.Unix(seq, 0)}
-		ix.add(seq, &m, nil)
+		ix.Add(seq, &m, nil)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package embedded
+package journal
 
 import "os"
 

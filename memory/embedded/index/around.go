@@ -1,9 +1,8 @@
-package embedded
+package index
 
 import (
 	"cmp"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
@@ -28,77 +27,19 @@ import (
 // q's filter, scores its own BM25 plus q.Around times that of each of
 // its neighbours among them (a memory of another type has none); the
 // best limit, equal scores keeping the lower slot.
-func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit int) []scored {
+func (ix *Namespace) around(q *memory.Query, terms []queryTerm, top []scored, limit int) []scored {
 	if len(top) == 0 || ix.live == 0 {
 		return top
 	}
 	sf := compile(&q.Filter)
-	// The ranked turns by slot, with their neighbours.
-	ranked := slices.Clone(top)
-	slices.SortFunc(ranked, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
-	rnbs := make([][2]int32, len(ranked))
-	// The candidates: the ranked turns and their neighbours, by slot.
-	cand := make([]int32, 0, 3*len(ranked))
-	for j, t := range ranked {
-		rnbs[j] = ix.neighboursOf(t.slot, &sf)
-		cand = append(cand, t.slot)
-		for _, x := range rnbs[j] {
-			if x >= 0 {
-				cand = append(cand, x)
-			}
-		}
-	}
-	slices.Sort(cand)
-	cand = slices.Compact(cand)
-	// place is x's index in cand, or -1. A neighbour of cand[i] is
-	// usually next to it there (slots are in time order, but for turns
-	// stored late), so those places are tried first.
-	place := func(x int32, i int) int32 {
-		if x < 0 {
-			return -1
-		}
-		if i > 0 && cand[i-1] == x {
-			return int32(i - 1)
-		}
-		if i+1 < len(cand) && cand[i+1] == x {
-			return int32(i + 1)
-		}
-		if k, ok := slices.BinarySearch(cand, x); ok {
-			return int32(k)
-		}
-		return -1
-	}
-	// Each candidate's neighbours among the candidates (their places),
-	// and its score: the ranked turns have theirs (walked alongside, both
-	// by slot); the others are scored together.
-	nbs := make([][2]int32, len(cand))
-	own := make([]float64, len(cand))
-	var unscored []int32
-	var at []int // unscored[k] is cand[at[k]]
-	j := 0
-	for i, s := range cand {
-		for j < len(ranked) && ranked[j].slot < s {
-			j++
-		}
-		var n [2]int32
-		if j < len(ranked) && ranked[j].slot == s {
-			n, own[i] = rnbs[j], ranked[j].score
-		} else {
-			n = ix.neighboursOf(s, &sf)
-			unscored = append(unscored, s)
-			at = append(at, i)
-		}
-		nbs[i] = [2]int32{place(n[0], i), place(n[1], i)}
-	}
-	for k, score := range ix.scoresOf(terms, ix.bm25(), unscored) {
-		own[at[k]] = score
-	}
+	c := ix.candidates(top, &sf)
+	c.scoreRest(ix, terms, &sf)
 	best := topK{k: limit}
-	for i, s := range cand {
-		v := own[i]
-		for _, x := range nbs[i] {
+	for i, s := range c.slots {
+		v := c.own[i]
+		for _, x := range c.nbs[i] {
 			if x >= 0 {
-				v += q.Around * own[x]
+				v += q.Around * c.own[x]
 			}
 		}
 		if v > 0 {
@@ -108,13 +49,94 @@ func (ix *index) around(q *memory.Query, terms []queryTerm, top []scored, limit 
 	return best.best()
 }
 
+// aroundCandidates are the ranked turns and their neighbours, by slot,
+// with each one's neighbours among them (their places in slots, -1: none)
+// and its own BM25 score.
+type aroundCandidates struct {
+	slots []int32
+	nbs   [][2]int32
+	own   []float64
+	// ranked are the ranked turns by slot, rnbs their neighbours' slots.
+	ranked []scored
+	rnbs   [][2]int32
+}
+
+// candidates gathers the ranked turns of top and their neighbours passing
+// sf; the ranked ones have their scores.
+func (ix *Namespace) candidates(top []scored, sf *slotFilter) *aroundCandidates {
+	c := &aroundCandidates{ranked: slices.Clone(top)}
+	slices.SortFunc(c.ranked, func(a, b scored) int { return cmp.Compare(a.slot, b.slot) })
+	c.rnbs = make([][2]int32, len(c.ranked))
+	c.slots = make([]int32, 0, 3*len(c.ranked))
+	for j, t := range c.ranked {
+		c.rnbs[j] = ix.neighboursOf(t.slot, sf)
+		c.slots = append(c.slots, t.slot)
+		for _, x := range c.rnbs[j] {
+			if x >= 0 {
+				c.slots = append(c.slots, x)
+			}
+		}
+	}
+	slices.Sort(c.slots)
+	c.slots = slices.Compact(c.slots)
+	return c
+}
+
+// place is x's index in c.slots, or -1. A neighbour of c.slots[i] is
+// usually next to it there (slots are in time order, but for turns
+// stored late), so those places are tried first.
+func (c *aroundCandidates) place(x int32, i int) int32 {
+	cand := c.slots
+	if x < 0 {
+		return -1
+	}
+	if i > 0 && cand[i-1] == x {
+		return int32(i - 1)
+	}
+	if i+1 < len(cand) && cand[i+1] == x {
+		return int32(i + 1)
+	}
+	if k, ok := slices.BinarySearch(cand, x); ok {
+		return int32(k)
+	}
+	return -1
+}
+
+// scoreRest finds each candidate's neighbours among the candidates, and
+// its score: the ranked turns have theirs (walked alongside, both by
+// slot); the others are scored together.
+func (c *aroundCandidates) scoreRest(ix *Namespace, terms []queryTerm, sf *slotFilter) {
+	c.nbs = make([][2]int32, len(c.slots))
+	c.own = make([]float64, len(c.slots))
+	var unscored []int32
+	var at []int // unscored[k] is c.slots[at[k]]
+	j := 0
+	for i, s := range c.slots {
+		for j < len(c.ranked) && c.ranked[j].slot < s {
+			j++
+		}
+		var n [2]int32
+		if j < len(c.ranked) && c.ranked[j].slot == s {
+			n, c.own[i] = c.rnbs[j], c.ranked[j].score
+		} else {
+			n = ix.neighboursOf(s, sf)
+			unscored = append(unscored, s)
+			at = append(at, i)
+		}
+		c.nbs[i] = [2]int32{c.place(n[0], i), c.place(n[1], i)}
+	}
+	for k, score := range ix.scoresOf(terms, ix.bm25(), unscored) {
+		c.own[at[k]] = score
+	}
+}
+
 // neighboursOf returns the live raw turns just before and just after raw
 // slot s in time, within memory.ExchangeWindow, as memory.Builder looks a
 // hit's context up (Latest and Earliest): the newest in [t-window, t) and
 // the oldest in [t+1µs, t+window), t being s's time. A neighbour that
 // fails sf (nil: none) is -1, as is a missing one, and both for a slot of
 // another type.
-func (ix *index) neighboursOf(s int32, sf *slotFilter) [2]int32 {
+func (ix *Namespace) neighboursOf(s int32, sf *slotFilter) [2]int32 {
 	out := [2]int32{-1, -1}
 	raw := typeBit(memory.Raw)
 	if ix.meta[s].typ != raw {
@@ -150,27 +172,10 @@ func (ix *index) neighboursOf(s int32, sf *slotFilter) [2]int32 {
 	return out
 }
 
-// timePos is slot s's place in time order (slotAt's index).
-func (ix *index) timePos(s int32) int {
-	if !ix.unordered {
-		return int(s)
-	}
-	// Equal times are in slot order (inTime puts a slot after them).
-	ts := ix.meta[s].ts
-	i := sort.Search(len(ix.byTime), func(i int) bool {
-		x := ix.byTime[i]
-		return ix.meta[x].ts > ts || ix.meta[x].ts == ts && x >= s
-	})
-	if i < len(ix.byTime) && ix.byTime[i] == s {
-		return i
-	}
-	return slices.Index(ix.byTime, s) // not found so: never left out
-}
-
 // scoresOf returns the BM25 score of each of slots, which it sorts, for
 // terms: each sum in the terms' order (as every ranking adds), a term's
 // postings read once, forwards.
-func (ix *index) scoresOf(terms []queryTerm, bm bm25, slots []int32) []float64 {
+func (ix *Namespace) scoresOf(terms []queryTerm, bm bm25, slots []int32) []float64 {
 	slices.Sort(slots)
 	sums := make([]float64, len(slots))
 	for _, t := range terms {
@@ -185,7 +190,7 @@ func (ix *index) scoresOf(terms []queryTerm, bm bm25, slots []int32) []float64 {
 
 // freqsAt returns term id's frequency in each of slots (in slot order),
 // its postings read once, forwards.
-func (ix *index) freqsAt(id int32, slots []int32) []uint32 {
+func (ix *Namespace) freqsAt(id int32, slots []int32) []uint32 {
 	tfs := make([]uint32, len(slots))
 	c := ix.cursorOf(id)
 	c.start()

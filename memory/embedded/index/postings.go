@@ -1,4 +1,4 @@
-package embedded
+package index
 
 import (
 	"encoding/binary"
@@ -90,7 +90,7 @@ type cursor struct {
 	// grow, so the next look starts there even when the cursor stayed
 	// behind (a term looked up for few documents).
 	shallow int
-	// present is the term's bit a slot (index.present), if it has one: a
+	// present is the term's bit a slot (Namespace.present), if it has one: a
 	// slot without the term is known so without decoding a posting.
 	present []uint64
 }

@@ -1,4 +1,4 @@
-package embedded
+package index
 
 import (
 	"syscall"

@@ -1,4 +1,4 @@
-package embedded
+package index
 
 import (
 	"runtime"
@@ -16,11 +16,11 @@ import (
 // that comes after the end takes nothing and is not waited for.
 //
 // With j, the last worker is not started: it is left for a goroutine
-// that comes free later (j.join), and the core for it meanwhile.
+// that comes free later (j.Join), and the core for it meanwhile.
 //
 // work(w, lo, hi) does one piece for worker w (0 is the caller), whose
 // pieces come in increasing order.
-func spread(n, piece, workers int, j *joinPoint, work func(w, lo, hi int)) {
+func spread(n, piece, workers int, j *JoinPoint, work func(w, lo, hi int)) {
 	pieces := int64((n + piece - 1) / piece)
 	if workers == 1 || pieces <= 1 {
 		for lo := 0; lo < n; lo += piece {
@@ -56,37 +56,38 @@ func spread(n, piece, workers int, j *joinPoint, work func(w, lo, hi int)) {
 	<-finished
 }
 
-// joinPoint lets one goroutine take the last worker's part in a spread
+// JoinPoint lets one goroutine take the last worker's part in a spread
 // that another started and still runs: a search ahead ranks on every
 // core but the one its caller needs for the network, and the caller
 // joins once its own work is done.
-type joinPoint struct {
+type JoinPoint struct {
 	opened chan struct{} // closed once a spread reserved its worker
 	once   sync.Once
 	mu     sync.Mutex
 	run    func() // the reserved worker, while its spread runs
 }
 
-func newJoinPoint() *joinPoint { return &joinPoint{opened: make(chan struct{})} }
+// NewJoinPoint returns a JoinPoint for one ranking to reserve a worker at.
+func NewJoinPoint() *JoinPoint { return &JoinPoint{opened: make(chan struct{})} }
 
-func (j *joinPoint) open(run func()) {
+func (j *JoinPoint) open(run func()) {
 	j.mu.Lock()
 	j.run = run
 	j.mu.Unlock()
 	j.once.Do(func() { close(j.opened) })
 }
 
-func (j *joinPoint) close() {
+func (j *JoinPoint) close() {
 	j.mu.Lock()
 	j.run = nil
 	j.mu.Unlock()
 }
 
-// join works as the reserved worker of the spread, once one has started,
+// Join works as the reserved worker of the spread, once one has started,
 // until its pieces are all taken; it returns at once when done closes
 // first (the work needed no spread). Once only: the worker's state is
 // its own.
-func (j *joinPoint) join(done <-chan struct{}) {
+func (j *JoinPoint) Join(done <-chan struct{}) {
 	select {
 	case <-j.opened:
 	case <-done:
@@ -101,9 +102,10 @@ func (j *joinPoint) join(done <-chan struct{}) {
 	}
 }
 
-// spreadWorkers is how many workers spread uses for n slots.
-func spreadWorkers(n int) int {
-	if n < parallelAbove {
+// spreadWorkers is how many workers spread uses for the namespace's
+// slots: every core for a large namespace.
+func (ix *Namespace) spreadWorkers() int {
+	if len(ix.meta) < ix.opts.ParallelAbove {
 		return 1
 	}
 	return runtime.GOMAXPROCS(0)

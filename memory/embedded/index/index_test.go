@@ -1,18 +1,12 @@
-package embedded
+package index
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,15 +15,18 @@ import (
 	"github.com/vera-proxy/vera/memory/storetest"
 )
 
+// newIndex is an index of the default options.
+func newIndex() *Namespace { return New(Options{}) }
+
 // addAll indexes ms as rows 1..len(ms) of the file.
-func addAll(ix *index, ms []memory.Memory) {
+func addAll(ix *Namespace, ms []memory.Memory) {
 	for i := range ms {
-		ix.add(int64(i+1), &ms[i], nil)
+		ix.Add(int64(i+1), &ms[i], nil)
 	}
 }
 
 // idsAt names the memories of slots, ms being the index's rows.
-func idsAt(ix *index, ms []memory.Memory, slots []int32) []string {
+func idsAt(ix *Namespace, ms []memory.Memory, slots []int32) []string {
 	out := make([]string, len(slots))
 	for i, s := range slots {
 		out[i] = ms[ix.seqs[s]-1].ID
@@ -48,7 +45,7 @@ func termCounts(text string) map[string]float64 {
 
 // bruteLexical scores every document passing f with BM25, without pruning:
 // the reference lexical must agree with. tfs holds each row's term counts.
-func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text string, limit int) []scored {
+func bruteLexical(ix *Namespace, tfs []map[string]float64, f *memory.Filter, text string, limit int) []scored {
 	terms := ix.queryTerms(text)
 	avg := float64(ix.total) / float64(ix.live)
 	c0, c1 := bm25K1*(1-bm25B), bm25K1*bm25B/avg
@@ -88,10 +85,9 @@ func bruteLexical(ix *index, tfs []map[string]float64, f *memory.Filter, text st
 // same order (ties: the lower slot first, in both).
 func TestLexicalPruningIsExact(t *testing.T) {
 	var pruned, unread, floors int64
-	defer func(m int) { commonMin = m }(commonMin)
 	for store := range 6 {
 		// Odd stores keep arrays of their common terms' frequencies.
-		commonMin = 1 << 30
+		commonMin := 1 << 30
 		if store%2 == 1 {
 			commonMin = 64
 		}
@@ -111,7 +107,7 @@ func TestLexicalPruningIsExact(t *testing.T) {
 				ms[i].Type = memory.Curated
 			}
 		}
-		ix := newIndex()
+		ix := New(Options{CommonMin: commonMin})
 		addAll(ix, ms)
 		tfs := make([]map[string]float64, n)
 		for i, m := range ms {
@@ -120,7 +116,7 @@ func TestLexicalPruningIsExact(t *testing.T) {
 		for range n / 10 { // removed, and replaced with new text
 			seq := int64(1 + rng.IntN(n))
 			if rng.IntN(2) == 0 {
-				ix.remove(seq)
+				ix.Remove(seq)
 				continue
 			}
 			m := ms[seq-1]
@@ -130,7 +126,7 @@ func TestLexicalPruningIsExact(t *testing.T) {
 				m.Text += strings.Repeat(" w1", 300)
 			}
 			tfs[seq-1] = termCounts(m.Text)
-			ix.add(seq, &m, nil)
+			ix.Add(seq, &m, nil)
 		}
 		for q := range 200 {
 			var words []string
@@ -218,7 +214,7 @@ func TestLatestFromIndex(t *testing.T) {
 	old := ms[0]
 	old.ID, old.Time = memory.NewID(), old.Time.Add(-1)
 	ms = append(ms, old)
-	ix.add(int64(len(ms)), &old, nil)
+	ix.Add(int64(len(ms)), &old, nil)
 	f.Until = ms[2].Time
 	assert.Equal(t, []string{ms[1].ID, ms[0].ID, old.ID}, idsAt(ix, ms, ix.inTimeOrder(&f, 10, false)))
 	f = memory.Filter{Namespace: "bench", Since: old.Time, Until: ms[1].Time}
@@ -231,10 +227,10 @@ func TestLatestFromIndex(t *testing.T) {
 	c.ID = memory.NewID()
 	c.Time = a.Time.Add(-time.Minute)
 	rows := []memory.Memory{a, b, c}
-	ix.add(1, &a, nil)
-	ix.add(2, &b, nil)
-	ix.remove(2)
-	ix.add(3, &c, nil)
+	ix.Add(1, &a, nil)
+	ix.Add(2, &b, nil)
+	ix.Remove(2)
+	ix.Add(3, &c, nil)
 	assert.Equal(t, []string{a.ID}, idsAt(ix, rows, ix.inTimeOrder(&memory.Filter{Namespace: "bench"}, 1, false)))
 }
 
@@ -244,7 +240,7 @@ func TestLatestRangePastARemovedSlot(t *testing.T) {
 	ms := storetest.TextCorpus(5)
 	ix := newIndex()
 	addAll(ix, ms)
-	ix.remove(3)
+	ix.Remove(3)
 	f := memory.Filter{Namespace: "bench", Since: ms[1].Time, Until: ms[4].Time}
 	assert.Equal(t, []string{ms[3].ID, ms[1].ID}, idsAt(ix, ms, ix.inTimeOrder(&f, 10, false)))
 }
@@ -264,15 +260,15 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 		for j := range v {
 			v[j] = float32(rng.NormFloat64())
 		}
-		return normalize(v)
+		return Normalize(v)
 	}
 	small, large := newIndex(), newIndex()
 	for i := range ms {
 		v := vec()
 		if i < 5_000 {
-			small.add(int64(i+1), &ms[i], v)
+			small.Add(int64(i+1), &ms[i], v)
 		}
-		large.add(int64(i+1), &ms[i], v)
+		large.Add(int64(i+1), &ms[i], v)
 	}
 	require.GreaterOrEqual(t, small.nvec, exactBelow, "both stores rank on sign bits")
 	q := &memory.Query{Filter: memory.Filter{Namespace: "bench"}, Threshold: 0.05, Limit: 47}
@@ -288,7 +284,7 @@ func TestSearchAllocationsDoNotGrowWithTheStore(t *testing.T) {
 			if mode != "lexical" {
 				qv = qvec
 			}
-			allocs := func(ix *index) float64 {
+			allocs := func(ix *Namespace) float64 {
 				require.NotEmpty(t, ix.search(&mq, qv), "the search finds something")
 				return storetest.AllocsPer(50, func() { ix.search(&mq, qv) })
 			}
@@ -318,9 +314,9 @@ func TestLatestOfOtherTypes(t *testing.T) {
 		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "k", Type: types[rng.IntN(len(types))], Text: "w1 w2",
 			Time: start.Add(time.Duration(rng.IntN(500)) * time.Minute)}
 		ms = append(ms, m)
-		ix.add(int64(i+1), &ms[i], nil)
+		ix.Add(int64(i+1), &ms[i], nil)
 		if rng.IntN(5) == 0 {
-			ix.remove(int64(1 + rng.IntN(i+1)))
+			ix.Remove(int64(1 + rng.IntN(i+1)))
 		}
 	}
 	walk := func(f *memory.Filter, limit int) []int32 {
@@ -365,9 +361,7 @@ func TestLatestOfOtherTypes(t *testing.T) {
 // once a term becomes common, after removals and a compaction, and after
 // a snapshot is read back.
 func TestCommonArraysMatchPostings(t *testing.T) {
-	defer func(m int) { commonMin = m }(commonMin)
-	commonMin = 32
-	ix := newIndex()
+	ix := New(Options{CommonMin: 32})
 	rng := rand.New(rand.NewPCG(3, 4))
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := int64(0)
@@ -379,10 +373,10 @@ func TestCommonArraysMatchPostings(t *testing.T) {
 				text += strings.Repeat(" alpha", 300+rng.IntN(10))
 			}
 			m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "c", Type: memory.Raw, Text: text, Time: start.Add(time.Duration(seq) * time.Second)}
-			ix.add(seq, &m, nil)
+			ix.Add(seq, &m, nil)
 		}
 	}
-	check := func(ix *index, when string) {
+	check := func(ix *Namespace, when string) {
 		require.NotEmpty(t, ix.common, when)
 		for id, arr := range ix.common {
 			want := map[int32]uint32{}
@@ -425,77 +419,12 @@ func TestCommonArraysMatchPostings(t *testing.T) {
 	check(ix, "once common")
 	slots := len(ix.meta)
 	for range 1500 {
-		ix.remove(int64(1 + rng.IntN(int(seq))))
+		ix.Remove(int64(1 + rng.IntN(int(seq))))
 	}
 	require.Less(t, len(ix.meta), slots, "compacted")
 	add(100)
 	check(ix, "after removals and a compaction")
 	check(throughSnapshot(t, ix), "read from a snapshot")
-}
-
-// A snapshot with any byte of its postings changed is refused, and never
-// decoded first: the common terms' arrays are made from its postings only
-// once its checksum holds (a damaged varint used to spin, or panic).
-func TestSnapshotDamagedPostingsRefused(t *testing.T) {
-	defer func(m int) { commonMin = m }(commonMin)
-	commonMin = 16
-	ix := newIndex()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 40 {
-		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "c", Type: memory.Raw, Text: fmt.Sprintf("alpha beta w%d", i%7), Time: start.Add(time.Duration(i) * time.Second)}
-		ix.add(int64(i+1), &m, nil)
-	}
-	require.NotEmpty(t, ix.common)
-	path := filepath.Join(t.TempDir(), SnapshotName)
-	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
-	// The postings' data is the body's last run (one namespace).
-	data := 0
-	for _, p := range ix.post {
-		data += len(p.data)
-	}
-	for at := len(good) - data; at < len(good); at++ {
-		bad := slices.Clone(good)
-		bad[at] ^= 0x80
-		require.NoError(t, os.WriteFile(path, bad, 0o600))
-		_, _, err := readSnapshot(path, "0123456789abcdef")
-		require.Error(t, err, "byte %d", at)
-	}
-}
-
-// A damaged length anywhere in a snapshot's body is refused before
-// anything of its size is allocated: lengths are read before the body's
-// checksum can be checked, and none may ask for more than the file holds.
-func TestSnapshotDamagedLengthsAllocateNothing(t *testing.T) {
-	ix := newIndex()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 40 {
-		m := memory.Memory{ID: fmt.Sprint(i), Namespace: "c", Type: memory.Raw, Text: fmt.Sprintf("alpha beta w%d", i%7), Time: start.Add(time.Duration(i) * time.Second)}
-		ix.add(int64(i+1), &m, []float32{1, 0, 0, 0})
-	}
-	path := filepath.Join(t.TempDir(), SnapshotName)
-	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for at := snapHeader; at+8 <= len(good); at++ {
-		for _, v := range []uint64{1<<34 - 1, 1 << 40, math.MaxUint64} {
-			bad := slices.Clone(good)
-			binary.LittleEndian.PutUint64(bad[at:], v)
-			if slices.Equal(bad, good) {
-				continue
-			}
-			require.NoError(t, os.WriteFile(path, bad, 0o600))
-			_, _, err := readSnapshot(path, "0123456789abcdef")
-			require.Error(t, err, "a length of %d at byte %d", v, at)
-		}
-	}
-	runtime.ReadMemStats(&after)
-	// Each read may take what the file holds, and its 1 MiB buffer.
-	reads := uint64(3 * (len(good) - snapHeader))
-	assert.Less(t, after.TotalAlloc-before.TotalAlloc, reads*(uint64(len(good))*8+2<<20))
 }
 
 // The vector scan's byte per slot says what meta says through every
@@ -512,13 +441,13 @@ func TestVectorScanFollowsMeta(t *testing.T) {
 		for i := range v {
 			v[i] = float32(rng.NormFloat64())
 		}
-		return normalize(v)
+		return Normalize(v)
 	}
 	const n = 12000
 	vecs := map[int64][]float32{} // by seq: the vector last given
 	// check compares the bytes with meta, and (but once the vectors are
 	// dropped) searches by vector through the sign bits' scan.
-	check := func(ix *index, when string) {
+	check := func(ix *Namespace, when string) {
 		t.Helper()
 		require.Len(t, ix.scan, len(ix.meta), when)
 		for s := range ix.meta {
@@ -561,168 +490,36 @@ func TestVectorScanFollowsMeta(t *testing.T) {
 			v = newVec()
 			vecs[seq] = v
 		}
-		ix.add(seq, &m, v)
+		ix.Add(seq, &m, v)
 	}
 	check(ix, "added")
 	for seq := int64(1); seq <= n; seq += 3 {
 		if _, ok := vecs[seq]; !ok {
 			vecs[seq] = newVec()
-			ix.setVector(seq, vecs[seq])
+			ix.SetVector(seq, vecs[seq])
 		}
 	}
 	check(ix, "vectors set later")
 	for range 700 {
-		ix.remove(int64(1 + rng.IntN(n)))
+		ix.Remove(int64(1 + rng.IntN(n)))
 	}
 	require.Len(t, ix.meta, n, "not compacted yet")
 	check(ix, "removed")
 	for seq := int64(1); len(ix.meta) == n && seq <= n; seq += 2 {
-		ix.remove(seq)
+		ix.Remove(seq)
 	}
 	require.Less(t, len(ix.meta), n, "compacted")
 	check(ix, "compacted")
 	check(throughSnapshot(t, ix), "read from a snapshot")
-	ix.dropVectors()
+	ix.DropVectors()
 	check(ix, "vectors dropped")
 	// A vector again for three memories of four; the fourth, whose
 	// vector went, is found no more.
 	for seq := int64(1); seq <= n; seq++ {
 		if seq%4 != 0 {
 			vecs[seq] = newVec()
-			ix.setVector(seq, vecs[seq])
+			ix.SetVector(seq, vecs[seq])
 		}
 	}
 	check(ix, "set again")
-}
-
-// throughSnapshot writes ix, as namespace "c", to a snapshot and reads
-// it back.
-func throughSnapshot(t *testing.T, ix *index) *index {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), SnapshotName)
-	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"c": ix}))
-	ns, _, err := readSnapshot(path, "0123456789abcdef")
-	require.NoError(t, err)
-	return ns["c"]
-}
-
-// An index read from a snapshot takes its next slots and postings in the
-// room it was given: its arrays stay where they are until it is spent,
-// and a list that outgrows its room moves without touching the lists
-// carved next to it. Through both, it holds what an index given the same
-// memories one by one holds.
-func TestLoadedIndexGrowsInItsRoom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ref := newIndex()
-	var ix *index
-	seq := int64(0)
-	middle := 40 // the middle word's choices: fewer once loaded, so that some lists outgrow their room
-	add := func(n int) {
-		for range n {
-			seq++
-			text := fmt.Sprintf("w%d w%d w%d", rng.IntN(3), rng.IntN(middle), rng.IntN(400))
-			vec := []float32{rng.Float32() - 0.5, rng.Float32() - 0.5, rng.Float32() - 0.5}
-			m := memory.Memory{ID: fmt.Sprint(seq), Namespace: "c", Type: memory.Raw, Text: text, Time: start.Add(time.Duration(seq) * time.Second)}
-			ref.add(seq, &m, vec)
-			if ix != nil {
-				ix.add(seq, &m, vec)
-			}
-		}
-	}
-	same := func(when string) {
-		require.Equal(t, ref.meta, ix.meta, when)
-		require.Equal(t, ref.lens, ix.lens, when)
-		require.Equal(t, ref.seqs, ix.seqs, when)
-		require.Equal(t, ref.vecs, ix.vecs, when)
-		require.Equal(t, ref.signs, ix.signs, when)
-		require.Equal(t, ref.scan, ix.scan, when)
-		for term, id := range ref.terms {
-			var want, got [][2]uint32
-			ref.post[id].each(func(s int32, tf uint32) { want = append(want, [2]uint32{uint32(s), tf}) })
-			ix.post[ix.terms[term]].each(func(s int32, tf uint32) { got = append(got, [2]uint32{uint32(s), tf}) })
-			require.Equal(t, want, got, "%s: term %s", when, term)
-		}
-	}
-	add(3000)
-	ix = throughSnapshot(t, ref)
-	same("loaded")
-	// Where the arrays are (testify compares pointers by what they
-	// point to).
-	at := func(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
-	type list struct {
-		at   uintptr
-		size int
-	}
-	where := func() (slots [3]uintptr, lists map[string]list) {
-		slots = [3]uintptr{at(raw(ix.meta)), at(raw(ix.vecs)), at(raw(ix.seqs))}
-		lists = map[string]list{}
-		for term, id := range ix.terms {
-			lists[term] = list{at(ix.post[id].data), len(ix.post[id].data)}
-		}
-		return slots, lists
-	}
-	slots, lists := where()
-	middle = 4
-	add(slotRoom(3000) - 1)
-	same("within the slots' room")
-	now, moved := where()
-	assert.Equal(t, slots, now, "the slots' arrays stayed")
-	var stayed, gone int
-	for term, was := range lists {
-		switch now := moved[term]; {
-		case now.size == was.size:
-		case now.at == was.at:
-			stayed++
-		default:
-			gone++
-		}
-	}
-	assert.Positive(t, stayed, "lists grew in their room")
-	assert.Positive(t, gone, "lists outgrew it")
-	add(2)
-	same("past the slots' room")
-	now, _ = where()
-	assert.NotEqual(t, slots, now, "the slots' arrays moved")
-}
-
-// A damaged dimension that its one slot's vector still fits the file
-// with allocates no more than the file holds (the room for more slots
-// is reckoned with it), and one whose product with the slots wraps
-// round is refused, not a panic.
-func TestSnapshotDamagedDimensionAllocatesNothing(t *testing.T) {
-	const dim = 16381
-	ix := newIndex()
-	vec := make([]float32, dim)
-	vec[0] = 1
-	m := memory.Memory{ID: "1", Namespace: "d", Type: memory.Raw, Text: "alpha", Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ix.add(1, &m, vec)
-	path := filepath.Join(t.TempDir(), SnapshotName)
-	require.NoError(t, writeSnapshot(path, "0123456789abcdef", 1, map[string]*index{"d": ix}))
-	good, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var at []int
-	for i := snapHeader; i+8 <= len(good); i++ {
-		if binary.LittleEndian.Uint64(good[i:]) == dim {
-			at = append(at, i)
-		}
-	}
-	require.NotEmpty(t, at, "the dimension is in the file")
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	reads := 0
-	for _, i := range at {
-		for _, v := range []uint64{uint64(len(good) / 8), uint64(len(good)/4 - 64), 0xAAAAAAAAAAAAAAAB} {
-			bad := slices.Clone(good)
-			binary.LittleEndian.PutUint64(bad[i:], v)
-			require.NoError(t, os.WriteFile(path, bad, 0o600))
-			_, _, err := readSnapshot(path, "0123456789abcdef")
-			require.Error(t, err, "a dimension of %d", v)
-			reads++
-		}
-	}
-	runtime.ReadMemStats(&after)
-	// Each read may take what the file holds twice over, and its 1 MiB
-	// buffer.
-	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(reads)*(uint64(len(good))*4+2<<20))
 }

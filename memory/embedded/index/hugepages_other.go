@@ -1,6 +1,6 @@
 //go:build !linux
 
-package embedded
+package index
 
 // hugePages does nothing where the system has no transparent huge pages
 // to ask for.

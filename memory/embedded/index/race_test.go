@@ -1,6 +1,6 @@
 //go:build race
 
-package embedded
+package index
 
 // raceOn: under the race detector, sync.Pool drops a share of what is put
 // back at random, so pooled buffers are allocated again now and then.
