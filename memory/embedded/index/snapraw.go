@@ -123,13 +123,21 @@ func (r *snapReader) bytes() []byte {
 	return readRaw[byte](r, r.count(r.u64()))
 }
 
-func writeU64(w *bufio.Writer, v uint64) {
-	w.Write(binary.LittleEndian.AppendUint64(nil, v))
+// snapWriter writes a snapshot's body through a bufio.Writer, which keeps
+// its first error: the writes fail together, at its Flush.
+type snapWriter struct{ w *bufio.Writer }
+
+func (w snapWriter) write(b []byte) { _, _ = w.w.Write(b) }
+
+func (w snapWriter) writeString(s string) { _, _ = w.w.WriteString(s) }
+
+func (w snapWriter) u64(v uint64) {
+	w.write(binary.LittleEndian.AppendUint64(nil, v))
 }
 
-func writeBytes(w *bufio.Writer, b []byte) {
-	writeU64(w, uint64(len(b)))
-	w.Write(b)
+func (w snapWriter) bytes(b []byte) {
+	w.u64(uint64(len(b)))
+	w.write(b)
 }
 
 type countWriter struct {

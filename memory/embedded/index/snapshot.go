@@ -70,17 +70,18 @@ func WriteSnapshot(f interface {
 	}
 	crc := crc32.New(castagnoli)
 	cw := &countWriter{w: io.MultiWriter(f, crc)}
-	w := bufio.NewWriterSize(cw, 1<<20)
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	w := snapWriter{bw}
 	names := make([]string, 0, len(ns))
 	for name := range ns {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	writeU64(w, uint64(len(names)))
+	w.u64(uint64(len(names)))
 	for _, name := range names {
 		writeIndex(w, name, ns[name])
 	}
-	if err := w.Flush(); err != nil {
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	_, err := f.WriteAt(snapshotHeader(id, gen, cw.n, crc.Sum32()), 0)
@@ -101,30 +102,29 @@ func snapshotHeader(id string, gen, size int64, sum uint32) []byte {
 	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
 }
 
-// writeIndex writes one namespace's index. Writes to w fail together at
-// its Flush.
-func writeIndex(w *bufio.Writer, name string, ix *Namespace) {
-	writeBytes(w, []byte(name))
+// writeIndex writes one namespace's index.
+func writeIndex(w snapWriter, name string, ix *Namespace) {
+	w.bytes([]byte(name))
 	unordered := uint64(0)
 	if ix.unordered {
 		unordered = 1
 	}
 	for _, v := range []uint64{uint64(len(ix.meta)), uint64(ix.live), uint64(ix.total), unordered, uint64(ix.newest), uint64(ix.dim), uint64(ix.nvec)} {
-		writeU64(w, v)
+		w.u64(v)
 	}
-	w.Write(raw(ix.meta))
-	w.Write(raw(ix.lens))
-	w.Write(raw(ix.seqs))
-	writeU64(w, uint64(len(ix.byTime)))
-	w.Write(raw(ix.byTime))
-	w.Write(raw(ix.vecs))
-	w.Write(raw(ix.signs))
+	w.write(raw(ix.meta))
+	w.write(raw(ix.lens))
+	w.write(raw(ix.seqs))
+	w.u64(uint64(len(ix.byTime)))
+	w.write(raw(ix.byTime))
+	w.write(raw(ix.vecs))
+	w.write(raw(ix.signs))
 	ix.writeTerms(w)
 }
 
 // writeTerms writes the terms by id: their texts, then their postings'
 // heads, blocks and data, each run as one array.
-func (ix *Namespace) writeTerms(w *bufio.Writer) {
+func (ix *Namespace) writeTerms(w snapWriter) {
 	words := make([]string, len(ix.post))
 	for t, id := range ix.terms {
 		words[id] = t
@@ -140,20 +140,20 @@ func (ix *Namespace) writeTerms(w *bufio.Writer) {
 		blocks += uint64(len(p.blocks))
 		data += uint64(len(p.data))
 	}
-	writeU64(w, uint64(len(words)))
-	w.Write(raw(lens))
-	w.Write(raw(heads))
-	writeU64(w, text)
+	w.u64(uint64(len(words)))
+	w.write(raw(lens))
+	w.write(raw(heads))
+	w.u64(text)
 	for _, t := range words {
-		w.WriteString(t)
+		w.writeString(t)
 	}
-	writeU64(w, blocks)
+	w.u64(blocks)
 	for i := range ix.post {
-		w.Write(raw(ix.post[i].blocks))
+		w.write(raw(ix.post[i].blocks))
 	}
-	writeU64(w, data)
+	w.u64(data)
 	for i := range ix.post {
-		w.Write(ix.post[i].data)
+		w.write(ix.post[i].data)
 	}
 }
 

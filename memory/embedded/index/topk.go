@@ -2,30 +2,7 @@ package index
 
 import "slices"
 
-// The bounded heaps of search: the newest memories of a filter, and the k
-// best scored ones.
-
-// newest keeps the newest slots: a min-heap on (time, slot).
-type newest struct {
-	meta  []slotMeta
-	slots []int32
-}
-
-// older reports whether slot a is older than slot b.
-func (h *newest) older(a, b int32) bool {
-	ta, tb := h.meta[a].ts, h.meta[b].ts
-	return ta < tb || ta == tb && a < b
-}
-
-func (h *newest) Len() int           { return len(h.slots) }
-func (h *newest) Less(i, j int) bool { return h.older(h.slots[i], h.slots[j]) }
-func (h *newest) Swap(i, j int)      { h.slots[i], h.slots[j] = h.slots[j], h.slots[i] }
-func (h *newest) Push(x any)         { h.slots = append(h.slots, x.(int32)) }
-func (h *newest) Pop() any {
-	x := h.slots[len(h.slots)-1]
-	h.slots = h.slots[:len(h.slots)-1]
-	return x
-}
+// The bounded heap of search: the k best scored candidates.
 
 // scored is a candidate with a score, for top-k selection.
 type scored struct {
