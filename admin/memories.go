@@ -18,6 +18,7 @@ import (
 
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Memories is what the memory routes need: the store, the
@@ -27,7 +28,7 @@ type Memories struct {
 	Store  memory.Store
 	Queue  memory.Queue
 	Embed  func(ctx context.Context, texts []string) ([][]float32, error)
-	Tokens *memory.Tokenizer
+	Tokens *text.Tokenizer
 	// MaxTokens caps the text of a memory added or edited
 	// (memory.max_turn_tokens); 0 means memory.DefaultMaxTurnTokens.
 	MaxTokens int

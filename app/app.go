@@ -18,6 +18,7 @@ import (
 	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
@@ -64,7 +65,7 @@ type app struct {
 	vram         *vram.Manager   // nil unless [vram] is enabled
 	storesClosed bool            // closeStores ran (it may be called again)
 	embedder     *memory.OllamaEmbedder
-	tok          *memory.Tokenizer
+	tok          *text.Tokenizer
 
 	store memory.Store
 	local *embedded.DB // the durable queue; with the embedded backend, the store too
@@ -142,7 +143,7 @@ func (a *app) newCloud() *cloud.Provider {
 // build opens the store and starts the work opts asks for.
 func (a *app) build(ctx context.Context, opts appOptions) error {
 	if opts.Tokenizer || opts.Memory {
-		tok, err := memory.NewTokenizer()
+		tok, err := text.NewTokenizer()
 		if err != nil {
 			return err
 		}

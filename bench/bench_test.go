@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // TestMain lets the test binary serve as the harness's child processes
@@ -89,7 +90,7 @@ func TestQuickAndLargeExcludeEachOther(t *testing.T) {
 // The seeded turns carry the token counts vera would store: the
 // tokenizer's own, though the harness adds them up by word.
 func TestSeededTokenCounts(t *testing.T) {
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	n := 0
 	_, err = generate(300, func(ms []memory.Memory) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // MemoryRow is the chat path with memory on, minus the same chat with
@@ -183,7 +184,7 @@ func generate(n int, write func([]memory.Memory) error) (seeded, error) {
 // minutes): every word, after its space, is a piece of its own, so a
 // turn's count is the framing's and its words'.
 func exchangeTokens() (func(u, a []int) (string, int), error) {
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
 )
 
@@ -47,7 +48,7 @@ type Curator struct {
 	Store    memory.Store
 	Model    Model
 	Embedder memory.Embedder // nil: curated memories wait for the backfill
-	Tokens   *memory.Tokenizer
+	Tokens   *text.Tokenizer
 	// Prompts is read for curator_prompt.md, never written.
 	Prompts *prompts.Dir
 	// ModelName is recorded on the curated memories and rules.

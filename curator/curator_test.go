@@ -20,6 +20,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
 )
 
@@ -72,7 +73,7 @@ func newFixture(t *testing.T, answer func(ctx context.Context, system, user stri
 	f.shownID = shown.ID
 	require.NoError(t, db.Upsert(context.Background(), append(slices.Clone(f.turns), old, shown)...))
 	f.turns = append([]memory.Memory{old}, f.turns...)
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	f.cur = &Curator{Store: db, Model: f.model, Tokens: tok, Prompts: prompts.New(f.dir), ModelName: "curator-test",
 		Location: time.UTC, Now: func() time.Time { return now }, CallTimeout: 2 * time.Second}

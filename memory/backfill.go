@@ -27,7 +27,7 @@ const backfillPage = 256
 
 // BackfillTokens counts the tokens of every stored memory whose count is
 // unknown, a page at a time, until none is left or ctx ends; count is the
-// tokenizer (Tokenizer.Count). It is meant to run in the background after
+// tokenizer (text.Tokenizer.Count). It is meant to run in the background after
 // start: memories without a count are still usable meanwhile (the context
 // builder counts them on the fly). A memory whose text counts 0 tokens (an
 // empty text) is recorded as 1, so it is not counted again at every start.
@@ -85,7 +85,7 @@ func backfill(ctx context.Context, what string, pageOf func(ctx context.Context,
 // The embedded store builds its index at start and needs neither.
 type TermsIndexer interface {
 	// StaleTerms pages through the memories indexed by another
-	// TermsVersion, each with at least its ID and Text, across every
+	// text.TermsVersion, each with at least its ID and Text, across every
 	// namespace.
 	StaleTerms(ctx context.Context, cursor string, limit int) (page []Memory, next string, err error)
 	// Reindex indexes memories again with this version of Terms, writing

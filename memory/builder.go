@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/vera-proxy/vera/memory/private"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -34,7 +35,8 @@ const semanticIntro = "Memories from earlier conversations with this user, by da
 type Builder struct {
 	store    Store
 	embedder Embedder // nil: lexical retrieval only
-	tokens   *Tokenizer
+	tokens   *text.Tokenizer
+	stems    text.Stemmer // the terms of memories compared with the request
 
 	// Budgets in tokens, threshold and how many recent turns at most; zero
 	// values mean the defaults (1500, 1500, 0.5, 10).
@@ -72,7 +74,7 @@ type Builder struct {
 }
 
 // NewBuilder returns a Builder over store.
-func NewBuilder(store Store, embedder Embedder, tokens *Tokenizer) *Builder {
+func NewBuilder(store Store, embedder Embedder, tokens *text.Tokenizer) *Builder {
 	return &Builder{store: store, embedder: embedder, tokens: tokens}
 }
 
@@ -332,7 +334,7 @@ func (b *Builder) later(ctx context.Context, req Request, c *Context) {
 	}
 	marks := b.fixed(blockOpen+blockClose) - b.fixed(semanticIntro) - 2
 	c.SemanticBudget = max(min(turnShare, avail)-marks, 0)
-	hist := history(recall).withExchanges(req.Messages).withCarried(req.Carried)
+	hist := history(recall, &b.stems).withExchanges(req.Messages).withCarried(req.Carried)
 	var entries []string
 	if c.SemanticBudget > 0 {
 		entries = b.semantic(ctx, req, query, lexical, thr, hist, map[string]bool{}, c)
@@ -380,7 +382,7 @@ func (b *Builder) memories(ctx context.Context, req Request, sys []string, c *Co
 	if c.SemanticBudget+c.RecentBudget <= 0 {
 		return nil
 	}
-	hist := history(recall).withCarried(req.Carried)
+	hist := history(recall, &b.stems).withCarried(req.Carried)
 	// Memories with the same normalised text are injected once, across
 	// both layers: a question asked many times is one memory, not many.
 	seen := map[string]bool{}
@@ -533,11 +535,11 @@ func (b *Builder) fixed(s string) int {
 	if b.tokens == nil {
 		return (len(s) + 3) / 4
 	}
-	return b.tokens.countFixed(s)
+	return b.tokens.CountFixed(s)
 }
 
 // countAtMost counts s's tokens, stopping past limit (see
-// Tokenizer.CountAtMost).
+// text.Tokenizer.CountAtMost).
 func (b *Builder) countAtMost(s string, limit int) int {
 	return countAtMost(b.tokens, s, limit)
 }
@@ -566,7 +568,7 @@ func semanticQuery(msgs []Message) (query, lexical string) {
 	}
 	slices.Reverse(before)
 	cur := clip(msgs[last].Content, 4000)
-	if len(Terms(cur)) >= standaloneTerms {
+	if len(text.Terms(cur)) >= standaloneTerms {
 		// A message that names what it is about stands on its own: with
 		// the turns before, they would outweigh it (a question about a
 		// fact told long ago, after many turns on another topic, would
@@ -610,6 +612,8 @@ type historySet struct {
 	// it adds is what the last user message asks about (asked).
 	exchanges []map[string]bool
 	asked     map[string]bool
+	// stems finds the words' terms (the builder's own cache).
+	stems *text.Stemmer
 }
 
 // withExchanges adds msgs' exchanges to h, for repeats.
@@ -626,7 +630,7 @@ func (h historySet) withExchanges(msgs []Message) historySet {
 		if m.Role == "user" {
 			h.asked = cur // the last user message's words, once read
 		}
-		for _, w := range Terms(m.Content) {
+		for _, w := range h.stems.Terms(m.Content) {
 			cur[w] = true
 		}
 	}
@@ -638,7 +642,7 @@ func (h historySet) withExchanges(msgs []Message) historySet {
 // forwarded before it, or in held, what the prompt carries besides):
 // what a question about something told long ago needs, where an agent's
 // alike turns only find more of what the prompt holds.
-func (h historySet) needs(text string, held []string) bool {
+func (h historySet) needs(content string, held []string) bool {
 	missing := map[string]bool{}
 	for w := range h.asked {
 		missing[w] = true
@@ -655,7 +659,7 @@ func (h historySet) needs(text string, held []string) bool {
 		if len(missing) == 0 {
 			break
 		}
-		for _, w := range Terms(s) {
+		for _, w := range h.stems.Terms(s) {
 			delete(missing, w)
 		}
 	}
@@ -665,7 +669,7 @@ func (h historySet) needs(text string, held []string) bool {
 		// same, not something it needs.
 		return false
 	}
-	for _, w := range Terms(text) {
+	for _, w := range h.stems.Terms(content) {
 		if missing[w] {
 			return true
 		}
@@ -686,15 +690,15 @@ const repeatShare = 0.8
 // whose turns are alike would otherwise have every later turn recall its
 // own earlier turns, and its blocks fill the room that a question about
 // something else needs.
-func (h historySet) repeats(text string) bool {
+func (h historySet) repeats(content string) bool {
 	if len(h.exchanges) == 0 {
 		return false
 	}
-	if user, assistant, ok := ParseExchange(text); ok {
-		text = user + "\n" + assistant // not its "User:" and "Assistant:"
+	if user, assistant, ok := ParseExchange(content); ok {
+		content = user + "\n" + assistant // not its "User:" and "Assistant:"
 	}
 	words := map[string]bool{}
-	for _, w := range Terms(text) {
+	for _, w := range h.stems.Terms(content) {
 		words[w] = true
 	}
 	if len(words) == 0 {
@@ -730,7 +734,7 @@ func (h historySet) withCarried(facts []string) historySet {
 			break
 		}
 		words := map[string]bool{}
-		for _, w := range Terms(f) {
+		for _, w := range h.stems.Terms(f) {
 			if !carriedSubject[w] {
 				words[w] = true
 			}
@@ -759,18 +763,18 @@ var carriedSubject = map[string]bool{"user": true}
 // says: the same text, or one of its facts holds nearly all of text's
 // words (repeatShare of them, stemmed, less the words for the person). A
 // memory that adds to a fact (a turn that tells more) is not carried.
-func (h historySet) carries(text string) bool {
+func (h historySet) carries(content string) bool {
 	if len(h.carried) == 0 {
 		return false
 	}
-	if h.carriedText[normalize(text)] {
+	if h.carriedText[normalize(content)] {
 		return true
 	}
-	if user, assistant, ok := ParseExchange(text); ok {
-		text = user + "\n" + assistant
+	if user, assistant, ok := ParseExchange(content); ok {
+		content = user + "\n" + assistant
 	}
 	words := map[string]bool{}
-	for _, w := range Terms(text) {
+	for _, w := range h.stems.Terms(content) {
 		if !carriedSubject[w] {
 			words[w] = true
 		}
@@ -792,8 +796,8 @@ func (h historySet) carries(text string) bool {
 	return false
 }
 
-func history(msgs []Message) historySet {
-	h := historySet{user: map[string]bool{}, assistant: map[string]bool{}}
+func history(msgs []Message, stems *text.Stemmer) historySet {
+	h := historySet{user: map[string]bool{}, assistant: map[string]bool{}, stems: stems}
 	for _, m := range msgs {
 		if len(m.Content) > maxHistoryBytes {
 			// Too long to have been stored whole (max_turn_tokens): it

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -27,28 +28,28 @@ var day = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 // embedder, and returns their memories in order.
 func seed(t *testing.T, s memory.Store, ns string, pairs ...string) []memory.Memory {
 	t.Helper()
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	var ms []memory.Memory
 	for i := 0; i < len(pairs); i += 2 {
-		text := memory.FormatExchange(pairs[i], pairs[i+1])
-		v, _ := memory.HashEmbedder{}.Embed(context.Background(), []string{text})
+		content := memory.FormatExchange(pairs[i], pairs[i+1])
+		v, _ := text.HashEmbedder{}.Embed(context.Background(), []string{content})
 		ms = append(ms, memory.Memory{
-			ID: memory.NewID(), Namespace: ns, Type: memory.Raw, Text: text,
-			Time: day.Add(time.Duration(len(ms)) * time.Hour), Vector: v[0], Tokens: tok.Count(text),
+			ID: memory.NewID(), Namespace: ns, Type: memory.Raw, Text: content,
+			Time: day.Add(time.Duration(len(ms)) * time.Hour), Vector: v[0], Tokens: tok.Count(content),
 		})
 	}
 	require.NoError(t, s.Upsert(context.Background(), ms...))
 	return ms
 }
 
-func newBuilder(t *testing.T) (*memory.Builder, memory.Store, *memory.Tokenizer) {
+func newBuilder(t *testing.T) (*memory.Builder, memory.Store, *text.Tokenizer) {
 	t.Helper()
 	db := openDB(t, t.TempDir())
 	t.Cleanup(func() { db.Close() })
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
-	return memory.NewBuilder(db, memory.HashEmbedder{}, tok), db, tok
+	return memory.NewBuilder(db, text.HashEmbedder{}, tok), db, tok
 }
 
 func msgs(roleContent ...string) []memory.Message {
@@ -327,7 +328,7 @@ func TestBuilderGolden(t *testing.T) {
 func TestBuilderContextAroundAHit(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	t.Cleanup(func() { db.Close() })
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	b := memory.NewBuilder(db, nil, tok)
 	at := func(m time.Duration, user, assistant string) memory.Memory {
@@ -375,7 +376,7 @@ type orderEmbedder struct {
 
 func (e *orderEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	e.startedSeen = e.store.started
-	return memory.HashEmbedder{}.Embed(ctx, texts)
+	return text.HashEmbedder{}.Embed(ctx, texts)
 }
 
 // With a store that can, the lexical side starts before the question is
@@ -384,7 +385,7 @@ func TestRecallStartsTheLexicalSideBeforeEmbedding(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	t.Cleanup(func() { db.Close() })
 	seed(t, db, "u", "Where did we park the blue van?", "On the third floor of the garage.")
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	st := &aheadStore{Store: db}
 	emb := &orderEmbedder{store: st}
@@ -475,7 +476,7 @@ type plainStore struct{ memory.Store }
 func TestContextualStoreGivesTheBuildersContext(t *testing.T) {
 	db := openDB(t, t.TempDir())
 	t.Cleanup(func() { db.Close() })
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(7, 29))
 	words := strings.Fields("bike arm film garden river piano dog letter train storm bread lamp")
@@ -490,9 +491,9 @@ func TestContextualStoreGivesTheBuildersContext(t *testing.T) {
 			typ = memory.Curated
 		}
 		u := fmt.Sprintf("turn %d: %s and %s?", i, words[rng.IntN(len(words))], words[rng.IntN(len(words))])
-		text := memory.FormatExchange(u, "About the "+words[rng.IntN(len(words))]+".")
-		v, _ := memory.HashEmbedder{}.Embed(context.Background(), []string{text})
-		ms = append(ms, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: typ, Text: text, Time: at, Tokens: tok.Count(text), Vector: v[0]})
+		content := memory.FormatExchange(u, "About the "+words[rng.IntN(len(words))]+".")
+		v, _ := text.HashEmbedder{}.Embed(context.Background(), []string{content})
+		ms = append(ms, memory.Memory{ID: memory.NewID(), Namespace: "a", Type: typ, Text: content, Time: at, Tokens: tok.Count(content), Vector: v[0]})
 	}
 	require.NoError(t, db.Upsert(context.Background(), ms...))
 	for _, m := range ms {
@@ -504,7 +505,7 @@ func TestContextualStoreGivesTheBuildersContext(t *testing.T) {
 	seen := 0
 	// Lexical only, and hybrid: the fusion's equal scores are ordered by
 	// time, as the builder orders them.
-	for _, emb := range []memory.Embedder{nil, memory.HashEmbedder{}} {
+	for _, emb := range []memory.Embedder{nil, text.HashEmbedder{}} {
 		for _, w := range words {
 			for _, budget := range budgets {
 				req := memory.Request{Namespace: "a", SemanticOnly: true, Messages: msgs("user", "what about the "+w+"?")}
@@ -527,7 +528,7 @@ func TestContextualStoreGivesTheBuildersContext(t *testing.T) {
 	for _, w := range words {
 		// The two sides disagree: a memory one ranks r-th alone scores
 		// as one the other ranks r-th alone.
-		v, _ := memory.HashEmbedder{}.Embed(ctx, []string{"a lamp by the river"})
+		v, _ := text.HashEmbedder{}.Embed(ctx, []string{"a lamp by the river"})
 		q := memory.Query{Filter: memory.Filter{Namespace: "a", Types: []memory.Type{memory.Raw, memory.Curated}},
 			Text: w, Vector: v[0], Limit: 60, Context: 60}
 		hits, err := db.Search(ctx, q)

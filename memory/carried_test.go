@@ -9,7 +9,7 @@ import (
 // A memory that says what one of the client's own facts says is carried;
 // one that tells more, or something else, is not.
 func TestCarriedFacts(t *testing.T) {
-	h := history(nil).withCarried([]string{"Lives in Vienna", "Likes spicy food, lives in Berlin", "User prefers green tea."})
+	h := history(nil, nil).withCarried([]string{"Lives in Vienna", "Likes spicy food, lives in Berlin", "User prefers green tea."})
 	for text, want := range map[string]bool{
 		"The user lives in Vienna.":  true, // the same fact, in vera's words
 		"user prefers green TEA.":    true, // the same text
@@ -21,7 +21,7 @@ func TestCarriedFacts(t *testing.T) {
 	} {
 		assert.Equal(t, want, h.carries(text), text)
 	}
-	assert.False(t, history(nil).carries("Lives in Vienna"), "no facts: nothing is carried")
+	assert.False(t, history(nil, nil).carries("Lives in Vienna"), "no facts: nothing is carried")
 }
 
 // A request that claims very many facts has only the first compared.
@@ -31,7 +31,7 @@ func TestCarriedFactsAreBounded(t *testing.T) {
 		facts[i] = "Lives in Vienna"
 	}
 	facts = append(facts, "Owns a boat called Zephyr")
-	h := history(nil).withCarried(facts)
+	h := history(nil, nil).withCarried(facts)
 	assert.Len(t, h.carried, maxCarried)
 	assert.True(t, h.carries("The user lives in Vienna."))
 	assert.False(t, h.carries("The user owns a boat called Zephyr."), "past the bound")

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Command is what a user's message asks of memory at once: to
@@ -35,7 +37,7 @@ type Commands struct {
 	Queue  Queue
 	Skip   func(ids ...string)
 	Embed  Embedder // nil: stored without a vector (the backfill adds it)
-	Tokens *Tokenizer
+	Tokens *text.Tokenizer
 	// Phrases returns the command phrases, "remember: PHRASE" and
 	// "forget: PHRASE" lines (prompts.Dir.Commands).
 	Phrases func() string
@@ -152,7 +154,7 @@ func (c *Commands) Remember(ctx context.Context, ns, statement string, src Sourc
 // with an error too when what the curator wrote from them could not be
 // withheld.
 func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, error) {
-	want := Terms(statement)
+	want := text.Terms(statement)
 	if len(want) < 2 {
 		return nil, nil
 	}
@@ -250,10 +252,10 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 func SameTerms(a, b string) bool {
 	a, b = unlabelled(a), unlabelled(b)
 	ta, tb := map[string]bool{}, map[string]bool{}
-	for _, t := range Terms(a) {
+	for _, t := range text.Terms(a) {
 		ta[t] = true
 	}
-	for _, t := range Terms(b) {
+	for _, t := range text.Terms(b) {
 		tb[t] = true
 	}
 	return len(ta) > 0 && maps.Equal(ta, tb) && negations(a) == negations(b)
@@ -301,9 +303,9 @@ const maxForgetTerms = 64
 var ErrTooBroad = errors.New("forget: too broad, nothing hidden")
 
 // holdsAll reports whether every term of want is among text's terms.
-func holdsAll(text string, want []string) bool {
+func holdsAll(content string, want []string) bool {
 	have := map[string]bool{}
-	for _, t := range Terms(text) {
+	for _, t := range text.Terms(content) {
 		have[t] = true
 	}
 	for _, t := range want {

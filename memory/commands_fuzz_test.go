@@ -13,10 +13,11 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
 )
 
-var sharedTok = sync.OnceValues(memory.NewTokenizer)
+var sharedTok = sync.OnceValues(text.NewTokenizer)
 
 // linearBound is how long a step on 64 KiB may take before
 // it is taken for a hang: a linear step takes milliseconds, even under
@@ -62,7 +63,7 @@ func FuzzCommandParse(f *testing.F) {
 		}
 		big := "Remember that " + grown(s)
 		within(t, "Parse", func() { c.Parse(big) })
-		within(t, "Terms", func() { memory.Terms(big) })
+		within(t, "Terms", func() { text.Terms(big) })
 		within(t, "CapText", func() {
 			text, n, _ := memory.CapText(tok, big, 512)
 			assert.LessOrEqual(t, n, 512+8, "capped")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
 )
 
@@ -116,7 +117,7 @@ func TestForgetReachesTheQueue(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	var skipped []string
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	c := &memory.Commands{Store: db, Queue: db, Tokens: tok, Skip: func(ids ...string) { skipped = append(skipped, ids...) }, Now: func() time.Time { return now }}
 	// Queued as the writer queues a short turn: not counted yet.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // slowEmbedder blocks every call until release is closed; started gets a
@@ -19,7 +20,7 @@ func (e slowEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, e
 	e.started <- struct{}{}
 	select {
 	case <-e.release:
-		return memory.HashEmbedder{Dim: 8}.Embed(ctx, texts)
+		return text.HashEmbedder{Dim: 8}.Embed(ctx, texts)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -108,7 +108,7 @@ type Query struct {
 	// or above Threshold count.
 	Vector    []float32
 	Threshold float64
-	// Text, when set, ranks memories by BM25 over Terms(Text).
+	// Text, when set, ranks memories by BM25 over text.Terms(Text).
 	Text  string
 	Limit int
 	// Around, above 0, lets a raw turn's lexical score take in this share

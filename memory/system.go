@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // The system layer: the caller's system text, systemprompt.md, the
@@ -78,15 +80,15 @@ func (b *Builder) profile(ctx context.Context, req Request, c *Context) string {
 	if latest == nil || strings.TrimSpace(latest.Text) == "" || b.Withheld.Is(latest.ID) || keptBack(req, *latest, c) {
 		return ""
 	}
-	text, _ := frame(strings.TrimSpace(latest.Text))
+	body, _ := frame(strings.TrimSpace(latest.Text))
 	if b.tokens != nil {
-		text = b.tokens.Head(text, budget)
-	} else if len(text) > 4*budget {
-		text = validPrefix(text[:4*budget])
+		body = b.tokens.Head(body, budget)
+	} else if len(body) > 4*budget {
+		body = text.ValidPrefix(body[:4*budget])
 	}
 	c.ProfileID = latest.ID
-	c.ProfileTokens = b.fixed(profileIntro) + 1 + b.count(text)
-	return profileIntro + "\n" + text
+	c.ProfileTokens = b.fixed(profileIntro) + 1 + b.count(body)
+	return profileIntro + "\n" + body
 }
 
 // rulesIntro heads the namespace's rules in the system layer.

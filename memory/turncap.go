@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // DefaultMaxTurnTokens is memory.max_turn_tokens' default.
@@ -24,7 +26,7 @@ const exchangeOverhead = 8
 // lengths (a 10 MB paste must not become a memory that costs every later
 // chat its whole budget). It returns the text and its token count. Work is
 // proportional to maxTokens, not to the length of the turn.
-func CapExchange(tok *Tokenizer, user, assistant string, maxTokens int) (string, int) {
+func CapExchange(tok *text.Tokenizer, user, assistant string, maxTokens int) (string, int) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTurnTokens
 	}
@@ -54,7 +56,7 @@ func CapExchange(tok *Tokenizer, user, assistant string, maxTokens int) (string,
 }
 
 // clipMiddle keeps the head and tail of s within n tokens around cutMarker.
-func clipMiddle(tok *Tokenizer, s string, n int) string {
+func clipMiddle(tok *text.Tokenizer, s string, n int) string {
 	n -= 4 // the marker
 	if n <= 2 {
 		return strings.TrimSpace(cutMarker)
@@ -74,7 +76,7 @@ func clipMiddle(tok *Tokenizer, s string, n int) string {
 	return strings.TrimSpace(tok.Head(s, headN)) + cutMarker + strings.TrimSpace(tok.Tail(s, n-headN))
 }
 
-func countAtMost(tok *Tokenizer, s string, limit int) int {
+func countAtMost(tok *text.Tokenizer, s string, limit int) int {
 	if tok == nil {
 		return min((len(s)+3)/4, limit+1)
 	}
@@ -86,7 +88,7 @@ func countAtMost(tok *Tokenizer, s string, limit int) int {
 // tail around a "[…]" marker. It returns the text, its token count, and
 // whether it was cut. Work is proportional to maxTokens, not to the
 // length of text, so a megabyte costs what the cap allows.
-func CapText(tok *Tokenizer, text string, maxTokens int) (string, int, bool) {
+func CapText(tok *text.Tokenizer, text string, maxTokens int) (string, int, bool) {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTurnTokens
 	}
@@ -112,7 +114,7 @@ var ErrTooLong = errors.New("memory text too long")
 // over maxTokens (0: DefaultMaxTurnTokens), in time proportional to the
 // cap. Paths where a person or an agent writes a memory refuse such a
 // text with a clear error rather than cut it silently.
-func CheckLength(tok *Tokenizer, text string, maxTokens int) error {
+func CheckLength(tok *text.Tokenizer, text string, maxTokens int) error {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTurnTokens
 	}

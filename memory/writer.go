@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Writer takes finished turns off the request path and makes sure each
@@ -26,7 +28,7 @@ type Writer struct {
 	store    Store
 	queue    Queue
 	embedder Embedder // nil: lexical memory only
-	tokens   *Tokenizer
+	tokens   *text.Tokenizer
 	log      *slog.Logger
 
 	// EmbedTimeout bounds one embedding call; 0 means 60s (a cold model
@@ -73,7 +75,7 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer; call Start before Record.
-func NewWriter(store Store, queue Queue, embedder Embedder, tokens *Tokenizer, logger *slog.Logger) *Writer {
+func NewWriter(store Store, queue Queue, embedder Embedder, tokens *text.Tokenizer, logger *slog.Logger) *Writer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // flakyEmbedder fails while down is set; otherwise it returns a vector
@@ -254,7 +255,7 @@ func TestWriterSlowQueueReleasesAndTells(t *testing.T) {
 
 func TestWriterCapsLongTurnsAndKeepsTheirCount(t *testing.T) {
 	ctx := context.Background()
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	db := openDB(t, t.TempDir())
 	defer db.Close()

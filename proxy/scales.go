@@ -8,6 +8,7 @@ import (
 
 	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Calibrator learns each model's tokens (memory.Scales) from its answers,
@@ -16,7 +17,7 @@ import (
 // drops what it has no time for.
 type Calibrator struct {
 	scales *memory.Scales
-	tok    *memory.Tokenizer
+	tok    *text.Tokenizer
 	log    *slog.Logger
 	// Overflowed, when set, hears of each prompt an answer shows was cut.
 	Overflowed func(model string)
@@ -37,7 +38,7 @@ type calibration struct {
 }
 
 // NewCalibrator starts a calibrator over scales; Close stops it.
-func NewCalibrator(scales *memory.Scales, tok *memory.Tokenizer, log *slog.Logger) *Calibrator {
+func NewCalibrator(scales *memory.Scales, tok *text.Tokenizer, log *slog.Logger) *Calibrator {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 	"github.com/vera-proxy/vera/tests/veratest"
 )
@@ -64,7 +64,7 @@ func filler(i int) string {
 }
 
 // tokensOf counts what a chat request forwards, as cl100k_base counts it.
-func tokensOf(t *testing.T, tok *memory.Tokenizer, r api.ChatRequest) int {
+func tokensOf(t *testing.T, tok *text.Tokenizer, r api.ChatRequest) int {
 	t.Helper()
 	n := 0
 	for _, m := range r.Messages {
@@ -103,7 +103,7 @@ func TestLongConversationIsCompacted(t *testing.T) {
 	var calls atomic.Int64
 	up.Whole = summarizer(&calls)
 	p := veratest.Start(t, "VERA_OLLAMA_URL="+up.URL)
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 
 	lc := newLongChat(t, p, up, 2048)
@@ -198,7 +198,7 @@ func TestCompactionNeverDelaysAChat(t *testing.T) {
 			var once sync.Once
 			t.Cleanup(func() { once.Do(func() { close(release) }) })
 			p := veratest.Start(t, "VERA_OLLAMA_URL="+up.URL)
-			tok, err := memory.NewTokenizer()
+			tok, err := text.NewTokenizer()
 			require.NoError(t, err)
 			lc := newLongChat(t, p, up, 2048)
 			for i := 1; i <= 40; i++ {
@@ -293,7 +293,7 @@ func TestCompactionFollowsTheHistory(t *testing.T) {
 	var calls atomic.Int64
 	up.Whole = summarizer(&calls)
 	p := veratest.Start(t, "VERA_OLLAMA_URL="+up.URL)
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	lc := newLongChat(t, p, up, 2048)
 	for i := 1; i <= 24; i++ {

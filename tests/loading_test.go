@@ -17,6 +17,7 @@ import (
 	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 	"github.com/vera-proxy/vera/tests/veratest"
 )
@@ -33,11 +34,11 @@ func TestListensWhileTheStoreLoads(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ms := make([]memory.Memory, 0, 1000)
 	for i := range n {
-		text := fmt.Sprintf("User: note %d about the garden, the weather and work item %d\nAssistant: noted", i, i%997)
+		content := fmt.Sprintf("User: note %d about the garden, the weather and work item %d\nAssistant: noted", i, i%997)
 		if i == n/2 {
-			text = "User: My sister Ilse plays the cello.\nAssistant: Lovely."
+			content = "User: My sister Ilse plays the cello.\nAssistant: Lovely."
 		}
-		ms = append(ms, memory.Memory{ID: fmt.Sprintf("m%06d", i), Namespace: "alice", Type: memory.Raw, Text: text, Time: start.Add(time.Duration(i) * time.Second), Tokens: 20})
+		ms = append(ms, memory.Memory{ID: fmt.Sprintf("m%06d", i), Namespace: "alice", Type: memory.Raw, Text: content, Time: start.Add(time.Duration(i) * time.Second), Tokens: 20})
 		if len(ms) == cap(ms) {
 			// Embedded as the fake Ollama embeds, and counted: nothing
 			// is left for the backfills to do.
@@ -45,7 +46,7 @@ func TestListensWhileTheStoreLoads(t *testing.T) {
 			for j, m := range ms {
 				texts[j] = m.Text
 			}
-			vecs, err := memory.HashEmbedder{}.Embed(context.Background(), texts)
+			vecs, err := text.HashEmbedder{}.Embed(context.Background(), texts)
 			require.NoError(t, err)
 			for j := range ms {
 				ms[j].Vector = vecs[j]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vera-proxy/vera/eval"
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Grid is the retrieval choices CrossValidate chooses among: how many of
@@ -72,7 +73,7 @@ type Fold struct {
 
 // CrossValidate seeds the conversations into store and cross-validates
 // grid over them, leaving one conversation out at a time (at least two).
-func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, budget int, grid []Options) (CV, error) {
+func CrossValidate(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *text.Tokenizer, budget int, grid []Options) (CV, error) {
 	if len(convs) < 2 {
 		return CV{}, fmt.Errorf("cross-validation leaves one conversation out: give two or more, not %d", len(convs))
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Conversation is one LoCoMo file.
@@ -105,7 +106,7 @@ func Load(path string) (*Conversation, error) {
 // form a user/assistant pair (a session's odd last message is paired with
 // an empty reply marker), each with the session date and the dialogue ids
 // it holds.
-func (c *Conversation) Turns(ns string, tok *memory.Tokenizer) []memory.Memory {
+func (c *Conversation) Turns(ns string, tok *text.Tokenizer) []memory.Memory {
 	var out []memory.Memory
 	say := func(m Message) string {
 		s := m.Speaker + ": " + m.Text
@@ -149,7 +150,7 @@ type Result struct {
 // Run stores the conversations in store (one namespace each, embedded with
 // embedder when it is not nil) and scores every question of categories
 // 1-4 that names its evidence.
-func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, budget int) (Result, error) {
+func Run(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *text.Tokenizer, budget int) (Result, error) {
 	if err := seed(ctx, convs, store, embedder, tok); err != nil {
 		return Result{}, err
 	}
@@ -178,7 +179,7 @@ type Options struct {
 }
 
 // builder is a builder of the semantic layer alone, with o.
-func builder(store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer, budget int, o Options) *memory.Builder {
+func builder(store memory.Store, embedder memory.Embedder, tok *text.Tokenizer, budget int, o Options) *memory.Builder {
 	b := memory.NewBuilder(store, embedder, tok)
 	b.SemanticBudget = budget
 	b.EmbedTimeout = time.Minute
@@ -241,7 +242,7 @@ func scoreConversation(ctx context.Context, b *memory.Builder, c *Conversation) 
 
 // seed stores every conversation's turns, embedded when there is an
 // embedder, in batches of 64.
-func seed(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *memory.Tokenizer) error {
+func seed(ctx context.Context, convs []*Conversation, store memory.Store, embedder memory.Embedder, tok *text.Tokenizer) error {
 	for _, c := range convs {
 		turns := c.Turns(c.Name, tok)
 		for i := 0; i < len(turns); i += 64 {

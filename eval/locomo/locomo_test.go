@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 func open(t *testing.T) *embedded.DB {
@@ -26,7 +26,7 @@ func TestLoadAndTurns(t *testing.T) {
 	assert.Equal(t, "tiny", c.Name)
 	require.Len(t, c.Sessions, 2)
 	assert.Equal(t, time.Date(2023, 5, 8, 13, 56, 0, 0, time.UTC), c.Sessions[0].Time)
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	turns := c.Turns("ns", tok)
 	require.Len(t, turns, 3)
@@ -47,7 +47,7 @@ func TestLoadRefusesOtherJSON(t *testing.T) {
 func TestRunScoresEvidence(t *testing.T) {
 	c, err := Load(filepath.Join("testdata", "tiny.json"))
 	require.NoError(t, err)
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	res, err := Run(context.Background(), []*Conversation{c}, open(t), nil, tok, 2000)
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestRunScoresEvidence(t *testing.T) {
 	assert.Equal(t, 0.0, res.EvidenceRecall)
 
 	// With vectors too.
-	res, err = Run(context.Background(), []*Conversation{c}, open(t), memory.HashEmbedder{}, tok, 2000)
+	res, err = Run(context.Background(), []*Conversation{c}, open(t), text.HashEmbedder{}, tok, 2000)
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, res.EvidenceRecall)
 }
@@ -80,7 +80,7 @@ func TestBenchmarkBeatsBM25(t *testing.T) {
 		require.NoError(t, err)
 		convs = append(convs, c)
 	}
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	res, err := Run(context.Background(), convs, open(t), nil, tok, 2000)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestBenchmarkBeatsBM25(t *testing.T) {
 // Leave one conversation out: each fold's choice is made on the others;
 // its figures are the held-out conversation's.
 func TestCrossValidate(t *testing.T) {
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	var convs []*Conversation
 	for _, name := range []string{"tiny", "tiny2"} {

@@ -21,7 +21,7 @@ import (
 // the conversation no longer fits never delays a chat: the oldest turns
 // are left out, and recall brings back what the question needs.
 
-// Tokenizer counts tokens (memory.Tokenizer). CountAtMost stops counting
+// Tokenizer counts tokens (text.Tokenizer). CountAtMost stops counting
 // once past limit: a 10 MB message costs no more than a window.
 type Tokenizer interface {
 	CountAtMost(s string, limit int) int
@@ -55,7 +55,7 @@ type compaction struct {
 	ready  *summaryJob // written, for the next turn's plan
 }
 
-// count counts s's tokens, stopping past limit (memory.Tokenizer keeps
+// count counts s's tokens, stopping past limit (text.Tokenizer keeps
 // long texts' counts: a first turn's prompt is measured twice, and a
 // conversation's older messages at every turn).
 func (cs *Set) count(s string, limit int) int {

@@ -13,6 +13,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded/index"
 	"github.com/vera-proxy/vera/memory/storetest"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // A search started ahead and finished with the vector finds what Search
@@ -30,7 +31,7 @@ func TestSearchAheadMatchesSearch(t *testing.T) {
 	// frequencies kept by slot): ranked dense, on every core.
 	df := map[string]int{}
 	for _, m := range ms {
-		for _, w := range slices.Compact(slices.Sorted(slices.Values(memory.Terms(m.Text)))) {
+		for _, w := range slices.Compact(slices.Sorted(slices.Values(text.Terms(m.Text)))) {
 			df[w]++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/storetest"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // benchDim is nomic-embed-text's dimension.
@@ -180,7 +181,7 @@ func shortChatDB(b *testing.B, n int, counted bool) (*DB, []memory.Memory) {
 //
 //	go test -run '^$' -bench AfterHugeMessage -benchtime 100x -count 5 ./memory/embedded/
 func BenchmarkAfterHugeMessage(b *testing.B) {
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	if err != nil {
 		b.Fatal(err)
 	}

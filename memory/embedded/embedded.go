@@ -3,7 +3,7 @@
 // mode with a full sync on every commit so that an acknowledged write
 // survives kill -9 and power loss. Searches run on an in-memory index
 // (package index) that is loaded from its snapshot or rebuilt from the
-// file at open: BM25 over memory.Terms for the lexical side, normalised
+// file at open: BM25 over text.Terms for the lexical side, normalised
 // float32 vectors (with sign-bit pre-ranking on large namespaces) for the
 // vector side, fused by reciprocal rank.
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded/index"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Loading: every memory of the file, read in chunks and analysed on every
@@ -200,12 +201,13 @@ type loadBatch struct {
 func (d *DB) scanAll(ctx context.Context, add func(*loadBatch)) error {
 	const size = 512
 	work := make(chan *loadBatch, 4*runtime.GOMAXPROCS(0))
+	var stems text.Stemmer // a load's vocabulary, stemmed once
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for b := range work {
 				for i, m := range b.ms {
-					b.terms[i], b.vecs[i] = memory.Terms(m.Text), index.Normalize(m.Vector)
+					b.terms[i], b.vecs[i] = stems.Terms(m.Text), index.Normalize(m.Vector)
 				}
 				close(b.ready)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 func TestSetTokensTouchesNothingElse(t *testing.T) {
@@ -132,7 +133,7 @@ func TestBackfillTokensEmbedded(t *testing.T) {
 	ms := seed(t, db, 600) // three pages
 	empty := memory.Memory{ID: memory.NewID(), Namespace: "ns1", Type: memory.Raw, Text: "", Time: time.Now().UTC()}
 	require.NoError(t, db.Upsert(ctx, empty))
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 
 	n, err := memory.BackfillTokens(ctx, db, tok.Count)

@@ -8,6 +8,7 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // A memory as a Qdrant point, and back (the layout is in the package doc).
@@ -22,7 +23,7 @@ func point(m memory.Memory) (*qdrant.PointStruct, error) {
 		fieldTS:        m.Time.UnixMicro(),
 		fieldModel:     m.Model,
 		fieldTokens:    m.Tokens,
-		fieldTermsV:    memory.TermsVersion,
+		fieldTermsV:    text.TermsVersion,
 	}
 	if len(m.Metadata) > 0 {
 		payload[fieldMetadata] = m.Metadata

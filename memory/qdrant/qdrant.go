@@ -45,7 +45,7 @@ const (
 	fieldTS        = "ts"
 	fieldModel     = "model"
 	fieldTokens    = "tokens"
-	fieldTermsV    = "terms_v" // the memory.TermsVersion its sparse vector was built with
+	fieldTermsV    = "terms_v" // the text.TermsVersion its sparse vector was built with
 	fieldMetadata  = "metadata"
 
 	// metaModel is the collection metadata key naming the embedding model.

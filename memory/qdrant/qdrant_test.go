@@ -198,7 +198,7 @@ func TestLockAcrossInstances(t *testing.T) {
 	assert.True(t, ok, "an expired lock is taken over")
 }
 
-// Points indexed by an older memory.Terms are found and indexed again,
+// Points indexed by an older text.Terms are found and indexed again,
 // their dense vectors and payload kept; then none is stale.
 func TestTermsBackfill(t *testing.T) {
 	ctx := context.Background()

@@ -4,7 +4,7 @@ import (
 	"hash/fnv"
 	"slices"
 
-	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // BM25 for the sparse side. Qdrant multiplies query and document values
@@ -28,8 +28,8 @@ func termIndex(t string) uint32 {
 }
 
 // SparseDoc is a document's sparse BM25 vector, indices ascending.
-func SparseDoc(text string) ([]uint32, []float32) {
-	terms := memory.Terms(text)
+func SparseDoc(content string) ([]uint32, []float32) {
+	terms := text.Terms(content)
 	tf := map[uint32]float64{}
 	for _, t := range terms {
 		tf[termIndex(t)]++
@@ -39,9 +39,9 @@ func SparseDoc(text string) ([]uint32, []float32) {
 }
 
 // SparseQuery is a query's sparse vector: each term's count.
-func SparseQuery(text string) ([]uint32, []float32) {
+func SparseQuery(content string) ([]uint32, []float32) {
 	tf := map[uint32]float64{}
-	for _, t := range memory.Terms(text) {
+	for _, t := range text.Terms(content) {
 		tf[termIndex(t)]++
 	}
 	return sparse(tf, func(f float64) float32 { return float32(f) })

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 var _ memory.TokenCounter = (*Store)(nil)
@@ -143,16 +144,16 @@ func idString(id *qdrant.PointId) string {
 var _ memory.TermsIndexer = (*Store)(nil)
 
 // StaleTerms implements memory.TermsIndexer: the points whose sparse
-// vector was built by another version of memory.Terms (or before versions
+// vector was built by another version of text.Terms (or before versions
 // were recorded), their ids and texts, in point id order.
 func (s *Store) StaleTerms(ctx context.Context, cursor string, limit int) ([]memory.Memory, string, error) {
 	return s.textsWhereNot(ctx, "stale terms", currentTerms(), cursor, limit)
 }
 
 // currentTerms matches the points whose sparse vector this version of
-// memory.Terms built.
+// text.Terms built.
 func currentTerms() *qdrant.Condition {
-	v := float64(memory.TermsVersion)
+	v := float64(text.TermsVersion)
 	return qdrant.NewRange(fieldTermsV, &qdrant.Range{Gte: &v, Lte: &v})
 }
 
@@ -181,5 +182,5 @@ func (s *Store) Reindex(ctx context.Context, ms ...memory.Memory) error {
 		}
 		pids = append(pids, pid)
 	}
-	return s.setWhereNot(ctx, "reindex", currentTerms(), pids, func(int) map[string]any { return map[string]any{fieldTermsV: memory.TermsVersion} })
+	return s.setWhereNot(ctx, "reindex", currentTerms(), pids, func(int) map[string]any { return map[string]any{fieldTermsV: text.TermsVersion} })
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // The benchmarks every backend runs on the same synthetic memories, so
@@ -57,7 +58,7 @@ func AllocsPer(runs int, f func()) float64 {
 // dim-dimension vectors and their token counts.
 func Corpus(n, dim int) []memory.Memory {
 	rng := rand.New(rand.NewPCG(7, 11))
-	tok, _ := memory.NewTokenizer()
+	tok, _ := text.NewTokenizer()
 	ms := TextCorpus(n)
 	for i := range ms {
 		v := make([]float32, dim)
@@ -170,7 +171,7 @@ func BenchInjectLexical(b *testing.B, s memory.Store, ms []memory.Memory, around
 }
 
 func benchInject(b *testing.B, s memory.Store, ms []memory.Memory, embed bool, around float64) {
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	if err != nil {
 		b.Fatal(err)
 	}

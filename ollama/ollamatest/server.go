@@ -22,8 +22,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Server is a fake Ollama. Every chat answers "Hello from Ollama" in three
@@ -226,7 +225,7 @@ func (f *Server) embed(w http.ResponseWriter, r *http.Request) {
 	for i := range req.Input {
 		req.Input[i] = synonyms.Replace(strings.ToLower(req.Input[i]))
 	}
-	vecs, _ := memory.HashEmbedder{}.Embed(r.Context(), req.Input)
+	vecs, _ := text.HashEmbedder{}.Embed(r.Context(), req.Input)
 	_ = json.NewEncoder(w).Encode(map[string]any{"model": req.Model, "embeddings": vecs})
 }
 

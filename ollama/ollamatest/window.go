@@ -5,8 +5,7 @@ import (
 	"sync"
 
 	"github.com/ollama/ollama/api"
-
-	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // A model's window, as Ollama keeps it. Ollama counts a prompt in the
@@ -26,7 +25,7 @@ type Cut struct {
 }
 
 // cl100k is the tokenizer the fake's model counts from.
-var cl100k = sync.OnceValues(memory.NewTokenizer)
+var cl100k = sync.OnceValues(text.NewTokenizer)
 
 // defaultNumCtx is Ollama's window for a request without num_ctx.
 const defaultNumCtx = 4096

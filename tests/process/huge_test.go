@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 	"github.com/vera-proxy/vera/tests/veratest"
 )
@@ -56,7 +57,7 @@ func TestHugeMessageIsCappedAndVeraStaysSmall(t *testing.T) {
 	ms, _, err := db.Scroll(context.Background(), memory.Filter{Namespace: "big"}, "", 100)
 	require.NoError(t, err)
 	require.Len(t, ms, 6)
-	tok, err := memory.NewTokenizer()
+	tok, err := text.NewTokenizer()
 	require.NoError(t, err)
 	for _, m := range ms {
 		assert.Equal(t, tok.Count(m.Text), m.Tokens, "the count is stored with the turn")

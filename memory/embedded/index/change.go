@@ -6,15 +6,16 @@ import (
 	"sort"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // Add indexes m as row seq of the file (replacing what seq held). vec is
 // the normalised vector (Normalize) or nil.
 func (ix *Namespace) Add(seq int64, m *memory.Memory, vec []float32) {
-	ix.AddTerms(seq, m, vec, memory.Terms(m.Text))
+	ix.AddTerms(seq, m, vec, text.Terms(m.Text))
 }
 
-// AddTerms is Add with m's terms already found (memory.Terms(m.Text)):
+// AddTerms is Add with m's terms already found (text.Terms(m.Text)):
 // loading finds them on every core.
 func (ix *Namespace) AddTerms(seq int64, m *memory.Memory, vec []float32, terms []string) {
 	ix.Remove(seq)

@@ -1,5 +1,5 @@
 // Package index is the embedded store's in-memory search index, one
-// Namespace per namespace of memories: BM25 over memory.Terms for the
+// Namespace per namespace of memories: BM25 over text.Terms for the
 // lexical side (compressed postings ranked by block-max MaxScore, or a
 // window at a time for questions of common words), normalised float32
 // vectors with sign-bit pre-ranking for the vector side, the two fused by

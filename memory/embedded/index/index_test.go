@@ -13,6 +13,7 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/storetest"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // newIndex is an index of the default options.
@@ -35,9 +36,9 @@ func idsAt(ix *Namespace, ms []memory.Memory, slots []int32) []string {
 }
 
 // termCounts counts the terms of text.
-func termCounts(text string) map[string]float64 {
+func termCounts(content string) map[string]float64 {
 	tf := map[string]float64{}
-	for _, t := range memory.Terms(text) {
+	for _, t := range text.Terms(content) {
 		tf[t]++
 	}
 	return tf

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/vera-proxy/vera/memory"
+	"github.com/vera-proxy/vera/memory/text"
 )
 
 // queryTerm is one distinct query term with its BM25 weight: scale is
@@ -81,8 +82,8 @@ func (ix *Namespace) bm25() bm25 {
 // times k1+1; a term asked twice counts twice), heaviest first. A term's
 // document frequency counts the postings of removed documents too, until
 // the index is compacted.
-func (ix *Namespace) queryTerms(text string) []queryTerm {
-	qt := memory.Terms(text)
+func (ix *Namespace) queryTerms(content string) []queryTerm {
+	qt := text.Terms(content)
 	if len(qt) == 0 || ix.live == 0 {
 		return nil
 	}

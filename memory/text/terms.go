@@ -1,4 +1,4 @@
-package memory
+package text
 
 import (
 	"strings"
@@ -22,7 +22,15 @@ const TermsVersion = 2
 // are kept whole, so names and numbers match exactly. Both backends use it
 // (Qdrant's sparse vectors are built from it too), so lexical matching
 // behaves the same everywhere.
+//
+// Terms stems every word afresh; a Stemmer's Terms gives the same terms,
+// remembering the stems it has found.
 func Terms(text string) []string {
+	return (*Stemmer)(nil).Terms(text)
+}
+
+// Terms is Terms, with s's cache of stems; a nil s caches nothing.
+func (s *Stemmer) Terms(text string) []string {
 	var out []string
 	start := -1
 	flush := func(end int) {
@@ -34,7 +42,7 @@ func Terms(text string) []string {
 		if len(w) > 64 || stopWords[w] {
 			return
 		}
-		if w = cachedStem(w); w != "" {
+		if w = s.stem(w); w != "" {
 			out = append(out, w)
 		}
 	}
@@ -55,37 +63,46 @@ func Terms(text string) []string {
 	return out
 }
 
-// stems caches stem. A store's vocabulary is small next to its words, and
-// the stemmer allocates for each word it reads: loading the index of a
-// million memories stems each of their words again, and with the cache
-// almost every one is a lookup. It is bounded: past stemCacheMax words,
-// new words are stemmed each time.
-var stems = struct {
-	sync.RWMutex
-	m map[string]string
-}{m: map[string]string{}}
+// Stemmer remembers the stems it has found. A store's vocabulary is
+// small next to its words, and the Snowball stemmer allocates for each
+// word it reads: loading the index of a million memories stems each of
+// their words again, and with a Stemmer almost every one is a lookup. It
+// is bounded: past stemCacheMax words, new words are stemmed each time.
+// The zero value is ready, and it is safe for concurrent use; it must not
+// be copied after first use.
+type Stemmer struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
 
 const stemCacheMax = 1 << 18
 
-func cachedStem(w string) string {
-	stems.RLock()
-	s, ok := stems.m[w]
-	full := len(stems.m) >= stemCacheMax
-	stems.RUnlock()
+// stem is stem(w), through s's cache when s is not nil.
+func (s *Stemmer) stem(w string) string {
+	if s == nil {
+		return stem(w)
+	}
+	s.mu.RLock()
+	st, ok := s.m[w]
+	full := len(s.m) >= stemCacheMax
+	s.mu.RUnlock()
 	if ok {
-		return s
+		return st
 	}
-	s = stem(w)
-	if full || s == w && !hasLetter(w) {
-		return s // numbers cost nothing to "stem": not worth a place
+	st = stem(w)
+	if full || st == w && !hasLetter(w) {
+		return st // numbers cost nothing to "stem": not worth a place
 	}
-	stems.Lock()
-	if len(stems.m) < stemCacheMax {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]string{}
+	}
+	if len(s.m) < stemCacheMax {
 		// w may share the bytes of the whole text it came from.
-		stems.m[strings.Clone(w)] = s
+		s.m[strings.Clone(w)] = st
 	}
-	stems.Unlock()
-	return s
+	s.mu.Unlock()
+	return st
 }
 
 func hasLetter(w string) bool {

@@ -1,4 +1,4 @@
-package memory
+package text
 
 import (
 	"fmt"
@@ -79,9 +79,9 @@ func (t *Tokenizer) Count(s string) int {
 	return t.count(s)
 }
 
-// countFixed counts a text vera writes itself, of which there are few
+// CountFixed counts a text vera writes itself, of which there are few
 // (an intro, the shape of a header): each is counted once.
-func (t *Tokenizer) countFixed(s string) int {
+func (t *Tokenizer) CountFixed(s string) int {
 	if n, ok := t.fixed.Load(s); ok {
 		return n.(int)
 	}
@@ -201,7 +201,7 @@ func (t *Tokenizer) Head(s string, n int) string {
 		end += len(t.enc.Decode(toks[:n]))
 		break
 	}
-	return validPrefix(s[:end])
+	return ValidPrefix(s[:end])
 }
 
 // Tail returns the longest end of s that holds at most n tokens (counted
@@ -228,8 +228,8 @@ func (t *Tokenizer) Tail(s string, n int) string {
 	return s[start:]
 }
 
-// validPrefix drops a rune cut in half at the end of s.
-func validPrefix(s string) string {
+// ValidPrefix drops a rune cut in half at the end of s.
+func ValidPrefix(s string) string {
 	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
 		if utf8.RuneStart(s[i]) {
 			if !utf8.FullRuneInString(s[i:]) {
