@@ -143,7 +143,7 @@ type Memory struct {
 	// "drop" removes it (for people whose memory is vera's now).
 	OpenWebUIMemory string `toml:"open_webui_memory"`
 	// StablePrefix keeps a conversation's injected layers byte-stable
-	// across its turns (the conversations issue).
+	// across its turns, so Ollama's prompt cache holds (docs/conversations.md).
 	StablePrefix bool `toml:"stable_prefix"`
 	// JWTSecret verifies Open WebUI's X-OpenWebUI-User-Jwt (env
 	// VERA_JWT_SECRET); RequireIdentity refuses requests without one.

@@ -34,7 +34,7 @@ func peakRSS(t *testing.T, pid int) int {
 }
 
 // A 10 MB message is answered, stored as its head and tail within
-// max_turn_tokens with its count, and leaves vera small (issue: one such
+// max_turn_tokens with its count, and leaves vera small (before the cap, one such
 // message made every later chat of its namespace take seconds and vera
 // grow to a gigabyte).
 func TestHugeMessageIsCappedAndVeraStaysSmall(t *testing.T) {
