@@ -18,7 +18,7 @@ import (
 
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Memories is what the memory routes need: the store, the

@@ -18,11 +18,11 @@ import (
 	"github.com/vera-proxy/vera/memory/conversation"
 	"github.com/vera-proxy/vera/memory/embedded"
 	"github.com/vera-proxy/vera/memory/qdrant"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama"
 	"github.com/vera-proxy/vera/prompts"
 	"github.com/vera-proxy/vera/proxy"
 	"github.com/vera-proxy/vera/proxy/vram"
+	"github.com/vera-proxy/vera/text"
 )
 
 var _ admin.Withdrawer = (*conversation.Set)(nil)

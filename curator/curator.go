@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Modes of a run.

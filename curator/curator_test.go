@@ -20,8 +20,8 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
+	"github.com/vera-proxy/vera/text"
 )
 
 // fakeModel answers with answer(system, user); calls counts them.

@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/vera-proxy/vera/memory/private"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Message is one chat message as the context builder sees it: its role and

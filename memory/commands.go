@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Command is what a user's message asks of memory at once: to

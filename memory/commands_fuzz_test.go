@@ -13,8 +13,8 @@ import (
 
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/prompts"
+	"github.com/vera-proxy/vera/text"
 )
 
 var sharedTok = sync.OnceValues(text.NewTokenizer)

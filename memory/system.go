@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // The system layer: the caller's system text, systemprompt.md, the

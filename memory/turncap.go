@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // DefaultMaxTurnTokens is memory.max_turn_tokens' default.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/vera-proxy/vera/dialect"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Calibrator learns each model's tokens (memory.Scales) from its answers,

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 	"github.com/vera-proxy/vera/tests/veratest"
+	"github.com/vera-proxy/vera/text"
 )
 
 // longChat drives a conversation of turns user messages through the

@@ -17,9 +17,9 @@ import (
 	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 	"github.com/vera-proxy/vera/tests/veratest"
+	"github.com/vera-proxy/vera/text"
 )
 
 // vera listens at once on a large store: while its index loads, every

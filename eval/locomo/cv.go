@@ -7,7 +7,7 @@ import (
 
 	"github.com/vera-proxy/vera/eval"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Grid is the retrieval choices CrossValidate chooses among: how many of

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Conversation is one LoCoMo file.

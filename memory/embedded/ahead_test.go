@@ -13,7 +13,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded/index"
 	"github.com/vera-proxy/vera/memory/storetest"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // A search started ahead and finished with the vector finds what Search

@@ -8,7 +8,7 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // A memory as a Qdrant point, and back (the layout is in the package doc).

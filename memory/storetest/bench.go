@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // The benchmarks every backend runs on the same synthetic memories, so

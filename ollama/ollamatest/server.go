@@ -22,7 +22,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 	"github.com/stretchr/testify/require"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Server is a fake Ollama. Every chat answers "Hello from Ollama" in three

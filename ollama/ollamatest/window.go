@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/ollama/ollama/api"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // A model's window, as Ollama keeps it. Ollama counts a prompt in the

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
 	"github.com/vera-proxy/vera/ollama/ollamatest"
 	"github.com/vera-proxy/vera/tests/veratest"
+	"github.com/vera-proxy/vera/text"
 )
 
 // peakRSS reads a process's peak resident set (VmHWM) in MiB.

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // Add indexes m as row seq of the file (replacing what seq held). vec is

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/memory/text"
+	"github.com/vera-proxy/vera/text"
 )
 
 // queryTerm is one distinct query term with its BM25 weight: scale is
