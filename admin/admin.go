@@ -21,6 +21,7 @@ import (
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/httperr"
+	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -57,7 +58,7 @@ type Server struct {
 	// AccessHealth describes access for /healthz; nil: left out.
 	AccessHealth func() AccessHealth
 	// Memories serves /memories*; nil: memory is off.
-	Memories *Memories
+	Memories *memory.Service
 	// Metrics is the registry /metrics serves; nil: no /metrics.
 	Metrics *prometheus.Registry
 

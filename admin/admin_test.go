@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vera-proxy/vera/curator"
+	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/ollama"
 )
 
@@ -183,13 +184,13 @@ func TestJSONProblemsSpeakOfTheRequest(t *testing.T) {
 		`{"timestamp":"yesterday","text":"x"}`: `field "timestamp": want an RFC 3339 time`,
 		``:                                     "it is empty",
 	} {
-		var m memoryJSON
+		var m memory.JSON
 		err := json.NewDecoder(strings.NewReader(body)).Decode(&m)
 		require.Error(t, err, body)
 		got := jsonProblem(err)
 		assert.Contains(t, got, want, body)
 		assert.NotContains(t, got, "Go ", body)
-		assert.NotContains(t, got, "memoryJSON", body)
+		assert.NotContains(t, got, "memory.JSON", body)
 		assert.NotContains(t, got, "2006-01-02T15:04:05", body)
 	}
 }

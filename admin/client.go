@@ -41,7 +41,7 @@ func (c *Client) one(id string) string {
 }
 
 // Memory is a MEMORY, as the API answers it.
-type Memory = memoryJSON
+type Memory = memory.JSON
 
 // Page is one answer of GET /memories.
 type Page struct {
@@ -168,8 +168,8 @@ func (c *Client) ForgetNamespace(ctx context.Context, ns string) (int, error) {
 
 // EraseNamespace erases everything of namespace ns (DELETE
 // /namespaces/NS) and returns the receipt.
-func (c *Client) EraseNamespace(ctx context.Context, ns string) (Receipt, error) {
-	var r Receipt
+func (c *Client) EraseNamespace(ctx context.Context, ns string) (memory.Receipt, error) {
+	var r memory.Receipt
 	err := c.do(ctx, http.MethodDelete, "/namespaces/"+url.PathEscape(ns), nil, "", &r)
 	return r, err
 }

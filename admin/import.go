@@ -106,7 +106,7 @@ func (im *importer) line(ctx context.Context, n int, line []byte) error {
 		im.errorCount++
 		return nil
 	}
-	var in memoryJSON
+	var in memory.JSON
 	if err := json.Unmarshal(line, &in); err != nil {
 		im.bad(n, func() string { return "not a MEMORY: " + jsonProblem(err) })
 		return nil
@@ -172,7 +172,7 @@ func (im *importer) flush(ctx context.Context) error {
 	if len(im.batch) == 0 {
 		return nil
 	}
-	im.s.Memories.prepare(ctx, im.batch)
+	im.s.Memories.Prepare(ctx, im.batch)
 	if err := im.s.Memories.Store.Upsert(ctx, im.batch...); err != nil {
 		return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
 	}
@@ -180,7 +180,7 @@ func (im *importer) flush(ctx context.Context) error {
 	for i, m := range im.batch {
 		ids[i] = m.ID
 	}
-	im.s.Memories.withdraw("", ids...) // a memory replaced: its old text leaves conversations
+	im.s.Memories.Withdraw("", ids...) // a memory replaced: its old text leaves conversations
 	for _, m := range im.batch {
 		if action := im.change[m.ID]; action != "" {
 			im.s.Memories.History.Record(ctx, memory.ViaImport, action, m)

@@ -31,7 +31,7 @@ func newMemoriesServer(t *testing.T) (*Server, *embedded.DB) {
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
 	s := newTestServer(t, "http://127.0.0.1:1")
-	s.Memories = &Memories{Store: db}
+	s.Memories = &memory.Service{Store: db}
 	return s, db
 }
 

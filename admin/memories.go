@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
@@ -18,87 +17,10 @@ import (
 
 	"github.com/vera-proxy/vera/curator"
 	"github.com/vera-proxy/vera/memory"
-	"github.com/vera-proxy/vera/text"
 )
 
-// Memories is what the memory routes need: the store, the
-// durable queue (a deleted memory must not arrive later from it), and the
-// embedder for what is added or edited by hand (nil: lexical only).
-type Memories struct {
-	Store  memory.Store
-	Queue  memory.Queue
-	Embed  func(ctx context.Context, texts []string) ([][]float32, error)
-	Tokens *text.Tokenizer
-	// MaxTokens caps the text of a memory added or edited
-	// (memory.max_turn_tokens); 0 means memory.DefaultMaxTurnTokens.
-	MaxTokens int
-	// Forget and ForgetNamespace tell the writer (memory.Writer) not to
-	// store what is deleted, should it be on its way; nil: nothing is.
-	Forget          func(ids ...string)
-	ForgetNamespace func(ns string)
-	// Conversations are the running conversations a deleted, hidden or
-	// edited memory is taken out of; nil: none.
-	Conversations Withdrawer
-	// Threshold is the vector score a search hit needs, as in chats
-	// (layers.semantic_score_threshold); 0 means 0.5.
-	Threshold float64
-	// Directory tells who each namespace is (GET /namespaces); nil: only
-	// what the store holds.
-	Directory *memory.Directory
-	// Usage tells how often each memory was injected; nil: not counted.
-	Usage *memory.Usage
-	// History records every change; nil: none is.
-	History *memory.History
-	// Withheld keeps out of chats what the curator wrote from a memory
-	// since forgotten or erased; nil: nothing is.
-	Withheld *memory.Withheld
-}
-
-// Withdrawer takes memories out of the conversations whose kept prompt
-// carries them (with ns and no ids, every memory of the namespace), and
-// tells how many conversations will rebuild; Erase, for memories erased,
-// also forgets the conversations that told them.
-type Withdrawer interface {
-	Withdraw(ns string, ids ...string) int
-	Erase(ns string, ids ...string) int
-}
-
-// withdraw tells the conversations, when there are any.
-func (m *Memories) withdraw(ns string, ids ...string) {
-	if m.Conversations != nil {
-		m.Conversations.Withdraw(ns, ids...)
-		return
-	}
-	// No conversations here (`vera memories` on the store, vera stopped):
-	// the plans kept in the store that carry them go, or the next start
-	// would send them again.
-	if ps, ok := m.Store.(memory.PlanStore); ok && (ns != "" || len(ids) > 0) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := ps.DropPlans(ctx, ns, ids...); err != nil {
-			slog.Warn("dropping the kept plans that carry changed memories", "error", err)
-		}
-	}
-}
-
-// memoryJSON is a MEMORY as the admin API reads and writes it.
-type memoryJSON struct {
-	ID        string         `json:"id"`
-	Namespace string         `json:"namespace"`
-	Type      memory.Type    `json:"type"`
-	Text      string         `json:"text"`
-	Timestamp time.Time      `json:"timestamp"`
-	Model     string         `json:"model,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
-	Score     *float64       `json:"score,omitempty"`
-	// UsedCount is how many answers the memory was injected into,
-	// LastUsed the latest (absent when never).
-	UsedCount int        `json:"used_count"`
-	LastUsed  *time.Time `json:"last_used,omitempty"`
-}
-
 // withUsage adds their usage to ms.
-func (s *Server) withUsage(ctx context.Context, ms []memoryJSON) {
+func (s *Server) withUsage(ctx context.Context, ms []memory.JSON) {
 	ids := make([]string, len(ms))
 	for i, m := range ms {
 		ids[i] = m.ID
@@ -110,13 +32,6 @@ func (s *Server) withUsage(ctx context.Context, ms []memoryJSON) {
 			ms[i].UsedCount, ms[i].LastUsed = u.Count, &last
 		}
 	}
-}
-
-// MemoryOf is m as the API answers it (the MCP tools answer the same).
-func MemoryOf(m memory.Memory) Memory { return toJSON(m) }
-
-func toJSON(m memory.Memory) memoryJSON {
-	return memoryJSON{ID: m.ID, Namespace: m.Namespace, Type: m.Type, Text: m.Text, Timestamp: m.Time, Model: m.Model, Metadata: m.Metadata}
 }
 
 // mountMemories registers the memory routes, guarded.
@@ -195,7 +110,7 @@ func (s *Server) listMemories(c *gin.Context) error {
 		return httpError(http.StatusBadRequest, "private: want true or false")
 	}
 	ctx := c.Request.Context()
-	out := []memoryJSON{}
+	out := []memory.JSON{}
 	if q := strings.TrimSpace(c.Query("q")); q != "" {
 		// The same hybrid search chats use, scored; with a filter, from
 		// more hits, that the page still fills.
@@ -211,7 +126,7 @@ func (s *Server) listMemories(c *gin.Context) error {
 			if !keep(h.Memory) || len(out) == limit {
 				continue
 			}
-			m := toJSON(h.Memory)
+			m := memory.JSONOf(h.Memory)
 			score := h.Score
 			m.Score = &score
 			out = append(out, m)
@@ -233,7 +148,7 @@ func (s *Server) listMemories(c *gin.Context) error {
 		}
 		for _, m := range page {
 			if keep(m) {
-				out = append(out, toJSON(m))
+				out = append(out, memory.JSONOf(m))
 			}
 		}
 		next = after
@@ -269,14 +184,14 @@ func (s *Server) getMemory(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := []memoryJSON{toJSON(m)}
+	out := []memory.JSON{memory.JSONOf(m)}
 	s.withUsage(c.Request.Context(), out)
 	c.JSON(http.StatusOK, out[0])
 	return nil
 }
 
 func (s *Server) addMemory(c *gin.Context) error {
-	var in memoryJSON
+	var in memory.JSON
 	if err := json.NewDecoder(c.Request.Body).Decode(&in); err != nil {
 		return httpError(http.StatusBadRequest, "the body is not a MEMORY: "+jsonProblem(err))
 	}
@@ -305,7 +220,7 @@ func (s *Server) addMemory(c *gin.Context) error {
 	if err != nil {
 		return writeFailed(err)
 	}
-	c.JSON(http.StatusCreated, toJSON(out))
+	c.JSON(http.StatusCreated, memory.JSONOf(out))
 	return nil
 }
 
@@ -408,7 +323,7 @@ func (s *Server) rewrite(c *gin.Context, m memory.Memory, code int) error {
 	if err != nil {
 		return writeFailed(err)
 	}
-	ms := []memoryJSON{toJSON(out)}
+	ms := []memory.JSON{memory.JSONOf(out)}
 	s.withUsage(c.Request.Context(), ms)
 	c.JSON(code, ms[0])
 	return nil
@@ -422,6 +337,12 @@ func writeFailed(err error) error {
 		return httpError(http.StatusRequestEntityTooLarge, "text: "+err.Error())
 	}
 	return httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
+}
+
+// unavailable answers a failure of the memory service (a store, the local
+// queue, the usage counts, the history: its message names which) with 503.
+func unavailable(err error) error {
+	return httpError(http.StatusServiceUnavailable, err.Error())
 }
 
 // restoreMemory serves POST /memories/{id}/restore: a forgotten memory
@@ -450,7 +371,7 @@ func (s *Server) deleteMemory(c *gin.Context) error {
 		}
 	}
 	if err := s.Memories.Erase(ctx, id); err != nil {
-		return err
+		return unavailable(err)
 	}
 	c.Status(http.StatusNoContent)
 	return nil
@@ -474,16 +395,16 @@ func queued(ctx context.Context, q memory.Queue, id, ns string) bool {
 }
 
 // forgetNamespace forgets a whole namespace, its queued turns included
-// (DELETE /memories?namespace=NS&confirm=true): eraseNamespace, answered
+// (DELETE /memories?namespace=NS&confirm=true): EraseNamespace, answered
 // with the count alone.
 func (s *Server) forgetNamespace(c *gin.Context) error {
 	ns := strings.TrimSpace(c.Query("namespace"))
 	if ns == "" || c.Query("confirm") != "true" {
 		return httpError(http.StatusBadRequest, "forgetting a namespace needs ?namespace=NS&confirm=true")
 	}
-	r, err := s.eraseNamespace(c.Request.Context(), ns)
+	r, err := s.Memories.EraseNamespace(c.Request.Context(), ns)
 	if err != nil {
-		return err
+		return unavailable(err)
 	}
 	n := r.Erased["queued"]
 	for _, t := range []memory.Type{memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten} {
@@ -500,82 +421,12 @@ func (s *Server) eraseNamespaceRoute(c *gin.Context) error {
 	if ns == "" {
 		return httpError(http.StatusBadRequest, "erasing a namespace needs it named: DELETE /namespaces/NS")
 	}
-	r, err := s.eraseNamespace(c.Request.Context(), ns)
+	r, err := s.Memories.EraseNamespace(c.Request.Context(), ns)
 	if err != nil {
-		return err
+		return unavailable(err)
 	}
 	c.JSON(http.StatusOK, r)
 	return nil
-}
-
-// Receipt is what an erased namespace held, by kind: each memory type,
-// the turns still queued, the conversation plans; and when.
-type Receipt struct {
-	Namespace string         `json:"namespace"`
-	Erased    map[string]int `json:"erased"`
-	At        time.Time      `json:"at"`
-}
-
-// eraseNamespace erases every memory of ns (every type, and the turns
-// still queued), its conversation plans and its row in /namespaces.
-func (s *Server) eraseNamespace(ctx context.Context, ns string) (Receipt, error) {
-	r := Receipt{Namespace: ns, Erased: map[string]int{"queued": 0, "plans": 0}}
-	for _, t := range []memory.Type{memory.Raw, memory.Curated, memory.Rule, memory.Profile, memory.Forgotten} {
-		r.Erased[string(t)] = 0
-	}
-	if s.Memories.ForgetNamespace != nil {
-		s.Memories.ForgetNamespace(ns)
-	}
-	if err := s.Memories.Directory.Forget(ctx, ns); err != nil {
-		return r, httpError(http.StatusServiceUnavailable, "the namespaces seen: "+err.Error())
-	}
-	if s.Memories.Queue != nil {
-		queued, err := s.Memories.Queue.Pending(ctx, 1<<20)
-		if err != nil {
-			return r, httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
-		}
-		var ids []string
-		for _, m := range queued {
-			if m.Namespace == ns {
-				ids = append(ids, m.ID)
-			}
-		}
-		if err := s.Memories.Queue.Done(ctx, ids...); err != nil {
-			return r, httpError(http.StatusServiceUnavailable, "the local queue: "+err.Error())
-		}
-		r.Erased["queued"] = len(ids)
-	}
-	for {
-		page, _, err := s.Memories.Store.Scroll(ctx, memory.Filter{Namespace: ns}, "", 500)
-		if err != nil {
-			return r, httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
-		}
-		if len(page) == 0 {
-			break
-		}
-		ids := make([]string, len(page))
-		for i, m := range page {
-			ids[i] = m.ID
-			r.Erased[string(m.Type)]++
-		}
-		if err := s.Memories.Store.Delete(ctx, ids...); err != nil {
-			return r, httpError(http.StatusServiceUnavailable, "writing the store: "+err.Error())
-		}
-	}
-	if s.Memories.Conversations != nil {
-		r.Erased["plans"] = s.Memories.Conversations.Erase(ns)
-	}
-	if err := s.Memories.Usage.Forget(ctx, ns); err != nil {
-		return r, httpError(http.StatusServiceUnavailable, "the usage counts: "+err.Error())
-	}
-	if err := s.Memories.History.Forget(ctx, ns); err != nil {
-		return r, httpError(http.StatusServiceUnavailable, "the history: "+err.Error())
-	}
-	if err := s.Memories.Withheld.Forget(ctx, ns); err != nil {
-		return r, httpError(http.StatusServiceUnavailable, "the withheld memories: "+err.Error())
-	}
-	r.At = time.Now().UTC()
-	return r, nil
 }
 
 // exportMemories streams every memory (of one namespace, or all) as
@@ -599,7 +450,7 @@ func (s *Server) exportMemories(c *gin.Context) error {
 				return httpError(http.StatusServiceUnavailable, "reading the store: "+err.Error())
 			}
 			for _, m := range page {
-				if err := enc.Encode(toJSON(m)); err != nil {
+				if err := enc.Encode(memory.JSONOf(m)); err != nil {
 					return err
 				}
 			}

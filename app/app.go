@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/cloud"
 	"github.com/vera-proxy/vera/config"
 	"github.com/vera-proxy/vera/curator"
@@ -25,7 +24,7 @@ import (
 	"github.com/vera-proxy/vera/text"
 )
 
-var _ admin.Withdrawer = (*conversation.Set)(nil)
+var _ memory.Withdrawer = (*conversation.Set)(nil)
 
 // appOptions chooses the parts a command needs beyond the Ollama client
 // and the embedder, which every app has.

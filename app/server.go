@@ -191,8 +191,8 @@ func (a *app) loading() bool {
 
 // adminMemories is what the memory routes work on: the store, the queue
 // and the writer (a deleted memory must not arrive later from either).
-func (a *app) adminMemories() *admin.Memories {
-	m := &admin.Memories{Store: a.store, Tokens: a.tok, MaxTokens: a.cfg.Memory.MaxTurnTokens, Embed: a.embedder.Embed,
+func (a *app) adminMemories() *memory.Service {
+	m := &memory.Service{Store: a.store, Tokens: a.tok, MaxTokens: a.cfg.Memory.MaxTurnTokens, Embed: a.embedder.Embed,
 		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory, Usage: a.usage,
 		History: a.history, Withheld: a.withheld}
 	if a.local != nil {
@@ -229,7 +229,7 @@ func (a *app) health(ctx context.Context) (admin.StoreHealth, admin.EmbedderHeal
 // The parts app wires, checked at compile time.
 var (
 	_ proxy.MCPServer = (*mcp.Server)(nil)
-	_ mcp.Memories    = (*admin.Memories)(nil)
+	_ mcp.Memories    = (*memory.Service)(nil)
 )
 
 // newCalibrator starts learning each model's tokens from its answers,

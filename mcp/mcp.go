@@ -18,7 +18,7 @@ import (
 	"github.com/vera-proxy/vera/memory"
 )
 
-// Memories are the memory operations the tools use (admin.Memories).
+// Memories are the memory operations the tools use (memory.Service).
 type Memories interface {
 	Search(ctx context.Context, f memory.Filter, q string, limit int) ([]memory.Hit, error)
 	Latest(ctx context.Context, f memory.Filter, limit int) ([]memory.Memory, error)

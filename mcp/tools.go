@@ -10,7 +10,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
 )
 
@@ -36,12 +35,12 @@ var (
 // Memory is a MEMORY as the tools answer it: the admin API's (with the
 // score of a search), and whether a newer memory replaced it.
 type Memory struct {
-	admin.Memory
+	memory.JSON
 	Past bool `json:"past,omitempty"`
 }
 
 func toMemory(m memory.Memory) Memory {
-	return Memory{Memory: admin.MemoryOf(m), Past: m.Metadata["superseded_by"] != nil}
+	return Memory{JSON: memory.JSONOf(m), Past: m.Metadata["superseded_by"] != nil}
 }
 
 // Found is the answer of search_memories and list_memories.

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vera-proxy/vera/admin"
 	"github.com/vera-proxy/vera/memory"
 	"github.com/vera-proxy/vera/memory/embedded"
 )
@@ -29,7 +28,7 @@ func newFixture(t *testing.T) *fixture {
 	db, err := embedded.Open(ctx, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	f := &fixture{srv: New(&admin.Memories{Store: db, MaxTokens: 100}, "test"), db: db, ids: map[memory.Type]string{}}
+	f := &fixture{srv: New(&memory.Service{Store: db, MaxTokens: 100}, "test"), db: db, ids: map[memory.Type]string{}}
 	at := time.Now().UTC().Add(-time.Hour)
 	hidden := memory.Memory{ID: memory.NewID(), Namespace: "alice", Type: memory.Rule, Text: "Answer in German.", Time: at}
 	hidden.Hide(at)
