@@ -161,35 +161,13 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	if len(want) > maxForgetTerms {
 		return nil, fmt.Errorf("%w: %d words name no single fact", ErrTooBroad, len(want))
 	}
-	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Raw, Curated, Rule}}, Text: statement, Limit: 500})
+	strong, queued, err := c.holdingAll(ctx, ns, statement, want)
 	if err != nil {
-		return nil, fmt.Errorf("forget: %w", err)
-	}
-	var strong []Hit
-	for _, h := range hits {
-		if holdsAll(h.Text, want) {
-			strong = append(strong, h)
-		}
-	}
-	// A turn told moments ago may still wait in the queue (its embedding
-	// under way): it is hidden too, or it would arrive after the forget.
-	var queued []Memory
-	if c.Queue != nil {
-		pending, err := c.Queue.Pending(ctx, 1<<16)
-		if err != nil {
-			return nil, fmt.Errorf("forget: the queue: %w", err)
-		}
-		for _, m := range pending {
-			if m.Namespace == ns && holdsAll(m.Text, want) {
-				queued = append(queued, m)
-			}
-		}
+		return nil, err
 	}
 	if n := len(strong) + len(queued); n > maxForget {
 		return nil, fmt.Errorf("%w: %d memories hold every word of %q", ErrTooBroad, n, statement)
 	}
-	var hidden, was []Memory // was: as they were, current
-	seen := map[string]bool{}
 	queuedIDs := make([]string, len(queued))
 	for i, m := range queued {
 		queuedIDs[i] = m.ID
@@ -197,32 +175,9 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 	if len(queued) > 0 && c.Skip != nil {
 		c.Skip(queuedIDs...) // the writer will not store them now
 	}
-	for _, m := range queued {
-		was = append(was, m)
-		m.Hide(c.now())
-		if m.Tokens == 0 && c.Tokens != nil {
-			// The writer counts a short turn only as it stores it.
-			m.Tokens = c.Tokens.Count(m.Text)
-		}
-		hidden, seen[m.ID] = append(hidden, m), true
-	}
-	for _, h := range strong {
-		if seen[h.ID] {
-			continue
-		}
-		m, err := c.Store.Get(ctx, h.ID) // whole, vector included
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("forget: %w", err)
-		}
-		was = append(was, m)
-		m.Hide(c.now())
-		hidden = append(hidden, m)
-	}
-	if len(hidden) == 0 {
-		return nil, nil
+	hidden, was, err := c.hide(ctx, queued, strong)
+	if err != nil || len(hidden) == 0 {
+		return nil, err
 	}
 	if err := c.Store.Upsert(ctx, hidden...); err != nil {
 		return nil, fmt.Errorf("forget: %w", err)
@@ -243,6 +198,67 @@ func (c *Commands) Forget(ctx context.Context, ns, statement string) ([]string, 
 		return ids, fmt.Errorf("forget: hidden, but %w", err) // hidden all the same
 	}
 	return ids, nil
+}
+
+// holdingAll finds the memories of ns that hold every term of want: those
+// stored (strong), and the turns told moments ago that still wait in the
+// queue (their embedding under way), which are hidden too, or they would
+// arrive after the forget.
+func (c *Commands) holdingAll(ctx context.Context, ns, statement string, want []string) (strong []Hit, queued []Memory, err error) {
+	hits, err := c.Store.Search(ctx, Query{Filter: Filter{Namespace: ns, Types: []Type{Raw, Curated, Rule}}, Text: statement, Limit: 500})
+	if err != nil {
+		return nil, nil, fmt.Errorf("forget: %w", err)
+	}
+	for _, h := range hits {
+		if holdsAll(h.Text, want) {
+			strong = append(strong, h)
+		}
+	}
+	if c.Queue == nil {
+		return strong, nil, nil
+	}
+	pending, err := c.Queue.Pending(ctx, 1<<16)
+	if err != nil {
+		return nil, nil, fmt.Errorf("forget: the queue: %w", err)
+	}
+	for _, m := range pending {
+		if m.Namespace == ns && holdsAll(m.Text, want) {
+			queued = append(queued, m)
+		}
+	}
+	return strong, queued, nil
+}
+
+// hide returns the queued turns and the stored memories of strong
+// hidden, and, in was, each as it was (current). A stored memory is read
+// whole, vector included; one gone meanwhile is passed over.
+func (c *Commands) hide(ctx context.Context, queued []Memory, strong []Hit) (hidden, was []Memory, err error) {
+	seen := map[string]bool{}
+	for _, m := range queued {
+		was = append(was, m)
+		m.Hide(c.now())
+		if m.Tokens == 0 && c.Tokens != nil {
+			// The writer counts a short turn only as it stores it.
+			m.Tokens = c.Tokens.Count(m.Text)
+		}
+		hidden, seen[m.ID] = append(hidden, m), true
+	}
+	for _, h := range strong {
+		if seen[h.ID] {
+			continue
+		}
+		m, err := c.Store.Get(ctx, h.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("forget: %w", err)
+		}
+		was = append(was, m)
+		m.Hide(c.now())
+		hidden = append(hidden, m)
+	}
+	return hidden, was, nil
 }
 
 // SameTerms reports whether two texts hold the same content terms (Terms:

@@ -17,30 +17,9 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	if c.SemanticBudget <= 0 {
 		return nil
 	}
-	q := Query{
-		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Threshold: thr,
-		Text: lexical, Limit: min(200, c.SemanticBudget/40+10), Around: b.aroundShare(),
-	}
-	if req.Later {
-		// A later turn's best hits are mostly in the prompt already (the
-		// plan's, the blocks', the turns forwarded): look further.
-		q.Limit = max(q.Limit, laterHits)
-	}
 	n := b.contextHits(c.SemanticBudget)
 	_, contextual := b.store.(Contextual)
-	if contextual {
-		q.Context = n
-	}
-	var hits []Hit
-	var err error
-	if ahead, ok := b.store.(SearchAhead); ok && b.embedder != nil {
-		// The lexical side runs while the question is embedded.
-		finish := ahead.SearchAhead(ctx, q)
-		hits, err = finish(b.queryVector(ctx, query, c))
-	} else {
-		q.Vector = b.queryVector(ctx, query, c)
-		hits, err = b.store.Search(ctx, q)
-	}
+	hits, err := b.searchSemantic(ctx, req, query, lexical, thr, n, contextual, c)
 	if err != nil {
 		c.Err = fmt.Errorf("semantic layer: %w", err)
 		return nil
@@ -49,56 +28,8 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	// is likelier true now.
 	slices.SortStableFunc(hits, BestFirst)
 	intro := b.fixed(semanticIntro) + 2
-	left := c.SemanticBudget - intro
-	// Every date header has the same shape, and so the same count. The
-	// memories are rendered in time order under one header per day, so a
-	// memory costs a header only when its day is new to the block.
-	header := b.fixed("[2006-01-02]\n")
-	days := map[string]bool{}
-	take := func(h Hit) {
-		if req.Exclude[h.ID] || b.Withheld.Is(h.ID) || keptBack(req, h.Memory, c) {
-			return
-		}
-		// What it costs first: once the budget is nearly spent, most
-		// hits do not fit, and are not normalised for nothing.
-		day := h.Time.Format(time.DateOnly)
-		own := h.Tokens
-		if own <= 0 {
-			own = b.countAtMost(h.Text, left)
-		}
-		n := own + 2
-		if !days[day] {
-			n += header
-		}
-		past := pastMark(h.Memory)
-		if past != "" {
-			n += b.count(past)
-		}
-		if n > left {
-			return
-		}
-		key := normalize(h.Text)
-		if seen[key] || hist.has(h.Text) || hist.repeats(h.Text) || hist.carries(h.Text) {
-			return
-		}
-		if framed, changed := frame(h.Text); changed {
-			// Framed only once it is taken: most hits are not.
-			n += b.countAtMost(framed, left) - own
-			if n > left {
-				return
-			}
-			h.Text = framed
-		}
-		if past != "" {
-			// Superseded by a newer memory of the same key: kept for
-			// questions about the past, never given as current.
-			h.Text = past + h.Text
-		}
-		seen[key], days[day] = true, true
-		left -= n
-		c.SemanticTokens += n
-		c.Semantic = append(c.Semantic, h)
-	}
+	t := &semanticTaker{b: b, req: req, hist: hist, seen: seen, c: c, left: c.SemanticBudget - intro,
+		header: b.fixed("[2006-01-02]\n"), days: map[string]bool{}}
 	var context [][]Hit
 	if contextual {
 		context = make([][]Hit, min(n, len(hits)))
@@ -111,10 +42,10 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 		context = b.neighbours(ctx, hits[:min(n, len(hits))])
 	}
 	for i, h := range hits {
-		take(h)
+		t.take(h)
 		if i < len(context) {
 			for _, n := range context[i] {
-				take(n)
+				t.take(n)
 			}
 		}
 	}
@@ -123,6 +54,95 @@ func (b *Builder) semantic(ctx context.Context, req Request, query, lexical stri
 	}
 	c.SemanticTokens += intro
 	return renderDays(c.Semantic)
+}
+
+// searchSemantic searches the store for the semantic layer: lexically
+// for lexical, by vector for query (embedded while the lexical side runs,
+// where the store can), asking a contextual store for the turns around
+// its n best hits.
+func (b *Builder) searchSemantic(ctx context.Context, req Request, query, lexical string, thr float64, n int, contextual bool, c *Context) ([]Hit, error) {
+	q := Query{
+		Filter: Filter{Namespace: req.Namespace, Types: []Type{Raw, Curated}}, Threshold: thr,
+		Text: lexical, Limit: min(200, c.SemanticBudget/40+10), Around: b.aroundShare(),
+	}
+	if req.Later {
+		// A later turn's best hits are mostly in the prompt already (the
+		// plan's, the blocks', the turns forwarded): look further.
+		q.Limit = max(q.Limit, laterHits)
+	}
+	if contextual {
+		q.Context = n
+	}
+	if ahead, ok := b.store.(SearchAhead); ok && b.embedder != nil {
+		// The lexical side runs while the question is embedded.
+		finish := ahead.SearchAhead(ctx, q)
+		return finish(b.queryVector(ctx, query, c))
+	}
+	q.Vector = b.queryVector(ctx, query, c)
+	return b.store.Search(ctx, q)
+}
+
+// semanticTaker takes hits into the semantic layer while its budget
+// lasts. Every date header has the same shape, and so the same count. The
+// memories are rendered in time order under one header per day, so a
+// memory costs a header only when its day is new to the block.
+type semanticTaker struct {
+	b      *Builder
+	req    Request
+	hist   historySet
+	seen   map[string]bool
+	c      *Context
+	left   int // tokens of the budget left
+	header int // a date header's tokens
+	days   map[string]bool
+}
+
+// take adds h to the layer unless it is excluded, withheld, kept back,
+// already in the prompt or the layer, or over what is left of the budget.
+func (t *semanticTaker) take(h Hit) {
+	b, c := t.b, t.c
+	if t.req.Exclude[h.ID] || b.Withheld.Is(h.ID) || keptBack(t.req, h.Memory, c) {
+		return
+	}
+	// What it costs first: once the budget is nearly spent, most
+	// hits do not fit, and are not normalised for nothing.
+	day := h.Time.Format(time.DateOnly)
+	own := h.Tokens
+	if own <= 0 {
+		own = b.countAtMost(h.Text, t.left)
+	}
+	n := own + 2
+	if !t.days[day] {
+		n += t.header
+	}
+	past := pastMark(h.Memory)
+	if past != "" {
+		n += b.count(past)
+	}
+	if n > t.left {
+		return
+	}
+	key := normalize(h.Text)
+	if t.seen[key] || t.hist.has(h.Text) || t.hist.repeats(h.Text) || t.hist.carries(h.Text) {
+		return
+	}
+	if framed, changed := frame(h.Text); changed {
+		// Framed only once it is taken: most hits are not.
+		n += b.countAtMost(framed, t.left) - own
+		if n > t.left {
+			return
+		}
+		h.Text = framed
+	}
+	if past != "" {
+		// Superseded by a newer memory of the same key: kept for
+		// questions about the past, never given as current.
+		h.Text = past + h.Text
+	}
+	t.seen[key], t.days[day] = true, true
+	t.left -= n
+	c.SemanticTokens += n
+	c.Semantic = append(c.Semantic, h)
 }
 
 // queryVector embeds the recall's query; nil (and c.LexicalOnly) when
