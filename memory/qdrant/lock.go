@@ -1,6 +1,7 @@
 package qdrant
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -14,9 +15,10 @@ import (
 // would let an old and a new vera hold the same lock at once.
 var lockNamespace = uuid.MustParse("3f1c5a56-8a51-4d5e-9a8e-2b7f3e0c9d11")
 
-// lockSettle is how long Lock waits before reading its claim back: two
-// instances claiming at once both write, and the last write wins.
-var lockSettle = 300 * time.Millisecond
+// lockSettle is how long Lock waits before reading its claim back, unless
+// the Store says otherwise: two instances claiming at once both write, and
+// the last write wins.
+const lockSettle = 300 * time.Millisecond
 
 // Lock takes a named lock shared by every vera instance on this Qdrant
 // (the curator's: one run at a time across instances). Qdrant has no
@@ -59,7 +61,7 @@ func (s *Store) Lock(ctx context.Context, name string, ttl time.Duration) (relea
 		return nil, false, s.wrap("lock "+name, err)
 	}
 	select {
-	case <-time.After(lockSettle):
+	case <-time.After(cmp.Or(s.lockSettle, lockSettle)):
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}

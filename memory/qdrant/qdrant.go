@@ -89,6 +89,8 @@ type Store struct {
 	model string // embedding model recorded on the collection
 
 	plans plans // the plans collection's (plans.go)
+
+	lockSettle time.Duration // Lock's wait before reading its claim back; 0: lockSettle
 }
 
 var _ memory.Store = (*Store)(nil)

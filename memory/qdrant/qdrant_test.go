@@ -179,7 +179,7 @@ func TestLockAcrossInstances(t *testing.T) {
 	a := openFresh(t, server(t))
 	b := another(t, a)
 	t.Cleanup(func() { _ = a.client.DeleteCollection(context.Background(), a.collection+"_locks") })
-	lockSettle = 10 * time.Millisecond
+	a.lockSettle, b.lockSettle = 10*time.Millisecond, 10*time.Millisecond
 
 	release, ok, err := a.Lock(ctx, "curator", time.Minute)
 	require.NoError(t, err)
