@@ -90,79 +90,106 @@ func (d *Dialects) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	d.keep(r.URL.Path, body)
-	var req struct {
+	a := dialectAnswer{w: w, fl: w.(http.Flusher), body: body, prompt: 9, toks: d.Fake.tokens()}
+	_ = json.Unmarshal(body, &a.req)
+	a.stream = a.req.Stream != nil && *a.req.Stream
+	// The prompt in the model's tokens, cut as Ollama cuts it (its
+	// Responses and Anthropic routes take no num_ctx: the default window).
+	if msgs := messagesOf(r.URL.Path, body); msgs != nil {
+		a.prompt = max(d.Fake.promptTokens(api.ChatRequest{Messages: msgs}), 9)
+	}
+	a.answer = strings.Join(a.toks, "")
+	switch r.URL.Path {
+	case "/api/generate":
+		a.generate(a.req.Stream == nil || *a.req.Stream)
+	case "/v1/responses":
+		a.responses(fmt.Sprintf("resp_%d", d.responses.Add(1)))
+	case "/v1/messages":
+		a.messages()
+	}
+}
+
+// dialectAnswer is one answer of the fake in a dialect Ollama serves
+// itself: Ollama's generate, OpenAI's Responses or Anthropic's Messages.
+type dialectAnswer struct {
+	w      http.ResponseWriter
+	fl     http.Flusher
+	body   []byte
+	prompt int // the prompt's tokens
+	toks   []string
+	answer string
+	stream bool // stream was asked for (generate streams unless told not)
+	req    struct {
 		Model  string `json:"model"`
 		Stream *bool  `json:"stream"`
 	}
-	_ = json.Unmarshal(body, &req)
-	// The prompt in the model's tokens, cut as Ollama cuts it (its
-	// Responses and Anthropic routes take no num_ctx: the default window).
-	prompt := 9
-	if msgs := messagesOf(r.URL.Path, body); msgs != nil {
-		prompt = max(d.Fake.promptTokens(api.ChatRequest{Messages: msgs}), 9)
+}
+
+// event writes one server-sent event and flushes it.
+func (a *dialectAnswer) event(typ, data string) {
+	fmt.Fprintf(a.w, "event: %s\ndata: %s\n\n", typ, data)
+	a.fl.Flush()
+}
+
+// generate answers /api/generate, as NDJSON when streaming.
+func (a *dialectAnswer) generate(stream bool) {
+	w, model := a.w, a.req.Model
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":%q,"done":true,"done_reason":"stop"}`, model, a.answer)
+		return
 	}
-	fl := w.(http.Flusher)
-	toks := d.Fake.tokens()
-	answer := strings.Join(toks, "")
-	switch r.URL.Path {
-	case "/api/generate":
-		if req.Stream != nil && !*req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":%q,"done":true,"done_reason":"stop"}`, req.Model, answer)
-			return
-		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":"","thinking":"let me think","done":false}`+"\n", req.Model)
-		for _, tok := range toks {
-			fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":%q,"done":false}`+"\n", req.Model, tok)
-			fl.Flush()
-		}
-		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","response":"","done":true,"done_reason":"stop"}`+"\n", req.Model)
-	case "/v1/responses":
-		id := fmt.Sprintf("resp_%d", d.responses.Add(1))
-		final := fmt.Sprintf(`{"id":%q,"object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]}],"usage":{"input_tokens":%d,"output_tokens":3,"total_tokens":%d}}`, id, req.Model, answer, prompt, prompt+3)
-		if req.Stream == nil || !*req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, final)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		event := func(typ, data string) {
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
-			fl.Flush()
-		}
-		event("response.created", fmt.Sprintf(`{"type":"response.created","sequence_number":0,"response":{"id":%q,"object":"response","status":"in_progress","model":%q,"output":[]}}`, id, req.Model))
-		for i, tok := range toks {
-			event("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q}`, i+1, tok))
-		}
-		event("response.output_text.done", fmt.Sprintf(`{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":%q}`, answer))
-		event("response.completed", `{"type":"response.completed","sequence_number":5,"response":`+final+`}`)
-	case "/v1/messages":
-		if req.Stream == nil || !*req.Stream {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":3}}`, req.Model, answer, prompt)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		event := func(typ, data string) {
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
-			fl.Flush()
-		}
-		// As Ollama: message_start carries an estimate (a quarter of the
-		// request's bytes), message_delta the count.
-		event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, req.Model, max(len(body)/4, 1)))
-		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`)
-		event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me think"}}`)
-		event("content_block_stop", `{"type":"content_block_stop","index":0}`)
-		event("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`)
-		event("ping", `{"type":"ping"}`)
-		for _, tok := range toks {
-			event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":%q}}`, tok))
-		}
-		event("content_block_stop", `{"type":"content_block_stop","index":1}`)
-		event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":3}}`, prompt))
-		event("message_stop", `{"type":"message_stop"}`)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":"","thinking":"let me think","done":false}`+"\n", model)
+	for _, tok := range a.toks {
+		fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:00Z","response":%q,"done":false}`+"\n", model, tok)
+		a.fl.Flush()
 	}
+	fmt.Fprintf(w, `{"model":%q,"created_at":"2026-11-22T10:00:01Z","response":"","done":true,"done_reason":"stop"}`+"\n", model)
+}
+
+// responses answers /v1/responses as response id, as events when
+// streaming.
+func (a *dialectAnswer) responses(id string) {
+	w, model := a.w, a.req.Model
+	final := fmt.Sprintf(`{"id":%q,"object":"response","created_at":1795000000,"status":"completed","model":%q,"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":%q,"annotations":[]}]}],"usage":{"input_tokens":%d,"output_tokens":3,"total_tokens":%d}}`, id, model, a.answer, a.prompt, a.prompt+3)
+	if !a.stream {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, final)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	a.event("response.created", fmt.Sprintf(`{"type":"response.created","sequence_number":0,"response":{"id":%q,"object":"response","status":"in_progress","model":%q,"output":[]}}`, id, model))
+	for i, tok := range a.toks {
+		a.event("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q}`, i+1, tok))
+	}
+	a.event("response.output_text.done", fmt.Sprintf(`{"type":"response.output_text.done","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"text":%q}`, a.answer))
+	a.event("response.completed", `{"type":"response.completed","sequence_number":5,"response":`+final+`}`)
+}
+
+// messages answers /v1/messages, as events when streaming.
+func (a *dialectAnswer) messages() {
+	w, model := a.w, a.req.Model
+	if !a.stream {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[{"type":"thinking","thinking":"let me think","signature":""},{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":3}}`, model, a.answer, a.prompt)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	// As Ollama: message_start carries an estimate (a quarter of the
+	// request's bytes), message_delta the count.
+	a.event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":%q,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, model, max(len(a.body)/4, 1)))
+	a.event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`)
+	a.event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me think"}}`)
+	a.event("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	a.event("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`)
+	a.event("ping", `{"type":"ping"}`)
+	for _, tok := range a.toks {
+		a.event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":%q}}`, tok))
+	}
+	a.event("content_block_stop", `{"type":"content_block_stop","index":1}`)
+	a.event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":%d,"output_tokens":3}}`, a.prompt))
+	a.event("message_stop", `{"type":"message_stop"}`)
 }
 
 // messagesOf reads the messages of a Responses or Anthropic request, its
