@@ -277,51 +277,19 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 			v.stop()
 			return nil, 0, err
 		}
-		// Every dialect on the embedded store, and the worst case of the
-		// lexical index; /api/chat on Qdrant.
-		type route struct{ name, path, body string }
-		var routes []route
-		for _, dl := range dialects {
-			routes = append(routes, route{dl.route, dl.route, fmt.Sprintf(dl.body, sd.question)})
-		}
-		routes = append(routes, route{commonWords, dialects[0].route, fmt.Sprintf(dialects[0].body, sd.common)},
-			route{unknownWords, dialects[0].route, fmt.Sprintf(dialects[0].body, unknownQuestion)})
-		if qdrantURL != "" {
-			routes = routes[:1]
-		}
+		routes := memoryRoutes(sd, qdrantURL != "")
 		for _, dl := range routes {
-			paths := []path{{"off", v.base}, {"on", v.base}, {"temporary", v.base}}
-			do := func(p path) (time.Duration, error) {
-				// Each chat its own conversation: the first turn's full
-				// recall. A temporary chat has memory, and is not stored.
-				mem, chat := p.name, fmt.Sprintf("bench-%d", rand.Int64())
-				if p.name == "temporary" {
-					mem, chat = "on", "local:"+chat
-				}
-				return call("POST", p.base+dl.path, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", mem,
-					"X-OpenWebUI-Chat-Id", chat)
-			}
-			// Warm-up: the embedder probe, the model-info cache, the index.
-			if _, _, err := interleave(paths, 4, 1, do); err != nil {
-				v.stop()
-				return nil, 0, fmt.Errorf("%s: %w", dl.name, err)
-			}
-			if err := injects(v.base+dl.path, dl.body); err != nil {
+			fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s), %s\n", n, backend, dl.name)
+			row, err := measureRoute(v, dl, chats)
+			if err != nil {
 				v.stop()
 				return nil, 0, err
 			}
-			fmt.Fprintf(log, "bench: memory on the chat path, %d memories (%s), %s\n", n, backend, dl.name)
-			got, _, err := interleave(paths, chats, 1, do)
-			if err != nil {
-				v.stop()
-				return nil, 0, fmt.Errorf("%s: %w", dl.name, err)
-			}
-			row := MemoryRow{Backend: backend, Memories: n, Dialect: dl.name, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95),
-				StartupS: v.startup.Seconds(), ReadyS: readyIn.Seconds(), RawMB: float64(sd.raw) / (1 << 20),
-				RebuildStartupS: rebuilt[0].Seconds(), RebuildReadyS: rebuilt[1].Seconds()}
-			row.AddedP50 = row.OnP50 - row.OffP50
+			row.Backend, row.Memories = backend, n
+			row.StartupS, row.ReadyS, row.RawMB = v.startup.Seconds(), readyIn.Seconds(), float64(sd.raw)/(1<<20)
+			row.RebuildStartupS, row.RebuildReadyS = rebuilt[0].Seconds(), rebuilt[1].Seconds()
 			row.OwnP50 = row.AddedP50 - embed
-			row.RecallP50 = ms(got["temporary"], 0.5) - row.OffP50 - embed
+			row.RecallP50 -= embed
 			rows = append(rows, row)
 		}
 		rss := v.rssMB()
@@ -331,6 +299,57 @@ func measureMemoryOn(ctx context.Context, bin, work string, stores []int, chats 
 		v.stop()
 	}
 	return rows, embed, nil
+}
+
+// memoryRoute is one request the memory benchmark times.
+type memoryRoute struct{ name, path, body string }
+
+// memoryRoutes are the requests timed on a store seeded as sd: every
+// dialect on the embedded store, and the worst cases of the lexical index;
+// /api/chat alone on Qdrant.
+func memoryRoutes(sd seeded, qdrant bool) []memoryRoute {
+	var routes []memoryRoute
+	for _, dl := range dialects {
+		routes = append(routes, memoryRoute{dl.route, dl.route, fmt.Sprintf(dl.body, sd.question)})
+	}
+	routes = append(routes, memoryRoute{commonWords, dialects[0].route, fmt.Sprintf(dialects[0].body, sd.common)},
+		memoryRoute{unknownWords, dialects[0].route, fmt.Sprintf(dialects[0].body, unknownQuestion)})
+	if qdrant {
+		routes = routes[:1]
+	}
+	return routes
+}
+
+// measureRoute times chats of dl on v with memory off, on, and in a
+// temporary chat, interleaved, after a warm-up. The row holds the route's
+// latencies; RecallP50 still includes the embedding's round trip.
+func measureRoute(v *veraProc, dl memoryRoute, chats int) (MemoryRow, error) {
+	paths := []path{{"off", v.base}, {"on", v.base}, {"temporary", v.base}}
+	do := func(p path) (time.Duration, error) {
+		// Each chat its own conversation: the first turn's full
+		// recall. A temporary chat has memory, and is not stored.
+		mem, chat := p.name, fmt.Sprintf("bench-%d", rand.Int64())
+		if p.name == "temporary" {
+			mem, chat = "on", "local:"+chat
+		}
+		return call("POST", p.base+dl.path, dl.body, "X-OpenWebUI-User-Id", "bench", "X-Vera-Memory", mem,
+			"X-OpenWebUI-Chat-Id", chat)
+	}
+	// Warm-up: the embedder probe, the model-info cache, the index.
+	if _, _, err := interleave(paths, 4, 1, do); err != nil {
+		return MemoryRow{}, fmt.Errorf("%s: %w", dl.name, err)
+	}
+	if err := injects(v.base+dl.path, dl.body); err != nil {
+		return MemoryRow{}, err
+	}
+	got, _, err := interleave(paths, chats, 1, do)
+	if err != nil {
+		return MemoryRow{}, fmt.Errorf("%s: %w", dl.name, err)
+	}
+	row := MemoryRow{Dialect: dl.name, OffP50: ms(got["off"], 0.5), OnP50: ms(got["on"], 0.5), OnP95: ms(got["on"], 0.95)}
+	row.AddedP50 = row.OnP50 - row.OffP50
+	row.RecallP50 = ms(got["temporary"], 0.5) - row.OffP50
+	return row, nil
 }
 
 // startAndLoad starts vera on dir, waits until its chats get memory, and
