@@ -139,68 +139,20 @@ func (c *collection) run(prefetch []*qdrant.PrefetchQuery, q *qdrant.Query, usin
 		}
 	}
 	var out []scored
+	var err error
 	switch v := q.GetVariant().(type) {
 	case *qdrant.Query_Fusion, *qdrant.Query_Rrf:
 		if len(prefetch) == 0 {
 			return nil, bad("Fusion queries need at least one prefetch")
 		}
-		if fu, ok := v.(*qdrant.Query_Fusion); ok && fu.Fusion != qdrant.Fusion_RRF {
-			return nil, status.Errorf(codes.Unimplemented, "stand-in: fusion %v not implemented", fu.Fusion)
-		}
-		// RULE: reciprocal rank fusion scores each point 1/(k + rank) per
-		// list it appears in, ranks counted from 0, k = 2 unless given.
-		// https://qdrant.tech/documentation/concepts/hybrid-queries/#reciprocal-rank-fusion-rrf
-		k := 2.0
-		if rrf, ok := v.(*qdrant.Query_Rrf); ok && rrf.Rrf.K != nil {
-			k = float64(rrf.Rrf.GetK())
-		}
-		sum := map[string]*scored{}
-		for _, list := range lists {
-			for rank, g := range list {
-				if sum[g.key] == nil {
-					sum[g.key] = &scored{key: g.key, p: g.p}
-				}
-				sum[g.key].score += 1 / (k + float64(rank))
-			}
-		}
-		for _, g := range sum {
-			ok, err := c.matches(g.p, f)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out = append(out, *g)
-			}
-		}
+		out, err = c.fuse(q, lists, f)
 	case *qdrant.Query_Nearest:
-		scorer, err := c.scorer(using, v.Nearest)
-		if err != nil {
-			return nil, err
-		}
-		for k, p := range c.points {
-			if candidates != nil && candidates[k] == nil {
-				continue
-			}
-			ok, err := c.matches(p, f)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				continue
-			}
-			score, has := scorer(p)
-			if !has {
-				continue
-			}
-			// RULE: score_threshold drops points scoring below it.
-			// https://qdrant.tech/documentation/concepts/search/#search-api
-			if threshold != nil && score < float64(*threshold) {
-				continue
-			}
-			out = append(out, scored{key: k, p: p, score: score})
-		}
+		out, err = c.nearest(using, v.Nearest, candidates, f, threshold)
 	default:
 		return nil, status.Errorf(codes.Unimplemented, "stand-in: query %T not implemented", q.GetVariant())
+	}
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(out, func(a, b scored) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -211,88 +163,170 @@ func (c *collection) run(prefetch []*qdrant.PrefetchQuery, q *qdrant.Query, usin
 	return out[:min(limit, len(out))], nil
 }
 
+// fuse fuses the prefetches' lists by a fusion query, keeping the points
+// that pass f.
+func (c *collection) fuse(q *qdrant.Query, lists [][]scored, f *qdrant.Filter) ([]scored, error) {
+	if fu, ok := q.GetVariant().(*qdrant.Query_Fusion); ok && fu.Fusion != qdrant.Fusion_RRF {
+		return nil, status.Errorf(codes.Unimplemented, "stand-in: fusion %v not implemented", fu.Fusion)
+	}
+	// RULE: reciprocal rank fusion scores each point 1/(k + rank) per
+	// list it appears in, ranks counted from 0, k = 2 unless given.
+	// https://qdrant.tech/documentation/concepts/hybrid-queries/#reciprocal-rank-fusion-rrf
+	k := 2.0
+	if rrf, ok := q.GetVariant().(*qdrant.Query_Rrf); ok && rrf.Rrf.K != nil {
+		k = float64(rrf.Rrf.GetK())
+	}
+	sum := map[string]*scored{}
+	for _, list := range lists {
+		for rank, g := range list {
+			if sum[g.key] == nil {
+				sum[g.key] = &scored{key: g.key, p: g.p}
+			}
+			sum[g.key].score += 1 / (k + float64(rank))
+		}
+	}
+	var out []scored
+	for _, g := range sum {
+		ok, err := c.matches(g.p, f)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, *g)
+		}
+	}
+	return out, nil
+}
+
+// nearest scores the points (of candidates, when not nil) that pass f
+// against the query vector in, keeping those at or above threshold.
+func (c *collection) nearest(using string, in *qdrant.VectorInput, candidates map[string]*point, f *qdrant.Filter, threshold *float32) ([]scored, error) {
+	scorer, err := c.scorer(using, in)
+	if err != nil {
+		return nil, err
+	}
+	var out []scored
+	for k, p := range c.points {
+		if candidates != nil && candidates[k] == nil {
+			continue
+		}
+		ok, err := c.matches(p, f)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		score, has := scorer(p)
+		if !has {
+			continue
+		}
+		// RULE: score_threshold drops points scoring below it.
+		// https://qdrant.tech/documentation/concepts/search/#search-api
+		if threshold != nil && score < float64(*threshold) {
+			continue
+		}
+		out = append(out, scored{key: k, p: p, score: score})
+	}
+	return out, nil
+}
+
 // scorer returns how a nearest query scores a point, and whether the point
 // has the vector at all.
 func (c *collection) scorer(using string, in *qdrant.VectorInput) (func(*point) (float64, bool), error) {
 	switch in.GetVariant().(type) {
 	case *qdrant.VectorInput_Dense:
-		params, ok := c.dense[using]
-		if !ok {
-			// RULE: the query names an existing dense vector.
-			return nil, bad("Not existing vector name error: %s", using)
-		}
-		q := in.GetDense().GetData()
-		if uint64(len(q)) != params.GetSize() {
-			return nil, bad("Vector dimension error: expected dim: %d, got %d", params.GetSize(), len(q))
-		}
-		if params.GetDistance() != qdrant.Distance_Cosine {
-			return nil, status.Errorf(codes.Unimplemented, "stand-in: distance %v not implemented", params.GetDistance())
-		}
-		q = unit(q)
-		return func(p *point) (float64, bool) {
-			v, ok := p.dense[using]
-			if !ok {
-				return 0, false
-			}
-			var dot float64
-			for i := range q {
-				dot += float64(q[i]) * float64(v[i])
-			}
-			return dot, true
-		}, nil
+		return c.denseScorer(using, in.GetDense().GetData())
 	case *qdrant.VectorInput_Sparse:
-		params, ok := c.sparse[using]
-		if !ok {
-			return nil, bad("Not existing vector name error: %s", using)
-		}
-		q := in.GetSparse()
-		if err := c.checkVectors(nil, map[string]*qdrant.SparseVector{using: q}); err != nil {
-			return nil, err
-		}
-		weights := make(map[uint32]float64, len(q.GetIndices()))
-		for i, idx := range q.GetIndices() {
-			weights[idx] = float64(q.GetValues()[i])
-		}
-		if params.GetModifier() == qdrant.Modifier_Idf {
-			// RULE: with the IDF modifier Qdrant weighs each index by
-			// ln(1 + (N - n + 0.5)/(n + 0.5)) over the collection's points
-			// with that sparse vector.
-			// https://qdrant.tech/documentation/concepts/indexing/#idf-modifier
-			n := map[uint32]float64{}
-			total := 0.0
-			for _, p := range c.points {
-				sv, ok := p.sparse[using]
-				if !ok {
-					continue
-				}
-				total++
-				for _, idx := range sv.GetIndices() {
-					if _, asked := weights[idx]; asked {
-						n[idx]++
-					}
-				}
-			}
-			for idx := range weights {
-				weights[idx] *= math.Log(1 + (total-n[idx]+0.5)/(n[idx]+0.5))
-			}
-		}
-		return func(p *point) (float64, bool) {
-			sv, ok := p.sparse[using]
-			if !ok {
-				return 0, false
-			}
-			score, hit := 0.0, false
-			for i, idx := range sv.GetIndices() {
-				if w, ok := weights[idx]; ok {
-					score += w * float64(sv.GetValues()[i])
-					hit = true
-				}
-			}
-			// Sparse search returns only points sharing an index.
-			return score, hit
-		}, nil
+		return c.sparseScorer(using, in.GetSparse())
 	}
 	return nil, status.Errorf(codes.Unimplemented, "stand-in: query vector %T not implemented", in.GetVariant())
+}
+
+// denseScorer scores a point by cosine against q.
+func (c *collection) denseScorer(using string, q []float32) (func(*point) (float64, bool), error) {
+	params, ok := c.dense[using]
+	if !ok {
+		// RULE: the query names an existing dense vector.
+		return nil, bad("Not existing vector name error: %s", using)
+	}
+	if uint64(len(q)) != params.GetSize() {
+		return nil, bad("Vector dimension error: expected dim: %d, got %d", params.GetSize(), len(q))
+	}
+	if params.GetDistance() != qdrant.Distance_Cosine {
+		return nil, status.Errorf(codes.Unimplemented, "stand-in: distance %v not implemented", params.GetDistance())
+	}
+	q = unit(q)
+	return func(p *point) (float64, bool) {
+		v, ok := p.dense[using]
+		if !ok {
+			return 0, false
+		}
+		var dot float64
+		for i := range q {
+			dot += float64(q[i]) * float64(v[i])
+		}
+		return dot, true
+	}, nil
+}
+
+// sparseScorer scores a point by the dot product of its sparse vector
+// with q, weighed by IDF when the vector has that modifier.
+func (c *collection) sparseScorer(using string, q *qdrant.SparseVector) (func(*point) (float64, bool), error) {
+	params, ok := c.sparse[using]
+	if !ok {
+		return nil, bad("Not existing vector name error: %s", using)
+	}
+	if err := c.checkVectors(nil, map[string]*qdrant.SparseVector{using: q}); err != nil {
+		return nil, err
+	}
+	weights := make(map[uint32]float64, len(q.GetIndices()))
+	for i, idx := range q.GetIndices() {
+		weights[idx] = float64(q.GetValues()[i])
+	}
+	if params.GetModifier() == qdrant.Modifier_Idf {
+		c.idf(using, weights)
+	}
+	return func(p *point) (float64, bool) {
+		sv, ok := p.sparse[using]
+		if !ok {
+			return 0, false
+		}
+		score, hit := 0.0, false
+		for i, idx := range sv.GetIndices() {
+			if w, ok := weights[idx]; ok {
+				score += w * float64(sv.GetValues()[i])
+				hit = true
+			}
+		}
+		// Sparse search returns only points sharing an index.
+		return score, hit
+	}, nil
+}
+
+// idf weighs each index of weights by its inverse document frequency.
+// RULE: with the IDF modifier Qdrant weighs each index by
+// ln(1 + (N - n + 0.5)/(n + 0.5)) over the collection's points with that
+// sparse vector.
+// https://qdrant.tech/documentation/concepts/indexing/#idf-modifier
+func (c *collection) idf(using string, weights map[uint32]float64) {
+	n := map[uint32]float64{}
+	total := 0.0
+	for _, p := range c.points {
+		sv, ok := p.sparse[using]
+		if !ok {
+			continue
+		}
+		total++
+		for _, idx := range sv.GetIndices() {
+			if _, asked := weights[idx]; asked {
+				n[idx]++
+			}
+		}
+	}
+	for idx := range weights {
+		weights[idx] *= math.Log(1 + (total-n[idx]+0.5)/(n[idx]+0.5))
+	}
 }
 
 // SetPayload implements qdrant.PointsServer.
