@@ -539,5 +539,5 @@ func (b *Builder) fixed(s string) int {
 // countAtMost counts s's tokens, stopping past limit (see
 // text.Tokenizer.CountAtMost).
 func (b *Builder) countAtMost(s string, limit int) int {
-	return countAtMost(b.tokens, s, limit)
+	return text.CountAtMost(b.tokens, s, limit)
 }
