@@ -184,6 +184,11 @@ func start(ctx context.Context, dir string, o options) (*DB, error) {
 	return d, nil
 }
 
+// uriPath escapes what SQLite's URI file names read otherwise: a
+// directory named "notes#1" or "a?b" would have the file opened (and
+// created) at the path cut short, outside the data directory.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
 // openFile opens the store's file at path, creating its tables; it holds
 // the file for this process alone.
 func openFile(ctx context.Context, path string) (*DB, error) {
@@ -193,7 +198,7 @@ func openFile(ctx context.Context, path string) (*DB, error) {
 	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(2000)", "locking_mode(EXCLUSIVE)", "cache_size(-16384)", "secure_delete(ON)"} {
 		q.Add("_pragma", p)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", "file:"+uriPath.Replace(path)+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("embedded store %s: %w", path, err)
 	}

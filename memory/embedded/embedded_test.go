@@ -3,6 +3,8 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -130,4 +132,33 @@ func TestReopenLoadsManyBatchesInOrder(t *testing.T) {
 		assert.Equal(t, ms[last].ID, latest[0].ID, "namespace %s: the newest first", ns)
 		assert.Equal(t, ms[last-3].ID, latest[1].ID)
 	}
+}
+
+// A data directory whose name holds what a URI reads (a fragment, a
+// query, an escape) keeps every file inside it: nothing is written at the
+// path cut short, and a second store under another such name is its own.
+func TestDataDirectoryNamesAreNotURIs(t *testing.T) {
+	ctx := context.Background()
+	parent := t.TempDir()
+	var dirs []string
+	for _, name := range []string{"notes#1", "a?b=c", "100%25 sure", "x#2"} {
+		dir := filepath.Join(parent, name)
+		require.NoError(t, os.Mkdir(dir, 0o755))
+		db, err := Open(ctx, dir)
+		require.NoError(t, err, name)
+		m := memory.Memory{ID: memory.NewID(), Namespace: "a", Type: memory.Raw, Text: "User: in " + name + "\nAssistant: ok", Time: time.Now()}
+		require.NoError(t, db.Upsert(ctx, m))
+		n, err := db.Count(ctx, memory.Filter{Namespace: "a"})
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "%s: its own store, not another's", name)
+		require.NoError(t, db.Close())
+		dirs = append(dirs, dir)
+	}
+	for _, dir := range dirs {
+		_, err := os.Stat(filepath.Join(dir, FileName))
+		assert.NoError(t, err, "the file is in %s", dir)
+	}
+	left, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	assert.Len(t, left, len(dirs), "nothing beside the data directories")
 }
