@@ -7,7 +7,7 @@ GOLANGCI_LINT := $(shell go env GOPATH)/bin/golangci-lint
 .PHONY: test lint bench build run
 
 test:
-	go test -race -bench . -benchtime 1x ./...
+	go test -race -timeout 30m -bench . -benchtime 1x ./...
 
 # golangci-lint as installed in $(go env GOPATH)/bin, else the pinned
 # version run from the Go module proxy.
