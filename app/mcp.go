@@ -118,7 +118,7 @@ func mcpBackend(ctx context.Context, cfg config.Config, rawURL, ns, key string, 
 			return nil, fmt.Errorf("opening the store: %w", err)
 		}
 		defer a.Close()
-		return mcp.New(a.adminMemories(), Version()).Call(ctx, ns, tool, args)
+		return mcp.New(a.memoryService(), Version()).Call(ctx, ns, tool, args)
 	}
 	return call, tools, func() {}, nil
 }

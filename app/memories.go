@@ -280,7 +280,7 @@ func directClient(ctx context.Context, cfg config.Config, stderr io.Writer) (*ad
 		// Who each namespace is, as the running vera last kept it.
 		a.directory = memory.NewDirectory(a.local)
 	}
-	adm.Memories = a.adminMemories()
+	adm.Memories = a.memoryService()
 	adm.Mount(e)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

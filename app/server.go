@@ -167,7 +167,7 @@ func (a *app) attach(srv *proxy.Server, adm *admin.Server) {
 	srv.Memory = a.builder
 	srv.Commands = a.commands
 	adm.MemoryHealth = a.health
-	adm.Memories = a.adminMemories()
+	adm.Memories = a.memoryService()
 	adm.Memories.Conversations = a.convs
 	a.withheld.Withdraw = func(ids ...string) { a.convs.Withdraw("", ids...) }
 	tools := mcp.New(adm.Memories, Version())
@@ -189,9 +189,10 @@ func (a *app) loading() bool {
 	return false
 }
 
-// adminMemories is what the memory routes work on: the store, the queue
-// and the writer (a deleted memory must not arrive later from either).
-func (a *app) adminMemories() *memory.Service {
+// memoryService is what the memory routes and the MCP tools work on: the
+// store, the queue and the writer (a deleted memory must not arrive later
+// from either).
+func (a *app) memoryService() *memory.Service {
 	m := &memory.Service{Store: a.store, Tokens: a.tok, MaxTokens: a.cfg.Memory.MaxTurnTokens, Embed: a.embedder.Embed,
 		Threshold: a.cfg.Layers.SemanticScoreThreshold, Directory: a.directory, Usage: a.usage,
 		History: a.history, Withheld: a.withheld}

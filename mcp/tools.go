@@ -32,8 +32,9 @@ var (
 	listTool = &sdk.Tool{Name: "list_memories", Description: "List the user's memories, newest first: type raw (chat turns), curated (distilled facts), rule, profile or forgotten; since an RFC 3339 time."}
 )
 
-// Memory is a MEMORY as the tools answer it: the admin API's (with the
-// score of a search), and whether a newer memory replaced it.
+// Memory is a MEMORY as the tools answer it: memory.JSON, as the admin
+// API answers it (with the score of a search), and whether a newer memory
+// replaced it.
 type Memory struct {
 	memory.JSON
 	Past bool `json:"past,omitempty"`

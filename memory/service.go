@@ -12,10 +12,10 @@ import (
 )
 
 // Service is the memory operations the admin API and the MCP tools
-// share: one search, one way to add, rewrite and erase a memory. It
-// holds the store, the
-// durable queue (a deleted memory must not arrive later from it), and the
-// embedder for what is added or edited by hand (nil: lexical only).
+// share: one search, one way to add, rewrite and erase a memory. It holds
+// the store, the durable queue (a deleted memory must not arrive later
+// from it), and the embedder for what is added or edited by hand (nil:
+// lexical only).
 type Service struct {
 	Store  Store
 	Queue  Queue
@@ -73,9 +73,6 @@ func (m *Service) Withdraw(ns string, ids ...string) {
 		}
 	}
 }
-
-// The memory operations the admin routes and the MCP tools share: one
-// search, one way to add and to rewrite a
 
 // Search finds memories as chats do (hybrid, the same threshold), scored.
 func (m *Service) Search(ctx context.Context, f Filter, q string, limit int) ([]Hit, error) {
@@ -292,9 +289,9 @@ func (m *Service) EraseNamespace(ctx context.Context, ns string) (Receipt, error
 			return r, unavailable{"the local queue", err}
 		}
 		var ids []string
-		for _, m := range queued {
-			if m.Namespace == ns {
-				ids = append(ids, m.ID)
+		for _, q := range queued {
+			if q.Namespace == ns {
+				ids = append(ids, q.ID)
 			}
 		}
 		if err := m.Queue.Done(ctx, ids...); err != nil {
@@ -311,9 +308,9 @@ func (m *Service) EraseNamespace(ctx context.Context, ns string) (Receipt, error
 			break
 		}
 		ids := make([]string, len(page))
-		for i, m := range page {
-			ids[i] = m.ID
-			r.Erased[string(m.Type)]++
+		for i, mem := range page {
+			ids[i] = mem.ID
+			r.Erased[string(mem.Type)]++
 		}
 		if err := m.Store.Delete(ctx, ids...); err != nil {
 			return r, unavailable{"writing the store", err}
