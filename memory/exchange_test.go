@@ -58,18 +58,3 @@ func FuzzParseExchange(f *testing.F) {
 		}
 	})
 }
-
-// normalize is strings.ToLower(strings.Join(strings.Fields(s), " ")), in
-// one pass: on white space of every kind, capitals of every script,
-// invalid UTF-8.
-func FuzzNormalize(f *testing.F) {
-	for _, s := range []string{"", " ", "Hello  World", "\tA\nB\r\n", "ÀÉÎ  Ωmega\u00a0x\u0085y\u2003z", "bad \xff\xfe bytes", "İstanbul", "  lead and trail  ", "\u1680\u3000"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want := strings.ToLower(strings.Join(strings.Fields(s), " "))
-		if got := normalize(s); got != want {
-			t.Fatalf("normalize(%q) = %q, want %q", s, got, want)
-		}
-	})
-}
